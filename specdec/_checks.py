@@ -1,0 +1,194 @@
+"""Input validation at the public boundary.
+
+Every public function of specdec calls into this module once, before any math, so that bad input
+raises a ``ValueError`` or ``TypeError`` naming the argument, what was expected and what was got,
+instead of producing garbage.
+
+Tolerance policy for probability rows (documented in the README and tested):
+
+* Entries must be finite and ``>= 0``.
+* Each row must sum to 1 within ``normalisation_tolerance(dtype, vocab)``
+  ``= max(1e-6, 8 * sqrt(vocab) * eps(dtype))``, which is ``1e-6`` for float64, about ``1.4e-4``
+  for float32 at ``vocab = 32768`` and about ``0.13`` for bfloat16 at ``vocab = 16``: the error a
+  correctly computed softmax can carry in that dtype, with a margin.
+* Half precision (float16, bfloat16) and float32 inputs are accepted; the arithmetic that decides
+  tokens is carried out in float64 on the rows it needs.
+
+Checks are written to read each input a small, fixed number of times (a row sum detects NaN and
+infinities; one ``amin`` detects negative entries), because ``verify_tokens`` is the inner loop of
+every statistical test.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__: list[str] = []
+
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def normalisation_tolerance(dtype: torch.dtype, vocab: int) -> float:
+    """Largest accepted ``|row.sum() - 1|`` for a probability row of this dtype and size."""
+    return max(1e-6, 8.0 * math.sqrt(vocab) * torch.finfo(dtype).eps)
+
+
+def check_tensor(name: str, value: object) -> Tensor:
+    """Raise ``TypeError`` unless ``value`` is a ``torch.Tensor``."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}.")
+    return value
+
+
+def check_float(name: str, value: object) -> Tensor:
+    """A floating-point tensor (float16, bfloat16, float32 or float64)."""
+    tensor = check_tensor(name, value)
+    if tensor.dtype not in _FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must have a floating dtype (float16, bfloat16, float32 or float64), "
+            f"got {tensor.dtype}; convert it with .double()."
+        )
+    return tensor
+
+
+def check_integer(name: str, value: object) -> Tensor:
+    """An integer tensor of token ids (int32 or int64)."""
+    tensor = check_tensor(name, value)
+    if tensor.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must be an integer tensor (int64 or int32), got {tensor.dtype}.")
+    return tensor
+
+
+def check_min_dim(name: str, tensor: Tensor, min_dim: int, layout: str) -> None:
+    """At least ``min_dim`` dimensions, described by ``layout`` (for example ``[*b, k, V]``)."""
+    if tensor.dim() < min_dim:
+        raise ValueError(
+            f"{name} must have shape {layout} (at least {min_dim} dimensions), "
+            f"got shape {tuple(tensor.shape)}."
+        )
+
+
+def check_shape(name: str, tensor: Tensor, expected: tuple[int, ...], layout: str) -> None:
+    """Exactly the shape ``expected`` (described by ``layout``)."""
+    if tuple(tensor.shape) != expected:
+        raise ValueError(
+            f"Shape mismatch: {name} must have shape {layout} = {expected}, "
+            f"got {tuple(tensor.shape)}."
+        )
+
+
+def check_probs(name: str, value: object) -> Tensor:
+    """Probability rows along the last dimension: finite, non-negative, summing to 1."""
+    probs = check_float(name, value)
+    check_min_dim(name, probs, 1, "[*b, V]")
+    vocab = probs.shape[-1]
+    if vocab == 0:
+        raise ValueError(f"{name} must have a non-empty vocabulary (last) dimension, got 0.")
+    if probs.numel() == 0:
+        return probs
+    sums = probs.sum(dim=-1, dtype=torch.float64)
+    if not bool(torch.isfinite(sums).all()):
+        raise ValueError(f"{name} must be finite, got NaN or infinite entries.")
+    smallest = float(probs.amin())
+    if smallest < 0.0:
+        raise ValueError(f"{name} must be non-negative, got a minimum entry of {smallest!r}.")
+    tolerance = normalisation_tolerance(probs.dtype, vocab)
+    worst = float((sums - 1.0).abs().amax())
+    if worst > tolerance:
+        raise ValueError(
+            f"{name} rows must sum to 1 (tolerance {tolerance:.3g} for {probs.dtype}, V={vocab}), "
+            f"got a row whose sum is off by {worst:.3g}; normalise it with probs / probs.sum(-1)."
+        )
+    return probs
+
+
+def check_logits(name: str, value: object) -> Tensor:
+    """Logit rows: no NaN, no ``+inf``; ``-inf`` (a masked token) is allowed, not a whole row."""
+    logits = check_float(name, value)
+    check_min_dim(name, logits, 1, "[*b, V]")
+    if logits.shape[-1] == 0:
+        raise ValueError(f"{name} must have a non-empty vocabulary (last) dimension, got 0.")
+    if logits.numel() == 0:
+        return logits
+    if bool(torch.isnan(logits).any()):
+        raise ValueError(f"{name} must not contain NaN.")
+    if bool((logits == math.inf).any()):
+        raise ValueError(f"{name} must not contain +inf.")
+    if not bool((logits > -math.inf).any(dim=-1).all()):
+        raise ValueError(f"{name} has a row whose entries are all -inf; no token can be chosen.")
+    return logits
+
+
+def check_uniforms(name: str, value: object) -> Tensor:
+    """Uniform variates in ``[0, 1)``."""
+    uniforms = check_float(name, value)
+    if uniforms.numel() == 0:
+        return uniforms
+    if not bool(torch.isfinite(uniforms).all()):
+        raise ValueError(f"{name} must be finite, got NaN or infinite entries.")
+    low, high = float(uniforms.amin()), float(uniforms.amax())
+    if low < 0.0 or high >= 1.0:
+        raise ValueError(
+            f"{name} must lie in [0, 1), got values in [{low!r}, {high!r}]; "
+            "draw them with specdec.uniforms(generator, shape)."
+        )
+    return uniforms
+
+
+def check_tokens(name: str, value: object, vocab: int) -> Tensor:
+    """Token ids in ``[0, vocab)``."""
+    tokens = check_integer(name, value)
+    if tokens.numel() == 0:
+        return tokens
+    low, high = int(tokens.amin()), int(tokens.amax())
+    if low < 0 or high >= vocab:
+        raise ValueError(
+            f"{name} must hold token ids in [0, {vocab}) (the vocabulary size), "
+            f"got ids in [{low}, {high}]."
+        )
+    return tokens
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """A Python ``int >= 1`` (``bool`` refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}.")
+    return value
+
+
+def check_draft_block(
+    draft_tokens: object, draft_probs: object, target_probs: object, uniforms: object
+) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+    """Validate the four arguments of a single-chain verification rule together.
+
+    ``draft_probs`` may be ``None`` for rules that do not use the draft's law.
+    Shapes: ``draft_tokens [*b, k]``, ``draft_probs [*b, k, V]``, ``target_probs [*b, k+1, V]``,
+    ``uniforms [*b, k+1]``.
+    """
+    target = check_probs("target_probs", target_probs)
+    check_min_dim("target_probs", target, 2, "[*b, k+1, V]")
+    *batch, k_plus_1, vocab = target.shape
+    k = k_plus_1 - 1
+    if k < 1:
+        raise ValueError(
+            f"k must be >= 1: target_probs must have shape [*b, k+1, V] with k+1 >= 2 rows, "
+            f"got {k_plus_1} row(s) (shape {tuple(target.shape)})."
+        )
+    draft_ids = check_integer("draft_tokens", draft_tokens)
+    check_shape("draft_tokens", draft_ids, (*batch, k), "[*b, k]")
+    check_tokens("draft_tokens", draft_ids, vocab)
+    draft: Tensor | None = None
+    if draft_probs is not None:
+        draft = check_probs("draft_probs", draft_probs)
+        if draft.dim() >= 1 and draft.shape[-1] != vocab:
+            raise ValueError(
+                f"Vocabulary mismatch: draft_probs has V={draft.shape[-1]} but target_probs has "
+                f"V={vocab}."
+            )
+        check_shape("draft_probs", draft, (*batch, k, vocab), "[*b, k, V]")
+    noise = check_uniforms("uniforms", uniforms)
+    check_shape("uniforms", noise, (*batch, k + 1), "[*b, k+1]")
+    return draft_ids, draft, target, noise

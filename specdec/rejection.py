@@ -1,0 +1,120 @@
+"""Acceptance probabilities and residual distributions of speculative sampling."""
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from specdec._checks import check_probs, check_shape, check_tokens
+
+__all__ = ["acceptance_probs", "residual_probs"]
+
+
+def _acceptance(target_at_draft: Tensor, draft_at_draft: Tensor) -> Tensor:
+    """Unchecked ``min(1, p(x) / q(x))`` on float64 values with ``q(x) > 0``."""
+    return torch.clamp(target_at_draft / draft_at_draft, max=1.0)
+
+
+def _residual(target_probs: Tensor, draft_probs: Tensor) -> Tensor:
+    """Unchecked ``norm(max(0, p - q))`` on float64 rows; ``p`` where the residual mass is 0."""
+    excess = torch.clamp(target_probs - draft_probs, min=0.0)  # [*b, V]
+    mass = excess.sum(dim=-1, keepdim=True)  # [*b, 1] = 1 - sum(min(p, q)) = TV(p, q)
+    no_mass = mass == 0
+    return torch.where(no_mass, target_probs, excess / torch.where(no_mass, 1.0, mass))
+
+
+def _check_pair(target_probs: object, draft_probs: object) -> tuple[Tensor, Tensor]:
+    target = check_probs("target_probs", target_probs)
+    draft = check_probs("draft_probs", draft_probs)
+    if target.shape[-1] != draft.shape[-1]:
+        raise ValueError(
+            f"Vocabulary mismatch: target_probs has V={target.shape[-1]} but draft_probs has "
+            f"V={draft.shape[-1]}."
+        )
+    check_shape("draft_probs", draft, tuple(target.shape), "the shape of target_probs")
+    return target, draft
+
+
+def acceptance_probs(
+    target_probs: Float[Tensor, "*batch vocab"],
+    draft_probs: Float[Tensor, "*batch vocab"],
+    draft_tokens: Int[Tensor, "*batch"],
+) -> Float[Tensor, "*batch"]:
+    r"""The probability of accepting each drafted token, ``min(1, p(x) / q(x))``.
+
+    .. math:: a(x) = \min\!\left(1, \frac{p(x)}{q(x)}\right)
+
+    A draft token with ``q(x) = 0`` cannot have been sampled from ``q``: that is the classic bug
+    of scoring drafts with a law other than the one they were drawn from, so it raises instead
+    of returning ``inf`` or ``nan``.
+
+    Args:
+        target_probs: ``[*batch, V]`` target probabilities ``p`` at the draft's position.
+        draft_probs: ``[*batch, V]`` the draft law ``q`` the token was sampled from.
+        draft_tokens: ``[*batch]`` the drafted token ids ``x``.
+
+    Returns:
+        ``[*batch]`` float64 acceptance probabilities in ``[0, 1]``.
+
+    Raises:
+        TypeError: wrong dtypes. ValueError: invalid rows, shape mismatch, ids out of range,
+        or ``q(x) = 0``.
+
+    Example:
+        >>> import torch, specdec
+        >>> p = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+        >>> q = torch.tensor([0.4, 0.4, 0.2], dtype=torch.float64)
+        >>> specdec.acceptance_probs(p.expand(2, 3), q.expand(2, 3), torch.tensor([0, 1]))
+        tensor([0.5000, 1.0000], dtype=torch.float64)
+
+    References:
+        Leviathan et al. 2023, Sec. 2.3; ``proofs/theory.md`` claim 1.
+    """
+    target, draft = _check_pair(target_probs, draft_probs)
+    tokens = check_tokens("draft_tokens", draft_tokens, target.shape[-1])
+    check_shape("draft_tokens", tokens, tuple(target.shape[:-1]), "[*b]")
+    index = tokens.long().unsqueeze(-1)
+    draft_at = draft.gather(-1, index).squeeze(-1).to(torch.float64)
+    if bool((draft_at == 0).any()):
+        raise ValueError(
+            "draft_probs gives probability 0 to a token in draft_tokens: q must be the law the "
+            "draft actually sampled from (check that the same warping was applied to both)."
+        )
+    target_at = target.gather(-1, index).squeeze(-1).to(torch.float64)
+    return _acceptance(target_at, draft_at)
+
+
+def residual_probs(
+    target_probs: Float[Tensor, "*batch vocab"], draft_probs: Float[Tensor, "*batch vocab"]
+) -> Float[Tensor, "*batch vocab"]:
+    r"""The distribution to resample from after a rejection, ``norm(max(0, p - q))``.
+
+    .. math::
+        r(x) = \frac{\max(0, p(x) - q(x))}{\sum_y \max(0, p(y) - q(y))},
+        \qquad \sum_y \max(0, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = \mathrm{TV}(p, q)
+
+    Edge case, decided: where the residual mass is exactly 0 (``p <= q`` everywhere, which for
+    normalised rows means ``p == q``) no rejection can happen, and the result is defined as ``p``
+    so it is always a distribution. The residual is zero exactly where ``p <= q``.
+
+    Args:
+        target_probs: ``[*batch, V]`` target probabilities ``p``.
+        draft_probs: ``[*batch, V]`` draft probabilities ``q``.
+
+    Returns:
+        ``[*batch, V]`` float64 rows summing to 1.
+
+    Raises:
+        TypeError: wrong dtypes. ValueError: invalid rows or shape mismatch.
+
+    Example:
+        >>> import torch, specdec
+        >>> p = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+        >>> q = torch.tensor([0.4, 0.4, 0.2], dtype=torch.float64)
+        >>> specdec.residual_probs(p, q)
+        tensor([0.0000, 0.5000, 0.5000], dtype=torch.float64)
+
+    References:
+        Leviathan et al. 2023, Sec. 2.3; Chen et al. 2023, Alg. 2; ``proofs/theory.md`` claims 1, 3.
+    """
+    target, draft = _check_pair(target_probs, draft_probs)
+    return _residual(target.to(torch.float64), draft.to(torch.float64))

@@ -1,0 +1,54 @@
+"""Inverse-CDF sampling from given uniforms."""
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from specdec._checks import check_probs, check_shape, check_uniforms
+
+__all__ = ["sample"]
+
+
+def _sample(probs: Tensor, uniforms: Tensor) -> Tensor:
+    """Unchecked inverse CDF on float64 rows; shared by the verification rules."""
+    cdf = probs.cumsum(dim=-1)  # [*b, V], non-decreasing, flat over zero-probability tokens
+    threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)  # [*b, 1], u scaled by the row total
+    index = torch.searchsorted(cdf.contiguous(), threshold.contiguous(), right=True).squeeze(-1)
+    vocab = probs.shape[-1]
+    positions = torch.arange(vocab, device=probs.device)
+    last_nonzero = torch.where(probs > 0, positions, -1).amax(dim=-1)  # [*b]
+    return torch.minimum(index, last_nonzero)  # guards u * total rounding up to total
+
+
+def sample(
+    probs: Float[Tensor, "*batch vocab"], uniforms: Float[Tensor, "*batch"]
+) -> Int[Tensor, "*batch"]:
+    r"""Inverse-CDF sampling: the smallest index whose cumulative probability exceeds ``u``.
+
+    .. math:: x = \min\{\, i : F(i) > u \cdot F(V-1) \,\}, \qquad F(i) = \sum_{j \le i} \pi_j
+
+    The CDF is scaled by the row total (1 within the tolerance of ``_checks``), so the index is
+    always a valid token; a zero-probability token is never returned, because the CDF is flat
+    across it. For ``u ~ Uniform[0, 1)`` the result has law ``probs`` exactly.
+
+    Args:
+        probs: ``[*batch, V]`` probability rows (computed in float64).
+        uniforms: ``[*batch]`` values in ``[0, 1)``.
+
+    Returns:
+        ``[*batch]`` int64 token ids.
+
+    Raises:
+        TypeError: non-float ``probs`` or ``uniforms``.
+        ValueError: invalid probabilities, uniforms outside ``[0, 1)``, shape mismatch.
+
+    Example:
+        >>> import torch, specdec
+        >>> probs = torch.tensor([0.5, 0.0, 0.5], dtype=torch.float64)
+        >>> specdec.sample(probs.expand(3, 3), torch.tensor([0.0, 0.49, 0.5], dtype=torch.float64))
+        tensor([0, 0, 2])
+    """
+    checked = check_probs("probs", probs)
+    noise = check_uniforms("uniforms", uniforms)
+    check_shape("uniforms", noise, tuple(checked.shape[:-1]), "[*b] (probs without its last axis)")
+    return _sample(checked.to(torch.float64), noise.to(torch.float64))

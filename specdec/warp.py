@@ -1,0 +1,112 @@
+"""Logits to probabilities: temperature, top-k, top-p and min-p, as the target is defined.
+
+The warped distribution *is* the target of speculative decoding (``proofs/theory.md``, claim 8):
+losslessness is with respect to ``warp_probs(target_logits, ...)`` at every prefix.
+"""
+
+import math
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from specdec._checks import check_logits
+
+__all__ = ["warp_probs"]
+
+
+def _check_options(
+    temperature: float, top_k: int | None, top_p: float | None, min_p: float | None
+) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a float, got {type(temperature).__name__}.")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite float >= 0, got {temperature!r}.")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise TypeError(f"top_k must be an int or None, got {type(top_k).__name__}.")
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1 (or None to disable), got {top_k}.")
+    for name, value in (("top_p", top_p), ("min_p", min_p)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a float or None, got {type(value).__name__}.")
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"{name} must lie in (0, 1] (or None to disable), got {value!r}.")
+
+
+def warp_probs(
+    logits: Float[Tensor, "*batch vocab"],
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+) -> Float[Tensor, "*batch vocab"]:
+    r"""Turn logits into the sampling distribution, in float64.
+
+    .. math::
+        \pi = \mathrm{softmax}\big(\mathrm{minp}(\mathrm{topp}(\mathrm{topk}(z / T)))\big)
+
+    Filters apply in this order, each to the output of the previous one (the transformers order:
+    temperature, top-k, top-p, min-p); a filtered token gets probability exactly 0:
+
+    1. **temperature** ``T``: ``z / T``. ``T = 0`` returns the one-hot of the argmax, lowest
+       index on ties, and the filters are then irrelevant (the argmax survives all of them).
+    2. **top-k**: keep every token whose logit is ``>=`` the k-th largest (ties at the boundary
+       are all kept, as in transformers).
+    3. **top-p**: sort the surviving probabilities in decreasing order (stable: lower index first
+       on ties) and keep the smallest prefix whose mass reaches ``top_p``, including the token
+       that crosses it. ``top_p = 1`` keeps everything.
+    4. **min-p**: keep tokens with probability ``>= min_p * max probability``.
+
+    Args:
+        logits: ``[*batch, V]`` floating logits; ``-inf`` marks a token that is already excluded,
+            NaN and ``+inf`` are refused.
+        temperature: ``>= 0``.
+        top_k: ``>= 1`` or ``None``.
+        top_p: in ``(0, 1]`` or ``None``.
+        min_p: in ``(0, 1]`` or ``None``.
+
+    Returns:
+        ``[*batch, V]`` float64 probabilities; each row sums to 1.
+
+    Raises:
+        TypeError: non-float logits or options of the wrong type.
+        ValueError: NaN or ``+inf`` logits, a row of all ``-inf``, options out of range.
+
+    Example:
+        >>> import torch, specdec
+        >>> specdec.warp_probs(torch.tensor([1.0, 3.0, 3.0]), temperature=0.0)
+        tensor([0., 1., 0.], dtype=torch.float64)
+        >>> specdec.warp_probs(torch.log(torch.tensor([0.5, 0.3, 0.2])), top_p=0.6)
+        tensor([0.6250, 0.3750, 0.0000], dtype=torch.float64)
+
+    References:
+        Holtzman et al. 2020 (top-p); Nguyen et al. 2024 (min-p); ``proofs/theory.md`` claim 8.
+    """
+    checked = check_logits("logits", logits)
+    _check_options(temperature, top_k, top_p, min_p)
+    scores = checked.to(torch.float64)
+    vocab = scores.shape[-1]
+    if temperature == 0:
+        best = scores.argmax(dim=-1, keepdim=True)  # first maximal index on ties
+        return torch.zeros_like(scores).scatter(-1, best, 1.0)
+    scores = scores / temperature
+    if top_k is not None and top_k < vocab:
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]  # [*b, 1]
+        scores = scores.masked_fill(scores < kth, -math.inf)
+    if top_p is not None and top_p < 1.0:
+        probs = torch.softmax(scores, dim=-1)
+        order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
+        sorted_probs = probs.gather(-1, order)
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of strictly better tokens
+        keep_sorted = mass_before < top_p  # includes the token that crosses top_p
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        scores = scores.masked_fill(~keep, -math.inf)
+    if min_p is not None:
+        probs = torch.softmax(scores, dim=-1)
+        floor = min_p * probs.amax(dim=-1, keepdim=True)
+        scores = scores.masked_fill(probs < floor, -math.inf)
+    return torch.softmax(scores, dim=-1)
