@@ -49,7 +49,11 @@ def uniforms(generator: torch.Generator, shape: tuple[int, ...]) -> Float[Tensor
     if dims and 0 in dims:
         return torch.zeros(dims, dtype=torch.float64)
     mantissas = torch.randint(
-        0, 2**_MANTISSA_BITS, dims, generator=generator, dtype=torch.int64,
+        0,
+        2**_MANTISSA_BITS,
+        dims,
+        generator=generator,
+        dtype=torch.int64,
         device=generator.device,
     )
     return mantissas.to(torch.float64) * (2.0**-_MANTISSA_BITS)

@@ -1,0 +1,314 @@
+"""Exact laws by enumeration in rational arithmetic.
+
+Three laws, all as ``dict`` from token tuples to ``fractions.Fraction`` (zero-probability
+outcomes omitted), compared with ``==``, never with a tolerance:
+
+* ``target_law``: the target's joint law of the next ``n`` tokens.
+* ``block_law``: the law of the block emitted by one speculative step for a verification rule,
+  computed from the rule's *own torch implementation*. Drafts are enumerated with their exact
+  probabilities; for each draft block the unit cube of uniforms ``[0, 1)^(k+1)`` is cut, one
+  coordinate at a time, at rational *breakpoints* (the thresholds at which the rule's decisions
+  can change: acceptance ratios, inverse-CDF steps). The rule is constant on each cell, so it is
+  evaluated once per cell, at an interior point, and the cell's exact volume is its weight.
+  With ``check_cells=True`` the rule is evaluated at two interior points per cell and the engine
+  raises if they disagree (the breakpoints missed a decision of the rule).
+* ``completion_law``: the emitted block completed to ``k+1`` tokens with the target (SPEC.md's
+  correctness criterion); a rule is lossless iff this equals ``target_law(..., k + 1)``.
+
+The float rule sees float64 views of rational rows, so its thresholds sit within about 1e-16 of
+the rational ones; interior points are at least a third of a cell away from every breakpoint, so
+the decisions there are those of exact arithmetic whenever cells are wider than about 1e-12
+(always, for toy denominators).
+"""
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+
+from specdec.models.toy import ToyModel
+from specdec.types import VerifyRule
+
+__all__ = [
+    "BlockRows",
+    "Breakpoints",
+    "Law",
+    "accepted_length_law",
+    "all_breakpoints",
+    "block_law",
+    "completion_law",
+    "draft_law",
+    "inverse_cdf_breakpoints",
+    "rejection_breakpoints",
+    "target_law",
+    "total_variation",
+    "union_breakpoints",
+]
+
+Law = dict[tuple[int, ...], Fraction]
+Row = tuple[Fraction, ...]
+
+
+@dataclass(frozen=True)
+class BlockRows:
+    """One draft block and the exact rows a verification rule sees for it.
+
+    Attributes:
+        draft_tokens: ``k`` drafted ids.
+        draft_rows: ``k`` draft rows ``q_0 .. q_{k-1}`` (the laws the drafts were sampled from).
+        target_rows: ``k+1`` target rows ``p_0 .. p_k``.
+    """
+
+    draft_tokens: tuple[int, ...]
+    draft_rows: tuple[Row, ...]
+    target_rows: tuple[Row, ...]
+
+
+Breakpoints = Callable[[BlockRows], list[list[Fraction]]]
+"""Per uniform coordinate ``0..k``, the values in ``(0, 1)`` at which a rule may change."""
+
+
+def cdf_steps(row: Sequence[Fraction]) -> list[Fraction]:
+    """The inverse-CDF breakpoints of a row: its partial sums."""
+    steps, total = [], Fraction(0)
+    for value in row:
+        total += value
+        steps.append(total)
+    return steps
+
+
+def residual_row(target_row: Row, draft_row: Row) -> Row:
+    """Exact ``norm(max(0, p - q))``, ``p`` where the residual mass is 0 (as ``residual_probs``)."""
+    excess = [max(Fraction(0), p_x - q_x) for p_x, q_x in zip(target_row, draft_row, strict=True)]
+    mass = sum(excess, Fraction(0))
+    return target_row if mass == 0 else tuple(value / mass for value in excess)
+
+
+def rejection_breakpoints(rows: BlockRows) -> list[list[Fraction]]:
+    """Token-level rejection: the acceptance ratio, then every residual's and ``p_k``'s CDF."""
+    cuts: list[list[Fraction]] = []
+    for token, draft_row, target_row in zip(
+        rows.draft_tokens, rows.draft_rows, rows.target_rows, strict=False
+    ):
+        cuts.append([min(Fraction(1), target_row[token] / draft_row[token])])
+    final: list[Fraction] = cdf_steps(rows.target_rows[-1])
+    for draft_row, target_row in zip(rows.draft_rows, rows.target_rows, strict=False):
+        final += cdf_steps(residual_row(target_row, draft_row))
+    return [*cuts, final]
+
+
+def inverse_cdf_breakpoints(rows: BlockRows) -> list[list[Fraction]]:
+    """Rules that sample ``p_i`` with ``u_i`` at every position (exact-match)."""
+    return [cdf_steps(row) for row in rows.target_rows]
+
+
+def union_breakpoints(*parts: Breakpoints) -> Breakpoints:
+    """Breakpoints of several rules at once (for a rule mixing their decisions)."""
+
+    def combined(rows: BlockRows) -> list[list[Fraction]]:
+        merged: list[list[Fraction]] = [[] for _ in rows.target_rows]
+        for part in parts:
+            for coordinate, cuts in enumerate(part(rows)):
+                merged[coordinate] += cuts
+        return merged
+
+    return combined
+
+
+all_breakpoints: Breakpoints = union_breakpoints(rejection_breakpoints, inverse_cdf_breakpoints)
+
+
+def target_law(model: ToyModel, prefix: Sequence[int], n: int) -> Law:
+    """The exact joint law of the next ``n`` tokens after ``prefix`` under ``model``."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}.")
+    law: Law = {}
+    for tokens, weight in _paths(model, tuple(prefix), n):
+        law[tokens] = weight
+    return law
+
+
+def draft_law(draft: ToyModel, prefix: Sequence[int], k: int) -> Law:
+    """The exact law of a block of ``k`` drafts sampled autoregressively from ``draft``."""
+    return target_law(draft, prefix, k)
+
+
+def _paths(
+    model: ToyModel, prefix: tuple[int, ...], n: int
+) -> Iterator[tuple[tuple[int, ...], Fraction]]:
+    if n == 0:
+        yield (), Fraction(1)
+        return
+    for token, prob in enumerate(model.probs(prefix)):
+        if prob == 0:
+            continue
+        for rest, weight in _paths(model, (*prefix, token), n - 1):
+            yield (token, *rest), prob * weight
+
+
+def _cells(cuts: list[Fraction]) -> tuple[list[Fraction], list[Fraction]]:
+    """Sorted cell edges in [0, 1] and the cell lengths."""
+    edges = sorted({Fraction(0), Fraction(1), *(c for c in cuts if 0 < c < 1)})
+    return edges, [right - left for left, right in itertools.pairwise(edges)]
+
+
+def _block_rule_law(
+    rule: VerifyRule, rows: BlockRows, breakpoints: Breakpoints, check_cells: bool
+) -> Law:
+    """The exact law of ``rule``'s output for one fixed draft block."""
+    cuts = breakpoints(rows)
+    if len(cuts) != len(rows.target_rows):
+        raise ValueError(
+            f"breakpoints must give k+1 = {len(rows.target_rows)} coordinate lists, got {len(cuts)}."
+        )
+    grids = [_cells(c) for c in cuts]
+    denominators = [math.lcm(*(length.denominator for length in lengths)) for _, lengths in grids]
+    numerators = [
+        torch.tensor([int(length * d) for length in lengths], dtype=torch.int64)
+        for (_, lengths), d in zip(grids, denominators, strict=True)
+    ]
+    total = math.prod(denominators)
+    index = torch.cartesian_prod(*(torch.arange(len(n)) for n in numerators))  # [cells, k+1]
+    index = index.reshape(-1, len(numerators))
+
+    def uniforms_at(fraction: Fraction) -> torch.Tensor:
+        points = [
+            torch.tensor(
+                [float(left + fraction * (right - left)) for left, right in itertools.pairwise(e)],
+                dtype=torch.float64,
+            )
+            for e, _ in grids
+        ]
+        return torch.stack([points[c][index[:, c]] for c in range(len(points))], dim=-1)
+
+    cells = index.shape[0]
+    vocab = len(rows.target_rows[0])
+    draft_tokens = torch.tensor(rows.draft_tokens, dtype=torch.int64).expand(cells, -1)
+    draft_probs = torch.tensor(
+        [[float(v) for v in r] for r in rows.draft_rows], dtype=torch.float64
+    ).expand(cells, -1, vocab)
+    target_probs = torch.tensor(
+        [[float(v) for v in r] for r in rows.target_rows], dtype=torch.float64
+    ).expand(cells, -1, vocab)
+    tokens = rule(draft_tokens, draft_probs, target_probs, uniforms_at(Fraction(1, 3))).tokens
+    if check_cells:
+        again = rule(draft_tokens, draft_probs, target_probs, uniforms_at(Fraction(2, 3))).tokens
+        if not torch.equal(tokens, again):
+            raise ValueError(
+                "the rule's output changes inside a cell: the breakpoints miss one of its "
+                f"decisions for draft block {rows.draft_tokens}; pass breakpoints that cover it."
+            )
+    if total < 2**62:  # every partial sum of cell numerators is at most total
+        weights = numerators[0][index[:, 0]]
+        for c in range(1, len(numerators)):
+            weights = weights * numerators[c][index[:, c]]
+        outcomes, inverse = torch.unique(tokens, dim=0, return_inverse=True)
+        sums = torch.zeros(outcomes.shape[0], dtype=torch.int64).index_add_(0, inverse, weights)
+        pairs = zip(outcomes.tolist(), sums.tolist(), strict=True)
+        return {_strip(o): Fraction(s, total) for o, s in pairs if s != 0}
+    law: Law = {}
+    for cell, outcome in zip(index.tolist(), tokens.tolist(), strict=True):
+        weight = math.prod(int(numerators[c][i]) for c, i in enumerate(cell))
+        key = _strip(outcome)
+        law[key] = law.get(key, Fraction(0)) + Fraction(weight, total)
+    return law
+
+
+def _strip(tokens: list[int]) -> tuple[int, ...]:
+    return tuple(token for token in tokens if token >= 0)
+
+
+def block_law(
+    rule: VerifyRule,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    k: int,
+    *,
+    breakpoints: Breakpoints = all_breakpoints,
+    check_cells: bool = True,
+) -> Law:
+    r"""The exact law of the block one speculative step emits with ``rule``.
+
+    .. math::
+        P(S = s) = \sum_{x \in V^k} \prod_i q(x_i \mid x_{<i}) \;
+        \mathrm{vol}\{u \in [0,1)^{k+1} : \mathrm{rule}(x, q, p, u) = s\}
+
+    Args:
+        rule: a ``VerifyRule`` (``verify_tokens``, ``exact_match_rule``, or any rule with the same
+            arguments); it is called on batches of cells.
+        target: the target toy model ``p``.
+        draft: the draft toy model ``q`` (same vocabulary).
+        prefix: the context before the step.
+        k: number of drafts, ``>= 1``.
+        breakpoints: where the rule's decisions can change (``rejection_breakpoints`` for
+            token-level rejection, ``inverse_cdf_breakpoints`` for exact-match,
+            ``all_breakpoints`` by default).
+        check_cells: evaluate each cell twice and raise if the rule is not constant on it.
+
+    Returns:
+        A ``Law`` over emitted blocks (tuples of length ``1..k+1``); its values sum to 1.
+
+    Raises:
+        ValueError: ``k < 1``, mismatched vocabularies, or a rule not constant on a cell.
+
+    Example:
+        >>> import specdec
+        >>> from specdec.exact import block_law, completion_law, target_law
+        >>> from specdec.models.toy import make_toy_pair
+        >>> pair = make_toy_pair(3, seed=0)
+        >>> law = block_law(specdec.verify_tokens, pair.target, pair.draft, [], 2)
+        >>> completion_law(law, pair.target, [], 2) == target_law(pair.target, [], 3)
+        True
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an int >= 1, got {k!r}.")
+    if target.vocab_size != draft.vocab_size:
+        raise ValueError(
+            f"Vocabulary mismatch: target has V={target.vocab_size}, draft V={draft.vocab_size}."
+        )
+    law: Law = {}
+    for drafts, weight in _paths(draft, tuple(prefix), k):
+        contexts = [(*prefix, *drafts[:i]) for i in range(k + 1)]
+        rows = BlockRows(
+            draft_tokens=drafts,
+            draft_rows=tuple(draft.probs(c) for c in contexts[:k]),
+            target_rows=tuple(target.probs(c) for c in contexts),
+        )
+        for block, prob in _block_rule_law(rule, rows, breakpoints, check_cells).items():
+            law[block] = law.get(block, Fraction(0)) + weight * prob
+    return law
+
+
+def completion_law(law: Law, target: ToyModel, prefix: Sequence[int], k: int) -> Law:
+    """Complete every emitted block to ``k+1`` tokens by sampling the rest from the target.
+
+    A step is lossless iff ``completion_law(block_law(...)) == target_law(target, prefix, k+1)``
+    (``proofs/theory.md`` claim 2).
+    """
+    completed: Law = {}
+    for block, prob in law.items():
+        if not 1 <= len(block) <= k + 1:
+            raise ValueError(f"emitted block {block} has length outside 1..{k + 1}.")
+        for rest, weight in _paths(target, (*prefix, *block), k + 1 - len(block)):
+            key = (*block, *rest)
+            completed[key] = completed.get(key, Fraction(0)) + prob * weight
+    return completed
+
+
+def accepted_length_law(law: Law) -> dict[int, Fraction]:
+    """The law of the number of accepted drafts (block length minus one)."""
+    lengths: dict[int, Fraction] = {}
+    for block, prob in law.items():
+        lengths[len(block) - 1] = lengths.get(len(block) - 1, Fraction(0)) + prob
+    return lengths
+
+
+def total_variation(law_a: Law, law_b: Law) -> Fraction:
+    r"""Exact total-variation distance :math:`\frac12 \sum_s |a(s) - b(s)|`."""
+    keys = set(law_a) | set(law_b)
+    zero = Fraction(0)
+    return sum((abs(law_a.get(s, zero) - law_b.get(s, zero)) for s in keys), zero) / 2

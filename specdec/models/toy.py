@@ -1,0 +1,203 @@
+"""Context-dependent toy language models with exact rational next-token tables.
+
+A ``ToyModel`` of order ``m`` gives the law of the next token as a function of the last ``m``
+tokens of the context (positions before the start of the context read as a start symbol). Every
+row is a tuple of ``fractions.Fraction`` with a common denominator, so laws computed from it by
+enumeration are exact; ``float_table`` is the float64 view of the same numbers for the torch
+functions. Rows are generated from a seed by an explicit ``random.Random`` per row: no global
+state, same seed, same model.
+"""
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+__all__ = ["ToyModel", "ToyPair", "make_toy_model", "make_toy_pair"]
+
+Row = tuple[Fraction, ...]
+
+
+@dataclass(frozen=True)
+class ToyModel:
+    """A next-token table indexed by the last ``order`` tokens.
+
+    Attributes:
+        vocab_size: ``V``; token ids are ``0 .. V-1``; ``V`` itself is the start symbol.
+        order: how many previous tokens the law depends on (``>= 1``).
+        rows: ``(V+1)**order`` rows of ``V`` Fractions, each summing to exactly 1, indexed by the
+            context code (the last ``order`` tokens, left-padded with the start symbol, read as a
+            base ``V+1`` number).
+        float_table: ``[(V+1)**order, V]`` float64 view of ``rows``.
+    """
+
+    vocab_size: int
+    order: int
+    rows: tuple[Row, ...]
+    float_table: Float[Tensor, "contexts vocab"] = field(compare=False, repr=False)
+
+    def context_code(self, context: Sequence[int]) -> int:
+        """The row index of a context (a sequence of token ids)."""
+        tail = [self.vocab_size] * self.order + [int(token) for token in context]
+        code = 0
+        for token in tail[len(tail) - self.order :]:
+            if not 0 <= token <= self.vocab_size:
+                raise ValueError(f"context token {token} outside [0, {self.vocab_size}).")
+            code = code * (self.vocab_size + 1) + token
+        return code
+
+    def probs(self, context: Sequence[int]) -> Row:
+        """The exact next-token law after ``context``."""
+        return self.rows[self.context_code(context)]
+
+    def float_probs(self, contexts: Int[Tensor, "batch seq"]) -> Float[Tensor, "batch vocab"]:
+        """Vectorised float64 next-token rows for a batch of equal-length contexts."""
+        batch, length = contexts.shape
+        start = torch.full((batch, self.order), self.vocab_size, dtype=torch.int64)
+        tail = torch.cat([start, contexts.long()], dim=1)[:, length:]  # [b, order]
+        weights = (self.vocab_size + 1) ** torch.arange(self.order - 1, -1, -1)  # [order]
+        return self.float_table[(tail * weights).sum(dim=1)]
+
+
+@dataclass(frozen=True)
+class ToyPair:
+    """A target and a draft over the same vocabulary."""
+
+    target: ToyModel
+    draft: ToyModel
+
+
+def _random_row(
+    rng: random.Random, vocab_size: int, denominator: int, zero_rate: float, one_hot_rate: float
+) -> Row:
+    if rng.random() < one_hot_rate:
+        hot = rng.randrange(vocab_size)
+        return tuple(Fraction(int(token == hot)) for token in range(vocab_size))
+    support = [token for token in range(vocab_size) if rng.random() >= zero_rate]
+    if not support:
+        support = [rng.randrange(vocab_size)]
+    support = support[:denominator]
+    units = dict.fromkeys(support, 1)  # every supported token gets at least one unit
+    weights = [rng.random() ** 3 for _ in support]  # cubed: peaked, far from uniform
+    for token in rng.choices(support, weights=weights, k=denominator - len(support)):
+        units[token] += 1
+    return tuple(Fraction(units.get(token, 0), denominator) for token in range(vocab_size))
+
+
+def _build(vocab_size: int, order: int, rows: list[Row]) -> ToyModel:
+    table = torch.tensor([[float(value) for value in row] for row in rows], dtype=torch.float64)
+    return ToyModel(vocab_size=vocab_size, order=order, rows=tuple(rows), float_table=table)
+
+
+def _check_options(vocab_size: int, order: int, denominator: int, rates: dict[str, float]) -> None:
+    for name, value in (("vocab_size", vocab_size), ("order", order)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}.")
+    if isinstance(denominator, bool) or not isinstance(denominator, int) or denominator < 1:
+        raise ValueError(f"denominator must be an int >= 1, got {denominator!r}.")
+    if (vocab_size + 1) ** order > 100_000:
+        raise ValueError(
+            f"(vocab_size + 1) ** order must be <= 100000 rows, got {(vocab_size + 1) ** order}."
+        )
+    for name, rate in rates.items():
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}.")
+
+
+def make_toy_model(
+    vocab_size: int,
+    *,
+    seed: int,
+    order: int = 2,
+    denominator: int = 24,
+    zero_rate: float = 0.25,
+    one_hot_rate: float = 0.1,
+) -> ToyModel:
+    """A seeded context-dependent toy model.
+
+    Args:
+        vocab_size: ``V >= 2``.
+        seed: any int; the same seed gives the same model.
+        order: context length the law depends on.
+        denominator: every probability is a multiple of ``1 / denominator``.
+        zero_rate: chance that a token gets probability 0 in a row (each row keeps one token).
+        one_hot_rate: chance that a row is one-hot.
+
+    Example:
+        >>> from specdec.models.toy import make_toy_model
+        >>> model = make_toy_model(3, seed=0)
+        >>> sum(model.probs([0, 2]))
+        Fraction(1, 1)
+    """
+    rates = {"zero_rate": zero_rate, "one_hot_rate": one_hot_rate}
+    _check_options(vocab_size, order, denominator, rates)
+    rows = [
+        _random_row(
+            random.Random(f"specdec-toy:{seed}:target:{code}"),
+            vocab_size,
+            denominator,
+            zero_rate,
+            one_hot_rate,
+        )
+        for code in range((vocab_size + 1) ** order)
+    ]
+    return _build(vocab_size, order, rows)
+
+
+def make_toy_pair(
+    vocab_size: int,
+    *,
+    seed: int,
+    order: int = 2,
+    denominator: int = 24,
+    zero_rate: float = 0.25,
+    one_hot_rate: float = 0.1,
+    equal_rate: float = 0.15,
+    closeness: Fraction = Fraction(0),
+) -> ToyPair:
+    """A seeded target and draft; a fraction ``equal_rate`` of the draft's rows equal the target's.
+
+    The other draft rows are ``closeness * p + (1 - closeness) * r`` with ``r`` drawn
+    independently with the same options, so ``closeness`` sets the acceptance rate (0: unrelated
+    rows with zero-probability tokens on either side, disjoint supports and one-hot rows; 1: the
+    draft equals the target).
+
+    Example:
+        >>> from specdec.models.toy import make_toy_pair
+        >>> pair = make_toy_pair(4, seed=1)
+        >>> pair.target.vocab_size == pair.draft.vocab_size == 4
+        True
+    """
+    rates = {
+        "zero_rate": zero_rate,
+        "one_hot_rate": one_hot_rate,
+        "equal_rate": equal_rate,
+        "closeness": float(closeness),
+    }
+    mix = Fraction(closeness)
+    _check_options(vocab_size, order, denominator, rates)
+    target = make_toy_model(
+        vocab_size,
+        seed=seed,
+        order=order,
+        denominator=denominator,
+        zero_rate=zero_rate,
+        one_hot_rate=one_hot_rate,
+    )
+    rows = []
+    for code, target_row in enumerate(target.rows):
+        rng = random.Random(f"specdec-toy:{seed}:draft:{code}")
+        if rng.random() < equal_rate:
+            rows.append(target_row)
+        else:
+            other = _random_row(rng, vocab_size, denominator, zero_rate, one_hot_rate)
+            rows.append(
+                tuple(mix * p + (1 - mix) * r for p, r in zip(target_row, other, strict=True))
+            )
+    return ToyPair(target=target, draft=_build(vocab_size, order, rows))
