@@ -162,7 +162,8 @@ def _block_rule_law(
     cuts = breakpoints(rows)
     if len(cuts) != len(rows.target_rows):
         raise ValueError(
-            f"breakpoints must give k+1 = {len(rows.target_rows)} coordinate lists, got {len(cuts)}."
+            f"breakpoints must give k+1 = {len(rows.target_rows)} coordinate lists, "
+            f"got {len(cuts)}."
         )
     grids = [_cells(c) for c in cuts]
     denominators = [math.lcm(*(length.denominator for length in lengths)) for _, lengths in grids]
