@@ -10,13 +10,16 @@ outcomes omitted), compared with ``==``, never with a tolerance:
   coordinate at a time, at rational *breakpoints* (the thresholds at which the rule's decisions
   can change: acceptance ratios, inverse-CDF steps). The rule is constant on each cell, so it is
   evaluated once per cell, at an interior point, and the cell's exact volume is its weight.
-  With ``check_cells=True`` the rule is evaluated at two interior points per cell and the engine
-  raises if they disagree (the breakpoints missed a decision of the rule).
+  With ``check_cells=True`` the rule is also evaluated at 1/16 and 15/16 of every cell (in every
+  coordinate at once) and the engine raises if any output differs from the one at the centre: a
+  decision the breakpoints missed is caught whenever its threshold lies in the middle 7/8 of its
+  cell. This is a guard, not a proof; the proof is that the breakpoints are derived from the
+  rule's definition.
 * ``completion_law``: the emitted block completed to ``k+1`` tokens with the target (SPEC.md's
   correctness criterion); a rule is lossless iff this equals ``target_law(..., k + 1)``.
 
 The float rule sees float64 views of rational rows, so its thresholds sit within about 1e-16 of
-the rational ones; interior points are at least a third of a cell away from every breakpoint, so
+the rational ones; interior points are at least 1/16 of a cell away from every breakpoint, so
 the decisions there are those of exact arithmetic whenever cells are wider than about 1e-12
 (always, for toy denominators).
 """
@@ -183,7 +186,8 @@ def _block_rule_law(
             )
             for e, _ in grids
         ]
-        return torch.stack([points[c][index[:, c]] for c in range(len(points))], dim=-1)
+        stacked = torch.stack([points[c][index[:, c]] for c in range(len(points))], dim=-1)
+        return stacked.clamp(max=1.0 - 2.0**-53)  # a cell narrower than float spacing near 1
 
     cells = index.shape[0]
     vocab = len(rows.target_rows[0])
@@ -194,9 +198,9 @@ def _block_rule_law(
     target_probs = torch.tensor(
         [[float(v) for v in r] for r in rows.target_rows], dtype=torch.float64
     ).expand(cells, -1, vocab)
-    tokens = rule(draft_tokens, draft_probs, target_probs, uniforms_at(Fraction(1, 3))).tokens
-    if check_cells:
-        again = rule(draft_tokens, draft_probs, target_probs, uniforms_at(Fraction(2, 3))).tokens
+    tokens = rule(draft_tokens, draft_probs, target_probs, uniforms_at(Fraction(1, 2))).tokens
+    for probe in (Fraction(1, 16), Fraction(15, 16)) if check_cells else ():
+        again = rule(draft_tokens, draft_probs, target_probs, uniforms_at(probe)).tokens
         if not torch.equal(tokens, again):
             raise ValueError(
                 "the rule's output changes inside a cell: the breakpoints miss one of its "
@@ -248,7 +252,7 @@ def block_law(
         breakpoints: where the rule's decisions can change (``rejection_breakpoints`` for
             token-level rejection, ``inverse_cdf_breakpoints`` for exact-match,
             ``all_breakpoints`` by default).
-        check_cells: evaluate each cell twice and raise if the rule is not constant on it.
+        check_cells: probe each cell at 1/16 and 15/16 too and raise if the rule changes.
 
     Returns:
         A ``Law`` over emitted blocks (tuples of length ``1..k+1``); its values sum to 1.
