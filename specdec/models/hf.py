@@ -1,0 +1,62 @@
+"""``HFModel``: any transformers causal LM as a pure ``CausalLM``."""
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformers import DynamicCache, PreTrainedModel
+
+from specdec.cache import KVCache, layer_tensors, make_cache
+
+__all__ = ["HFModel"]
+
+
+class HFModel:
+    """Wrap a transformers causal LM; the cache passed to ``forward`` is never modified.
+
+    transformers' ``DynamicCache.update`` rebinds a layer's tensors to ``torch.cat(old, new)``
+    (it never writes into the old tensors), so ``forward`` hands the model a *new* cache object
+    whose layers reference the caller's tensors: the caller's object and tensors stay as they
+    were, and no tensor is copied beyond the concatenation the model does anyway.
+
+    Args:
+        model: a transformers ``PreTrainedModel`` with a causal-LM head (GPT-2, Llama, Qwen2,
+            Gemma, ...). It is put in eval mode.
+    """
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        if not isinstance(model, PreTrainedModel):
+            raise TypeError(
+                f"model must be a transformers PreTrainedModel, got {type(model).__name__}."
+            )
+        self.model = model.eval()  # type: ignore[no-untyped-call]
+        embeddings = model.get_output_embeddings()  # type: ignore[no-untyped-call]
+        if embeddings is None:
+            raise ValueError(f"{type(model).__name__} has no language-model head.")
+        self._vocab_size = int(embeddings.weight.shape[0])
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of logits per position (the LM head's output size)."""
+        return self._vocab_size
+
+    def forward(
+        self,
+        input_ids: Int[Tensor, "batch n"],
+        cache: KVCache | None,
+        attention_mask: Bool[Tensor, "batch total"],
+        position_ids: Int[Tensor, "batch n"],
+    ) -> tuple[Float[Tensor, "batch n vocab"], KVCache]:
+        """Run the model on the new tokens after ``cache``."""
+        past = DynamicCache() if cache is None else make_cache(layer_tensors(cache), DynamicCache())
+        with torch.no_grad():
+            output = self.model(
+                input_ids=input_ids,
+                past_key_values=past,
+                attention_mask=attention_mask.long(),
+                position_ids=position_ids,
+                use_cache=True,
+            )
+        new_cache = output.past_key_values
+        if not isinstance(new_cache, DynamicCache):
+            raise TypeError(f"expected a DynamicCache back, got {type(new_cache).__name__}.")
+        return output.logits, new_cache
