@@ -1,0 +1,202 @@
+"""Benchmark ``specdec.verify_tokens`` on the CPU: throughput and cost relative to a copy.
+
+Two measurements, taken side by side in one run (timings are reported, never asserted):
+
+* (a) many small rows (``k = 4, V = 16, N = 10**6``): rows per second. Goal: ``>= 1e6``.
+* (b) few large rows (``k = 4, V = 32768, N = 256``): the median time of ``verify_tokens``
+  divided by the median time of cloning its four inputs once, for float64 and float32 rows.
+  Goal: ``<= 2`` (verifying should cost about as much as reading and writing the inputs twice).
+
+Inputs are valid by construction: probability rows are the softmax of float64 logits drawn from an
+explicit ``torch.Generator``; drafts are sampled from ``draft_probs`` with ``specdec.sample`` (so
+``q(x) > 0``); uniforms come from ``specdec.uniforms``. The float32 rows are the float64 rows
+rounded (well within the float32 normalisation tolerance of ``specdec._checks``).
+
+Each repetition times one ``verify_tokens`` call and then one clone of its inputs with
+``time.perf_counter`` (interleaved, so drift of the machine hits both sides of the ratio alike),
+after untimed warm-up calls, with torch's default thread count; the table shows medians. It also
+shows the fresh memory each call touched (minor page faults times the page size): on Linux with
+glibc, every tensor of more than 32 MiB is a new ``mmap`` whose pages fault on first touch, and
+that kernel time is a large share of both sides here.
+
+Usage::
+
+    python benchmarks/bench_verify.py             # full sizes -> benchmarks/out/bench_verify.json
+    python benchmarks/bench_verify.py --quick     # small sizes: a smoke test of a few seconds
+    python benchmarks/bench_verify.py --out PATH  # write the JSON elsewhere
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+try:
+    import resource  # Unix only
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
+import specdec
+
+# -- constants ---------------------------------------------------------------------------------
+SEED = 0
+K = 4  # drafted tokens per row
+SMALL_VOCAB, SMALL_ROWS = 16, 10**6  # (a) throughput
+LARGE_VOCAB, LARGE_ROWS = 32768, 256  # (b) cost relative to a clone
+# --quick sizes: each tensor under 32768 elements (torch's parallel grain), so a smoke test on a
+# loaded machine is not stalled by OpenMP threads waiting on each other
+QUICK_SMALL_ROWS, QUICK_LARGE_VOCAB, QUICK_LARGE_ROWS = 256, 1024, 4
+WARMUP, REPEATS = 2, 7
+QUICK_WARMUP, QUICK_REPEATS = 1, 3
+GOAL_ROWS_PER_SECOND = 1e6  # (a)
+GOAL_CLONE_RATIO = 2.0  # (b)
+DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bench_verify.json"
+Block = tuple[Tensor, Tensor, Tensor, Tensor]  # draft_tokens, draft_probs, target_probs, uniforms
+PAGE_MIB = (resource.getpagesize() if resource else 0) / 2**20
+
+# -- arguments ---------------------------------------------------------------------------------
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--quick", action="store_true", help="shrink sizes for a smoke test")
+parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON")
+args = parser.parse_args()
+small_rows = QUICK_SMALL_ROWS if args.quick else SMALL_ROWS
+large_vocab = QUICK_LARGE_VOCAB if args.quick else LARGE_VOCAB
+large_rows = QUICK_LARGE_ROWS if args.quick else LARGE_ROWS
+warmup = QUICK_WARMUP if args.quick else WARMUP
+repeats = QUICK_REPEATS if args.quick else REPEATS
+generator = torch.Generator().manual_seed(SEED)
+
+
+def make_block(rows: int, vocab: int) -> Block:
+    """Valid float64 inputs of ``verify_tokens`` for ``rows`` independent blocks of ``K`` drafts."""
+    draft_logits = torch.randn(rows, K, vocab, generator=generator, dtype=torch.float64)
+    draft_probs = torch.softmax(draft_logits, dim=-1)  # [rows, K, V]
+    del draft_logits
+    target_logits = torch.randn(rows, K + 1, vocab, generator=generator, dtype=torch.float64)
+    target_probs = torch.softmax(target_logits, dim=-1)  # [rows, K+1, V]
+    del target_logits
+    draft_tokens = specdec.sample(draft_probs, specdec.uniforms(generator, (rows, K)))  # [rows, K]
+    uniforms = specdec.uniforms(generator, (rows, K + 1))  # [rows, K+1]
+    return draft_tokens, draft_probs, target_probs, uniforms
+
+
+def clone_all(block: Block) -> list[Tensor]:
+    """Clone the four inputs once: the cost of reading and writing them."""
+    return [tensor.clone() for tensor in block]
+
+
+def timed(call: Callable[[], object]) -> tuple[float, float]:
+    """Wall seconds and fresh MiB touched (minor page faults) of one ``call()``."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0
+    start = time.perf_counter()
+    call()
+    seconds = time.perf_counter() - start
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0) - faults
+    return seconds, faults * PAGE_MIB
+
+
+def verify_vs_clone(block: Block) -> dict[str, float]:
+    """Medians of ``verify_tokens(*block)`` and of ``clone_all(block)``, timed alternately."""
+    for _ in range(warmup):
+        specdec.verify_tokens(*block)
+        clone_all(block)
+    verify_runs, clone_runs = [], []
+    for _ in range(repeats):
+        verify_runs.append(timed(lambda: specdec.verify_tokens(*block)))
+        clone_runs.append(timed(lambda: clone_all(block)))
+    verify_s = statistics.median(seconds for seconds, _ in verify_runs)
+    clone_s = statistics.median(seconds for seconds, _ in clone_runs)
+    return {
+        "verify_s": verify_s,
+        "clone_s": clone_s,
+        "clone_ratio": verify_s / clone_s,
+        "verify_fresh_mib": statistics.median(mib for _, mib in verify_runs),
+        "clone_fresh_mib": statistics.median(mib for _, mib in clone_runs),
+    }
+
+
+results: dict[str, Any] = {
+    "torch": torch.__version__,
+    "python": platform.python_version(),
+    "machine": platform.machine(),
+    "threads": torch.get_num_threads(),
+    "quick": args.quick,
+    "k": K,
+    "warmup": warmup,
+    "repeats": repeats,
+    "load_average_before": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    "cases": [],
+}
+
+# -- (a) throughput: many small rows -----------------------------------------------------------
+block = make_block(small_rows, SMALL_VOCAB)
+timing = verify_vs_clone(block)
+rows_per_second = small_rows / timing["verify_s"]
+results["cases"].append(
+    {
+        "case": "a_throughput",
+        "dtype": "float64",
+        "rows": small_rows,
+        "vocab": SMALL_VOCAB,
+        **timing,
+        "rows_per_second": rows_per_second,
+        "goal": f"rows/s >= {GOAL_ROWS_PER_SECOND:g}",
+        "goal_met": rows_per_second >= GOAL_ROWS_PER_SECOND,
+    }
+)
+del block
+
+# -- (b) cost relative to cloning the inputs: few large rows, float64 and float32 ---------------
+block64 = make_block(large_rows, large_vocab)
+draft_tokens, draft_probs, target_probs, uniforms = block64
+block32 = (draft_tokens, draft_probs.to(torch.float32), target_probs.to(torch.float32), uniforms)
+for dtype_name, block in (("float64", block64), ("float32", block32)):
+    timing = verify_vs_clone(block)
+    results["cases"].append(
+        {
+            "case": "b_clone_ratio",
+            "dtype": dtype_name,
+            "rows": large_rows,
+            "vocab": large_vocab,
+            **timing,
+            "rows_per_second": large_rows / timing["verify_s"],
+            "goal": f"ratio <= {GOAL_CLONE_RATIO:g}",
+            "goal_met": timing["clone_ratio"] <= GOAL_CLONE_RATIO,
+        }
+    )
+
+# -- report ------------------------------------------------------------------------------------
+results["load_average_after"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+print(
+    f"bench_verify: torch {results['torch']}, {results['threads']} threads, k={K}, median of "
+    f"{repeats} after {warmup} warm-up{' (--quick)' if args.quick else ''}; 1-min load average "
+    f"{results['load_average_before']} before, {results['load_average_after']} after "
+    "(other processes skew the times; the interleaved ratios less so)"
+)
+header = (
+    f"{'case':<14} {'dtype':<8} {'rows':>8} {'V':>6} {'verify ms':>10} {'clone ms':>9} "
+    f"{'ratio':>6} {'rows/s':>9} {'fresh MiB v/c':>14}  goal"
+)
+print(header)
+print("-" * len(header))
+for case in results["cases"]:
+    fresh = f"{case['verify_fresh_mib']:.0f}/{case['clone_fresh_mib']:.0f}"
+    print(
+        f"{case['case']:<14} {case['dtype']:<8} {case['rows']:>8} {case['vocab']:>6} "
+        f"{case['verify_s'] * 1e3:>10.2f} {case['clone_s'] * 1e3:>9.2f} "
+        f"{case['clone_ratio']:>6.2f} {case['rows_per_second']:>9.3g} {fresh:>14}  "
+        f"{case['goal']}: {'met' if case['goal_met'] else 'MISSED'}"
+    )
+args.out.parent.mkdir(parents=True, exist_ok=True)
+args.out.write_text(json.dumps(results, indent=2) + "\n")
+print(f"wrote {args.out}")
