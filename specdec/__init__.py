@@ -1,5 +1,6 @@
 """specdec: the reference implementation and correctness oracle for speculative decoding."""
 
+from specdec.generate import Generation, generate_autoregressive, generate_speculative
 from specdec.noise import uniforms
 from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
@@ -8,9 +9,12 @@ from specdec.verify import verify_exact_match, verify_greedy, verify_tokens
 from specdec.warp import warp_probs
 
 __all__ = [
+    "Generation",
     "Verification",
     "VerifyRule",
     "acceptance_probs",
+    "generate_autoregressive",
+    "generate_speculative",
     "residual_probs",
     "sample",
     "uniforms",

@@ -1,5 +1,22 @@
-"""Models for the oracle: exact toy models now; transformers wrappers build on the same idea."""
+"""Models for the oracle: exact toy models, transformers wrappers and the packaged SmolLM2."""
 
+from specdec.models.base import CausalLM, Context, empty_context, extend, keep_new
+from specdec.models.hf import HFModel
+from specdec.models.smollm2 import load_smollm2
 from specdec.models.toy import ToyModel, ToyPair, make_toy_model, make_toy_pair
+from specdec.models.toy_lm import ToyLM
 
-__all__ = ["ToyModel", "ToyPair", "make_toy_model", "make_toy_pair"]
+__all__ = [
+    "CausalLM",
+    "Context",
+    "HFModel",
+    "ToyLM",
+    "ToyModel",
+    "ToyPair",
+    "empty_context",
+    "extend",
+    "keep_new",
+    "load_smollm2",
+    "make_toy_model",
+    "make_toy_pair",
+]
