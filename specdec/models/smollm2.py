@@ -81,8 +81,7 @@ def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         )
     tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
     model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
-    model = model.float()
-    model.eval()  # type: ignore[no-untyped-call]
+    model.eval()  # the GGUF loader de-quantises to float32
     # The GGUF loader marks the model as quantised, which blocks save_pretrained; the weights
     # are plain float32 tensors once loaded, so drop the marker before saving.
     model.hf_quantizer = None
