@@ -81,10 +81,10 @@ def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         )
     tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
     model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
-    model.eval()  # the GGUF loader de-quantises to float32
+    model.eval()  # type: ignore[no-untyped-call]  # de-quantised to float32 by the loader
     # The GGUF loader marks the model as quantised, which blocks save_pretrained; the weights
     # are plain float32 tensors once loaded, so drop the marker before saving.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     partial = target.with_suffix(".partial")
