@@ -1,0 +1,86 @@
+"""Tiny random-initialised transformers models, built in code with a seed.
+
+A large ``initializer_range`` makes their next-token laws far from uniform, so a draft made by
+adding noise to a copy of the target has an acceptance rate set by the noise scale.
+"""
+
+import copy
+
+import torch
+from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+ARCHITECTURES = ("gpt2", "llama", "qwen2", "gemma2")
+
+
+def tiny_model(arch: str, *, vocab: int = 16, seed: int = 0, init: float = 0.8) -> PreTrainedModel:
+    """A 2-layer model of the given architecture (Gemma2 with a sliding window of 3)."""
+    torch.manual_seed(seed)  # transformers initialises weights from the global generator
+    common = {"vocab_size": vocab, "initializer_range": init, "bos_token_id": 0, "eos_token_id": 1}
+    model: PreTrainedModel
+    if arch == "gpt2":
+        model = GPT2LMHeadModel(
+            GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128, **common)
+        )
+    elif arch == "llama":
+        model = LlamaForCausalLM(
+            LlamaConfig(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=128,
+                **common,
+            )
+        )
+    elif arch == "qwen2":
+        model = Qwen2ForCausalLM(
+            Qwen2Config(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=128,
+                **common,
+            )
+        )
+    elif arch == "gemma2":
+        model = Gemma2ForCausalLM(
+            Gemma2Config(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=8,
+                sliding_window=3,
+                max_position_embeddings=128,
+                pad_token_id=0,
+                **common,
+            )
+        )
+    else:
+        raise ValueError(f"unknown architecture {arch!r}")
+    return model.eval()
+
+
+def noisy_copy(model: PreTrainedModel, *, scale: float, seed: int) -> PreTrainedModel:
+    """A deep copy with Gaussian noise of standard deviation ``scale`` added to every weight."""
+    draft = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in draft.parameters():
+            noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+            parameter.add_(noise * scale)
+    return draft.eval()

@@ -1,0 +1,78 @@
+"""Models behind the cache machinery: rollback then extend equals recomputation from scratch."""
+
+import pytest
+import torch
+
+from specdec.cache import layer_tensors
+from specdec.models import HFModel, ToyLM, empty_context, extend, keep_new, make_toy_model
+from specdec.models.base import CausalLM
+from tests._tiny_models import ARCHITECTURES, tiny_model
+
+ATOL = 1e-4  # float32 logits of O(10) magnitude, different summation orders
+
+
+def _models() -> dict[str, CausalLM]:
+    models: dict[str, CausalLM] = {arch: HFModel(tiny_model(arch)) for arch in ARCHITECTURES}
+    models["toy"] = ToyLM(make_toy_model(16, seed=0, order=3))
+    return models
+
+
+MODELS = _models()
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("kept", [(0, 2, 4), (4, 4, 4), (1, 0, 3), (0, 0, 0)])
+def test_rollback_then_extend_equals_recompute(name: str, kept: tuple[int, ...]) -> None:
+    """Prompt 5, extend 4, keep a ragged number per row, extend 3 more; compare with scratch."""
+    model = MODELS[name]
+    generator = torch.Generator().manual_seed(1)
+    text = torch.randint(0, model.vocab_size, (3, 12), generator=generator)
+    _, prompt = extend(model, empty_context(3), text[:, :5])
+    _, longer = extend(model, prompt, text[:, 5:9])
+    kept_tensor = torch.tensor(kept)
+    rolled = keep_new(prompt, longer, kept_tensor)
+    assert rolled.lengths.tolist() == [5 + n for n in kept]
+    following = torch.stack([text[r, 5 + n : 8 + n] for r, n in enumerate(kept)])
+    logits, _ = extend(model, rolled, following)
+    for row, n in enumerate(kept):
+        scratch = torch.cat([text[row, : 5 + n], following[row]])[None]
+        reference, _ = extend(model, empty_context(1), scratch)
+        torch.testing.assert_close(logits[row], reference[0, -3:], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_two_rollbacks_in_a_row_keep_rows_contiguous(name: str) -> None:
+    model = MODELS[name]
+    text = torch.randint(0, model.vocab_size, (2, 16), generator=torch.Generator().manual_seed(2))
+    _, context = extend(model, empty_context(2), text[:, :4])
+    lengths = [4, 4]
+    for kept in ([1, 3], [3, 0]):
+        chunk = torch.stack([text[r, lengths[r] : lengths[r] + 3] for r in range(2)])
+        _, grown = extend(model, context, chunk)
+        context = keep_new(context, grown, torch.tensor(kept))
+        lengths = [n + m for n, m in zip(lengths, kept, strict=True)]
+        live = context.live.long()
+        assert (live.diff(dim=1) >= 0).all()  # dead slots only on the left
+    chunk = torch.stack([text[r, lengths[r] : lengths[r] + 2] for r in range(2)])
+    logits, _ = extend(model, context, chunk)
+    for row in range(2):
+        reference, _ = extend(model, empty_context(1), text[row : row + 1, : lengths[row] + 2])
+        torch.testing.assert_close(logits[row], reference[0, -2:], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_forward_never_modifies_the_cache_passed_in(arch: str) -> None:
+    model = MODELS[arch]
+    text = torch.randint(0, model.vocab_size, (2, 6), generator=torch.Generator().manual_seed(3))
+    _, context = extend(model, empty_context(2), text[:, :4])
+    assert context.cache is not None
+    before = [(k.clone(), v.clone(), k.shape) for k, v in layer_tensors(context.cache)]
+    extend(model, context, text[:, 4:6])
+    after = layer_tensors(context.cache)
+    for (k0, v0, shape), (k1, v1) in zip(before, after, strict=True):
+        assert k1.shape == shape and torch.equal(k0, k1) and torch.equal(v0, v1)
+
+
+def test_hf_model_rejects_non_models() -> None:
+    with pytest.raises(TypeError, match="PreTrainedModel"):
+        HFModel(object())  # type: ignore[arg-type]
