@@ -20,12 +20,27 @@ from transformers import (
 )
 
 ARCHITECTURES = ("gpt2", "llama", "qwen2", "gemma2")
+# initializer_range per architecture, measured to give a mean top-1 probability of about 0.55 and
+# an entropy of about 1.3 nats at V = 16 (uniform: 0.06 and 2.77); Gemma scales its embeddings by
+# sqrt(hidden), so it needs a smaller range for the same peakedness.
+DEFAULT_INIT = {"gpt2": 0.4, "llama": 0.4, "qwen2": 0.4, "gemma2": 0.15}
 
 
-def tiny_model(arch: str, *, vocab: int = 16, seed: int = 0, init: float = 0.8) -> PreTrainedModel:
-    """A 2-layer model of the given architecture (Gemma2 with a sliding window of 3)."""
-    torch.manual_seed(seed)  # transformers initialises weights from the global generator
-    common = {"vocab_size": vocab, "initializer_range": init, "bos_token_id": 0, "eos_token_id": 1}
+def tiny_model(
+    arch: str, *, vocab: int = 16, seed: int = 0, init: float | None = None
+) -> PreTrainedModel:
+    """A 2-layer model of the given architecture (Gemma2 with a sliding window of 3).
+
+    transformers initialises weights from the global generator, so it is seeded here; this test
+    helper is the only place that touches it.
+    """
+    torch.manual_seed(seed)
+    common = {
+        "vocab_size": vocab,
+        "initializer_range": DEFAULT_INIT[arch] if init is None else init,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+    }
     model: PreTrainedModel
     if arch == "gpt2":
         model = GPT2LMHeadModel(

@@ -35,6 +35,15 @@ class HFModel:
         self._vocab_size = int(embeddings.weight.shape[0])
 
     @property
+    def max_length(self) -> int | None:
+        """The model's maximum number of positions, if its config states one."""
+        for name in ("max_position_embeddings", "n_positions"):
+            value = getattr(self.model.config, name, None)
+            if isinstance(value, int):
+                return value
+        return None
+
+    @property
     def vocab_size(self) -> int:
         """Number of logits per position (the LM head's output size)."""
         return self._vocab_size

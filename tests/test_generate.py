@@ -1,0 +1,179 @@
+"""Generation loops: budgets, EOS, determinism, batch equals rows, greedy equals greedy."""
+
+from fractions import Fraction
+
+import pytest
+import torch
+
+from specdec import generate_autoregressive, generate_speculative
+from specdec.models import HFModel, ToyLM, make_toy_pair
+from specdec.verify import exact_match_rule, greedy_rule
+from tests._tiny_models import ARCHITECTURES, noisy_copy, tiny_model
+
+PAIR = make_toy_pair(5, seed=4, closeness=Fraction(1, 2))
+TARGET, DRAFT = ToyLM(PAIR.target), ToyLM(PAIR.draft)
+PROMPT = torch.tensor([[1, 2, 3], [0, 4, 4], [2, 2, 1]])
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("budget", [0, 1, 2, 5, 11])
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_budget_is_exact_and_never_overshot(budget: int, k: int) -> None:
+    out = generate_speculative(TARGET, DRAFT, PROMPT, k=k, max_new_tokens=budget, generator=_gen(0))
+    assert out.tokens.shape == (3, budget)
+    assert bool((out.tokens >= 0).all())  # no EOS set: every row fills its budget
+    if budget == 0:
+        assert out.num_steps == 0 and out.accepted.shape == (0, 3)
+
+
+def test_nothing_after_eos_even_inside_an_accepted_block() -> None:
+    same = make_toy_pair(5, seed=4, equal_rate=1.0)  # draft == target: every draft is accepted
+    target, draft = ToyLM(same.target), ToyLM(same.draft)
+    free = generate_speculative(target, draft, PROMPT, k=6, max_new_tokens=12, generator=_gen(1))
+    assert bool((free.accepted[0] == 6).all())
+    eos = int(free.tokens[0, 2])  # a token emitted mid-block in row 0
+    stopped = generate_speculative(
+        target, draft, PROMPT, k=6, max_new_tokens=12, generator=_gen(1), eos_token_id=eos
+    )
+    for row in range(3):
+        tokens = free.tokens[row].tolist()
+        cut = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        expected = tokens[:cut] + [-1] * (len(tokens) - cut)
+        assert stopped.tokens[row].tolist() == expected
+    assert stopped.tokens[0, 3:].eq(-1).all() and stopped.tokens[0, 2] == eos
+
+
+def test_autoregressive_eos_and_budget() -> None:
+    free = generate_autoregressive(TARGET, PROMPT, max_new_tokens=10, generator=_gen(2))
+    eos = int(free.tokens[1, 4])
+    stopped = generate_autoregressive(
+        TARGET, PROMPT, max_new_tokens=10, generator=_gen(2), eos_token_id=eos
+    )
+    tokens = free.tokens[1].tolist()
+    cut = tokens.index(eos) + 1
+    assert stopped.tokens[1].tolist() == tokens[:cut] + [-1] * (10 - cut)
+    assert generate_autoregressive(
+        TARGET, PROMPT, max_new_tokens=0, generator=_gen(2)
+    ).tokens.shape == (3, 0)
+
+
+@pytest.mark.parametrize("rule", [None, exact_match_rule], ids=["tokens", "exact_match"])
+def test_same_seed_same_tokens_and_batch_equals_rows_alone(rule: object) -> None:
+    extra = {} if rule is None else {"rule": rule}
+    seeds = [10, 11, 12]
+    batch = generate_speculative(
+        TARGET, DRAFT, PROMPT, k=3, max_new_tokens=9, generator=[_gen(s) for s in seeds], **extra
+    )
+    again = generate_speculative(
+        TARGET, DRAFT, PROMPT, k=3, max_new_tokens=9, generator=[_gen(s) for s in seeds], **extra
+    )
+    assert torch.equal(batch.tokens, again.tokens)
+    for row, seed in enumerate(seeds):
+        alone = generate_speculative(
+            TARGET,
+            DRAFT,
+            PROMPT[row : row + 1],
+            k=3,
+            max_new_tokens=9,
+            generator=[_gen(seed)],
+            **extra,
+        )
+        assert torch.equal(alone.tokens[0], batch.tokens[row])
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma2"])
+def test_batch_equals_rows_alone_on_transformers(arch: str) -> None:
+    target = HFModel(tiny_model(arch, vocab=16, seed=1))
+    draft = HFModel(noisy_copy(target.model, scale=0.3, seed=2))
+    prompt = torch.randint(0, 16, (3, 4), generator=_gen(5))
+    seeds = [20, 21, 22]
+    batch = generate_speculative(
+        target,
+        draft,
+        prompt,
+        k=3,
+        max_new_tokens=10,
+        generator=[_gen(s) for s in seeds],
+        temperature=0.8,
+    )
+    ragged = [step for step in batch.accepted.tolist() if len(set(step) - {-1}) > 1]
+    assert ragged, "rows should accept different numbers of drafts in some step"
+    for row, seed in enumerate(seeds):
+        alone = generate_speculative(
+            target,
+            draft,
+            prompt[row : row + 1],
+            k=3,
+            max_new_tokens=10,
+            generator=[_gen(seed)],
+            temperature=0.8,
+        )
+        assert torch.equal(alone.tokens[0], batch.tokens[row])
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("rule", [None, greedy_rule], ids=["tokens", "greedy"])
+def test_greedy_speculative_equals_greedy_autoregressive(arch: str, rule: object) -> None:
+    extra = {} if rule is None else {"rule": rule}
+    target = HFModel(tiny_model(arch, vocab=16, seed=3))
+    draft = HFModel(noisy_copy(target.model, scale=0.1, seed=4))
+    prompt = torch.randint(0, 16, (4, 3), generator=_gen(6))
+    reference = generate_autoregressive(
+        target, prompt, max_new_tokens=20, generator=_gen(0), temperature=0.0
+    )
+    fast = generate_speculative(
+        target, draft, prompt, k=4, max_new_tokens=20, generator=_gen(0), temperature=0.0, **extra
+    )
+    assert torch.equal(fast.tokens, reference.tokens)
+    live = fast.accepted[fast.accepted >= 0]
+    assert bool((live < 4).any()) and bool((live > 0).any()), "both paths should be exercised"
+
+
+def test_statistics_are_recorded() -> None:
+    out = generate_speculative(TARGET, DRAFT, PROMPT, k=2, max_new_tokens=8, generator=_gen(3))
+    assert out.accepted.shape == (out.num_steps, 3)
+    assert bool((out.accepted <= 2).all()) and bool((out.accepted >= -1).all())
+    assert all(t >= 0 for t in out.draft_seconds + out.verify_seconds + out.other_seconds)
+    assert out.total_seconds > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"k": 0}, ValueError, "k must be >= 1"),
+        ({"k": 2.0}, TypeError, "k must be an int"),
+        ({"prompt_ids": torch.zeros(2, 0, dtype=torch.int64)}, ValueError, "must not be empty"),
+        ({"prompt_ids": torch.tensor([[1, 9]])}, ValueError, r"token ids in \[0, 5\)"),
+        ({"prompt_ids": torch.tensor([[1.0, 2.0]])}, TypeError, "integer tensor"),
+        ({"prompt_ids": torch.tensor([1, 2])}, ValueError, r"shape \[b, L\]"),
+        ({"max_new_tokens": -1}, ValueError, "max_new_tokens must be >= 0"),
+        ({"temperature": -1.0}, ValueError, "temperature"),
+        ({"draft_top_p": 1.5}, ValueError, "top_p"),
+        ({"generator": [torch.Generator()]}, ValueError, "one per row"),
+    ],
+)
+def test_bad_input_raises(kwargs: dict[str, object], error: type, message: str) -> None:
+    arguments: dict[str, object] = {
+        "prompt_ids": PROMPT,
+        "k": 2,
+        "max_new_tokens": 4,
+        "generator": _gen(0),
+    }
+    arguments.update(kwargs)
+    with pytest.raises(error, match=message):
+        generate_speculative(TARGET, DRAFT, **arguments)  # type: ignore[arg-type]
+
+
+def test_vocabulary_mismatch_and_too_long_prompts_raise() -> None:
+    other = ToyLM(make_toy_pair(4, seed=0).draft)
+    with pytest.raises(ValueError, match="Vocabulary mismatch"):
+        generate_speculative(TARGET, other, PROMPT, k=2, max_new_tokens=3, generator=_gen(0))
+    target = HFModel(tiny_model("llama"))
+    prompt = torch.zeros(1, 120, dtype=torch.int64)
+    with pytest.raises(ValueError, match="maximum length 128"):
+        generate_speculative(target, target, prompt, k=4, max_new_tokens=8, generator=_gen(0))
+    with pytest.raises(ValueError, match="maximum length 128"):
+        generate_autoregressive(target, prompt, max_new_tokens=9, generator=_gen(0))
