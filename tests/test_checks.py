@@ -1,0 +1,612 @@
+"""Input validation of every public function (``specdec._checks``) and the half-precision policy.
+
+Every bad input must raise ``ValueError`` or ``TypeError`` with a message naming the argument.
+Probability rows must sum to 1 within ``max(1e-6, 8 * sqrt(V) * eps(dtype))``; float16, bfloat16
+and float32 inputs are accepted and give the tokens of the float64 version of the same values.
+"""
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import specdec
+from specdec.testing.strategies import DraftBlock, draft_blocks, prob_pairs, prob_vectors
+
+NAN, INF = math.nan, math.inf
+LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _f64(values: Any) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+ROWS_2 = _f64([[0.25, 0.25, 0.5], [0.5, 0.25, 0.25]])  # [2, V=3]
+ROWS_3 = _f64([[0.25, 0.25, 0.5], [0.5, 0.25, 0.25], [0.0, 0.5, 0.5]])  # [3, V=3]
+
+
+def _valid(function: str) -> dict[str, Any]:
+    """Valid keyword arguments for each public function (k = 2, V = 3)."""
+    table: dict[str, dict[str, Any]] = {
+        "warp_probs": {"logits": _f64([0.0, 1.0, 2.0])},
+        "sample": {"probs": ROWS_2.clone(), "uniforms": _f64([0.1, 0.9])},
+        "acceptance_probs": {
+            "target_probs": ROWS_2.clone(),
+            "draft_probs": ROWS_2.flip(0),
+            "draft_tokens": torch.tensor([0, 2]),
+        },
+        "residual_probs": {"target_probs": ROWS_2.clone(), "draft_probs": ROWS_2.flip(0)},
+        "verify_tokens": {
+            "draft_tokens": torch.tensor([0, 2]),
+            "draft_probs": ROWS_2.clone(),
+            "target_probs": ROWS_3.clone(),
+            "uniforms": _f64([0.1, 0.5, 0.9]),
+        },
+        "verify_greedy": {
+            "draft_tokens": torch.tensor([0, 2]),
+            "target_logits": _f64([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0], [1.0, 1.0, 1.0]]),
+        },
+        "verify_exact_match": {
+            "draft_tokens": torch.tensor([0, 2]),
+            "target_probs": ROWS_3.clone(),
+            "uniforms": _f64([0.1, 0.5, 0.9]),
+        },
+        "uniforms": {"generator": torch.Generator().manual_seed(0), "shape": (2, 3)},
+    }
+    return table[function]
+
+
+FUNCTIONS = [
+    "warp_probs",
+    "sample",
+    "acceptance_probs",
+    "residual_probs",
+    "verify_tokens",
+    "verify_greedy",
+    "verify_exact_match",
+    "uniforms",
+]
+
+
+def _call(function: str, **overrides: Any) -> Any:
+    arguments = _valid(function)
+    arguments.update(overrides)
+    fn: Callable[..., Any] = getattr(specdec, function)
+    return fn(**arguments)
+
+
+def _replace(function: str, argument: str, edit: Callable[[torch.Tensor], Any]) -> Any:
+    return _call(function, **{argument: edit(_valid(function)[argument])})
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_valid_arguments_pass(function: str) -> None:
+    _call(function)
+
+
+# Bad probability rows ----------------------------------------------------------------------------
+
+PROB_ARGUMENTS = [
+    ("sample", "probs"),
+    ("acceptance_probs", "target_probs"),
+    ("acceptance_probs", "draft_probs"),
+    ("residual_probs", "target_probs"),
+    ("residual_probs", "draft_probs"),
+    ("verify_tokens", "target_probs"),
+    ("verify_tokens", "draft_probs"),
+    ("verify_exact_match", "target_probs"),
+]
+
+
+def _set_first(value: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    def edit(rows: torch.Tensor) -> torch.Tensor:
+        rows = rows.clone()
+        rows[0, 0] = value
+        return rows
+
+    return edit
+
+
+def _negative(rows: torch.Tensor) -> torch.Tensor:
+    rows = rows.clone()
+    rows[0] = _f64([-0.25, 0.75, 0.5])  # sums to 1
+    return rows
+
+
+def _unnormalised(rows: torch.Tensor) -> torch.Tensor:
+    rows = rows.clone()
+    rows[0] = _f64([0.25, 0.25, 0.6])
+    return rows
+
+
+BAD_PROBS = [
+    pytest.param(_set_first(NAN), ValueError, "{name} must be finite", id="nan"),
+    pytest.param(_set_first(INF), ValueError, "{name} must be finite", id="inf"),
+    pytest.param(_set_first(-INF), ValueError, "{name} must be finite", id="-inf"),
+    pytest.param(_negative, ValueError, "{name} must be non-negative", id="negative"),
+    pytest.param(_unnormalised, ValueError, "{name} rows must sum to 1", id="unnormalised"),
+    pytest.param(
+        lambda rows: (rows * 4).long(), TypeError, "{name} must have a floating dtype", id="int64"
+    ),
+    pytest.param(lambda rows: rows > 0, TypeError, "{name} must have a floating dtype", id="bool"),
+    pytest.param(lambda rows: rows.tolist(), TypeError, "{name} must be a torch.Tensor", id="list"),
+    pytest.param(lambda rows: None, TypeError, "{name} must be a torch.Tensor", id="none"),
+    pytest.param(
+        lambda rows: rows[:, :0], ValueError, "{name} must have a non-empty vocabulary", id="V=0"
+    ),
+]
+
+
+NONE_DRAFT_PROBS_BUG = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known bug: verify_tokens(draft_tokens, None, ...) hits `assert draft is not None` "
+    "(an assert on caller input) instead of raising TypeError naming draft_probs",
+)
+
+
+@pytest.mark.parametrize(
+    ("function", "argument", "edit", "error", "match"),
+    [
+        pytest.param(
+            function,
+            argument,
+            *bad.values,
+            id=f"{function}-{argument}-{bad.id}",
+            marks=[NONE_DRAFT_PROBS_BUG]
+            if (function, argument, bad.id) == ("verify_tokens", "draft_probs", "none")
+            else [],
+        )
+        for function, argument in PROB_ARGUMENTS
+        for bad in BAD_PROBS
+    ],
+)
+def test_bad_probability_rows_raise(
+    function: str,
+    argument: str,
+    edit: Callable[[torch.Tensor], Any],
+    error: type[Exception],
+    match: str,
+) -> None:
+    with pytest.raises(error, match=match.format(name=argument)):
+        _replace(function, argument, edit)
+
+
+def test_scalar_probs_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"probs must have shape \[\*b, V\]"):
+        specdec.sample(torch.tensor(1.0, dtype=torch.float64), _f64(0.5))
+
+
+# The documented tolerance: just outside fails, just inside passes -------------------------------
+
+
+def _tolerance(dtype: torch.dtype, vocab: int) -> float:
+    return max(1e-6, 8.0 * math.sqrt(vocab) * torch.finfo(dtype).eps)
+
+
+def _off_row(dtype: torch.dtype, vocab: int, factor: float) -> torch.Tensor:
+    """A row ``[1/V, ..., 1/V + factor * tolerance]`` in ``dtype`` (1/V exact: V a power of 2)."""
+    row = torch.full((vocab,), 1.0 / vocab, dtype=torch.float64)
+    row[-1] += factor * _tolerance(dtype, vocab)
+    return row.to(dtype)
+
+
+TOLERANCE_CASES = [
+    (dtype, vocab)
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    for vocab in (4, 16)
+]
+
+
+def _call_with_row(function: str, argument: str, row: torch.Tensor) -> Any:
+    """Call ``function`` with one row of ``argument`` replaced; every other row is uniform."""
+    vocab = row.shape[-1]
+    uniform = torch.full((vocab,), 1.0 / vocab, dtype=row.dtype)
+    rows = 3 if argument == "target_probs" and function.startswith("verify") else 2
+    probs = torch.stack([row, *[uniform] * (rows - 1)])
+    other = torch.full((2, vocab), 1.0 / vocab, dtype=torch.float64)
+    arguments: dict[str, Any] = {
+        "sample": {"probs": probs, "uniforms": _f64([0.1, 0.9])},
+        "acceptance_probs": {
+            "target_probs": other,
+            "draft_probs": other,
+            "draft_tokens": torch.tensor([0, vocab - 1]),
+        },
+        "residual_probs": {"target_probs": other, "draft_probs": other},
+        "verify_tokens": {
+            "draft_tokens": torch.tensor([0, vocab - 1]),
+            "draft_probs": other,
+            "target_probs": torch.full((3, vocab), 1.0 / vocab, dtype=torch.float64),
+            "uniforms": _f64([0.1, 0.5, 0.9]),
+        },
+        "verify_exact_match": {
+            "draft_tokens": torch.tensor([0, vocab - 1]),
+            "target_probs": torch.full((3, vocab), 1.0 / vocab, dtype=torch.float64),
+            "uniforms": _f64([0.1, 0.5, 0.9]),
+        },
+    }[function]
+    arguments[argument] = probs
+    fn: Callable[..., Any] = getattr(specdec, function)
+    return fn(**arguments)
+
+
+@pytest.mark.parametrize(("function", "argument"), PROB_ARGUMENTS)
+@pytest.mark.parametrize(("dtype", "vocab"), TOLERANCE_CASES)
+def test_normalisation_tolerance_boundary(
+    function: str, argument: str, dtype: torch.dtype, vocab: int
+) -> None:
+    tolerance = _tolerance(dtype, vocab)
+    outside, inside = _off_row(dtype, vocab, 1.2), _off_row(dtype, vocab, 0.8)
+    # Preconditions: after rounding to dtype the rows are still on their side of the bound.
+    assert float(outside.double().sum()) - 1.0 > tolerance
+    assert float(inside.double().sum()) - 1.0 < tolerance
+    with pytest.raises(ValueError, match=f"{argument} rows must sum to 1"):
+        _call_with_row(function, argument, outside)
+    _call_with_row(function, argument, inside)
+
+
+@pytest.mark.parametrize(("function", "argument"), PROB_ARGUMENTS)
+def test_rows_summing_short_of_one_by_more_than_the_tolerance_fail(
+    function: str, argument: str
+) -> None:
+    row = torch.full((4,), 0.25, dtype=torch.float64)
+    row[0] -= 2e-6  # float64 tolerance is 1e-6
+    with pytest.raises(ValueError, match=f"{argument} rows must sum to 1"):
+        _call_with_row(function, argument, row)
+
+
+# Bad logits ---------------------------------------------------------------------------------------
+
+LOGIT_ARGUMENTS = [("warp_probs", "logits"), ("verify_greedy", "target_logits")]
+
+
+def _set_logit(value: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    def edit(logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.clone()
+        logits.view(-1)[0] = value
+        return logits
+
+    return edit
+
+
+def _all_minus_inf(logits: torch.Tensor) -> torch.Tensor:
+    logits = logits.clone()
+    logits.view(-1, logits.shape[-1])[0] = -INF
+    return logits
+
+
+BAD_LOGITS = [
+    pytest.param(_set_logit(NAN), ValueError, "{name} must not contain NaN", id="nan"),
+    pytest.param(_set_logit(INF), ValueError, r"{name} must not contain \+inf", id="+inf"),
+    pytest.param(
+        _all_minus_inf, ValueError, "{name} has a row whose entries are all -inf", id="-inf"
+    ),
+    pytest.param(lambda z: z.long(), TypeError, "{name} must have a floating dtype", id="int64"),
+    pytest.param(lambda z: z.tolist(), TypeError, "{name} must be a torch.Tensor", id="list"),
+    pytest.param(
+        lambda z: z[..., :0], ValueError, "{name} must have a non-empty vocabulary", id="V=0"
+    ),
+]
+
+
+@pytest.mark.parametrize(("function", "argument"), LOGIT_ARGUMENTS)
+@pytest.mark.parametrize(("edit", "error", "match"), BAD_LOGITS)
+def test_bad_logits_raise(
+    function: str,
+    argument: str,
+    edit: Callable[[torch.Tensor], Any],
+    error: type[Exception],
+    match: str,
+) -> None:
+    with pytest.raises(error, match=match.format(name=argument)):
+        _replace(function, argument, edit)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error", "match"),
+    [
+        ("temperature", -1.0, ValueError, r"temperature must be a finite float >= 0, got -1.0"),
+        ("temperature", NAN, ValueError, "temperature must be a finite float"),
+        ("temperature", INF, ValueError, "temperature must be a finite float"),
+        ("temperature", "1", TypeError, "temperature must be a float, got str"),
+        ("temperature", True, TypeError, "temperature must be a float, got bool"),
+        ("top_k", 0, ValueError, r"top_k must be >= 1 .*got 0"),
+        ("top_k", -3, ValueError, "top_k must be >= 1"),
+        ("top_k", 1.5, TypeError, "top_k must be an int or None, got float"),
+        ("top_k", True, TypeError, "top_k must be an int or None, got bool"),
+        ("top_p", 0.0, ValueError, r"top_p must lie in \(0, 1\]"),
+        ("top_p", 1.5, ValueError, r"top_p must lie in \(0, 1\]"),
+        ("top_p", -0.5, ValueError, r"top_p must lie in \(0, 1\]"),
+        ("top_p", NAN, ValueError, r"top_p must lie in \(0, 1\]"),
+        ("top_p", "0.5", TypeError, "top_p must be a float or None, got str"),
+        ("min_p", 0.0, ValueError, r"min_p must lie in \(0, 1\]"),
+        ("min_p", 2.0, ValueError, r"min_p must lie in \(0, 1\]"),
+        ("min_p", [0.5], TypeError, "min_p must be a float or None, got list"),
+    ],
+)
+def test_bad_warp_options_raise(
+    option: str, value: object, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        _call("warp_probs", **{option: value})
+
+
+def test_scalar_logits_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"logits must have shape \[\*b, V\]"):
+        specdec.warp_probs(torch.tensor(1.0))
+
+
+# Bad uniforms -------------------------------------------------------------------------------------
+
+UNIFORM_ARGUMENTS = [
+    ("sample", "uniforms"),
+    ("verify_tokens", "uniforms"),
+    ("verify_exact_match", "uniforms"),
+]
+
+
+def _set_uniform(value: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    def edit(uniforms: torch.Tensor) -> torch.Tensor:
+        uniforms = uniforms.clone()
+        uniforms[-1] = value
+        return uniforms
+
+    return edit
+
+
+BAD_UNIFORMS = [
+    pytest.param(_set_uniform(1.0), ValueError, r"{name} must lie in \[0, 1\)", id="one"),
+    pytest.param(_set_uniform(1.5), ValueError, r"{name} must lie in \[0, 1\)", id="above"),
+    pytest.param(_set_uniform(-0.1), ValueError, r"{name} must lie in \[0, 1\)", id="negative"),
+    pytest.param(_set_uniform(-1e-300), ValueError, r"{name} must lie in \[0, 1\)", id="-tiny"),
+    pytest.param(_set_uniform(NAN), ValueError, "{name} must be finite", id="nan"),
+    pytest.param(_set_uniform(INF), ValueError, "{name} must be finite", id="inf"),
+    pytest.param(lambda u: u.long(), TypeError, "{name} must have a floating dtype", id="int64"),
+    pytest.param(lambda u: u.tolist(), TypeError, "{name} must be a torch.Tensor", id="list"),
+    pytest.param(lambda u: u[:-1], ValueError, "Shape mismatch: {name}", id="short"),
+    pytest.param(lambda u: u[None], ValueError, "Shape mismatch: {name}", id="extra-dim"),
+]
+
+
+@pytest.mark.parametrize(("function", "argument"), UNIFORM_ARGUMENTS)
+@pytest.mark.parametrize(("edit", "error", "match"), BAD_UNIFORMS)
+def test_bad_uniforms_raise(
+    function: str,
+    argument: str,
+    edit: Callable[[torch.Tensor], Any],
+    error: type[Exception],
+    match: str,
+) -> None:
+    with pytest.raises(error, match=match.format(name=argument)):
+        _replace(function, argument, edit)
+
+
+def test_largest_uniform_below_one_passes() -> None:
+    _call("sample", uniforms=_f64([0.0, 1.0 - 2.0**-53]))
+
+
+# Bad token ids ------------------------------------------------------------------------------------
+
+TOKEN_FUNCTIONS = ["acceptance_probs", "verify_tokens", "verify_greedy", "verify_exact_match"]
+
+
+def _set_token(value: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    def edit(tokens: torch.Tensor) -> torch.Tensor:
+        tokens = tokens.clone()
+        tokens[-1] = value
+        return tokens
+
+    return edit
+
+
+BAD_TOKENS = [
+    pytest.param(
+        _set_token(-1), ValueError, r"draft_tokens must hold token ids in \[0, 3\)", id="-1"
+    ),
+    pytest.param(
+        _set_token(3), ValueError, r"draft_tokens must hold token ids in \[0, 3\)", id="V"
+    ),
+    pytest.param(
+        _set_token(10**6), ValueError, r"draft_tokens .*got ids in \[0, 1000000\]", id="huge"
+    ),
+    pytest.param(lambda t: t.double(), TypeError, "draft_tokens must be an integer", id="float"),
+    pytest.param(lambda t: t.bool(), TypeError, "draft_tokens must be an integer", id="bool"),
+    pytest.param(lambda t: t.tolist(), TypeError, "draft_tokens must be a torch.Tensor", id="list"),
+    pytest.param(
+        lambda t: torch.cat([t, t]), ValueError, "Shape mismatch: draft_tokens", id="too-long"
+    ),
+]
+
+
+@pytest.mark.parametrize("function", TOKEN_FUNCTIONS)
+@pytest.mark.parametrize(("edit", "error", "match"), BAD_TOKENS)
+def test_bad_draft_tokens_raise(
+    function: str, edit: Callable[[torch.Tensor], Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        _replace(function, "draft_tokens", edit)
+
+
+# Shape and vocabulary mismatches, k = 0 ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("function", "overrides", "match"),
+    [
+        (
+            "acceptance_probs",
+            {"draft_probs": torch.full((2, 4), 0.25, dtype=torch.float64)},
+            r"Vocabulary mismatch: target_probs has V=3 but draft_probs has V=4",
+        ),
+        (
+            "residual_probs",
+            {"draft_probs": torch.full((2, 4), 0.25, dtype=torch.float64)},
+            r"Vocabulary mismatch: target_probs has V=3 but draft_probs has V=4",
+        ),
+        (
+            "verify_tokens",
+            {"draft_probs": torch.full((2, 4), 0.25, dtype=torch.float64)},
+            r"Vocabulary mismatch: draft_probs has V=4 but target_probs has V=3",
+        ),
+        ("acceptance_probs", {"draft_probs": ROWS_2[:1]}, "Shape mismatch: draft_probs"),
+        ("residual_probs", {"draft_probs": ROWS_2[None]}, "Shape mismatch: draft_probs"),
+        ("verify_tokens", {"draft_probs": ROWS_3}, "Shape mismatch: draft_probs"),
+        ("verify_tokens", {"draft_probs": ROWS_2[None]}, "Shape mismatch: draft_probs"),
+        ("sample", {"probs": ROWS_3}, "Shape mismatch: uniforms"),
+        (
+            "acceptance_probs",
+            {"draft_tokens": torch.tensor([0])},
+            "Shape mismatch: draft_tokens",
+        ),
+        ("verify_tokens", {"target_probs": ROWS_2[0]}, r"target_probs must have shape"),
+        ("verify_exact_match", {"target_probs": ROWS_2[0]}, r"target_probs must have shape"),
+        (
+            "verify_greedy",
+            {"target_logits": _f64([0.0, 1.0, 2.0])},
+            r"target_logits must have shape",
+        ),
+        (
+            "verify_tokens",
+            {"target_probs": ROWS_3[None].expand(2, 3, 3)},
+            "Shape mismatch: draft_tokens",
+        ),
+    ],
+)
+def test_shape_and_vocabulary_mismatch_raise(
+    function: str, overrides: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        _call(function, **overrides)
+
+
+K_ZERO = {
+    "draft_tokens": torch.zeros(0, dtype=torch.int64),
+    "draft_probs": torch.zeros(0, 3, dtype=torch.float64),
+    "target_probs": ROWS_3[:1],
+    "uniforms": _f64([0.5]),
+}
+
+
+@pytest.mark.parametrize("function", ["verify_tokens", "verify_exact_match", "verify_greedy"])
+def test_k_zero_raises(function: str) -> None:
+    overrides = dict(K_ZERO)
+    if function == "verify_greedy":
+        overrides = {"draft_tokens": K_ZERO["draft_tokens"], "target_logits": _f64([[0.0, 1.0]])}
+    elif function == "verify_exact_match":
+        del overrides["draft_probs"]
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        _call(function, **overrides)
+
+
+@pytest.mark.parametrize("function", ["acceptance_probs", "verify_tokens"])
+def test_zero_draft_probability_at_a_draft_raises(function: str) -> None:
+    draft = ROWS_2.clone()
+    draft[1] = _f64([0.5, 0.5, 0.0])  # draft token 2 at position 1 has q = 0
+    with pytest.raises(ValueError, match="draft_probs gives probability 0"):
+        _call(function, draft_probs=draft)
+
+
+@pytest.mark.parametrize("generator", [None, 0, torch.tensor(0)])
+def test_uniforms_generator_must_be_a_generator(generator: object) -> None:
+    with pytest.raises(TypeError, match=r"generator must be a torch\.Generator"):
+        _call("uniforms", generator=generator)
+
+
+@pytest.mark.parametrize(
+    ("shape", "error", "match"),
+    [((-1,), ValueError, r"shape\[0\] must be >= 0"), ((1.5,), TypeError, r"shape\[0\] must")],
+)
+def test_uniforms_bad_shape(shape: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        _call("uniforms", shape=shape)
+
+
+# Half-precision policy: lower-precision inputs give the tokens of their float64 values ------------
+
+
+def _cast_block(block: DraftBlock, dtype: torch.dtype) -> DraftBlock:
+    return DraftBlock(
+        draft_tokens=block.draft_tokens,
+        draft_probs=block.draft_probs.to(dtype),
+        target_probs=block.target_probs.to(dtype),
+        uniforms=block.uniforms,
+    )
+
+
+def _as_float64(block: DraftBlock) -> DraftBlock:
+    return DraftBlock(
+        draft_tokens=block.draft_tokens,
+        draft_probs=block.draft_probs.double(),
+        target_probs=block.target_probs.double(),
+        uniforms=block.uniforms.double(),
+    )
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@given(block=draft_blocks(dyadic=True))
+def test_verify_rules_in_low_precision_match_float64(dtype: torch.dtype, block: DraftBlock) -> None:
+    low = _cast_block(block, dtype)
+    high = _as_float64(low)
+    for low_result, high_result in [
+        (
+            specdec.verify_tokens(
+                low.draft_tokens, low.draft_probs, low.target_probs, low.uniforms
+            ),
+            specdec.verify_tokens(
+                high.draft_tokens, high.draft_probs, high.target_probs, high.uniforms
+            ),
+        ),
+        (
+            specdec.verify_exact_match(low.draft_tokens, low.target_probs, low.uniforms),
+            specdec.verify_exact_match(high.draft_tokens, high.target_probs, high.uniforms),
+        ),
+    ]:
+        assert torch.equal(low_result.tokens, high_result.tokens)
+        assert torch.equal(low_result.num_accepted, high_result.num_accepted)
+
+
+@given(block=draft_blocks(dtype=torch.float32))
+def test_verify_tokens_float32_rows_of_any_denominator(block: DraftBlock) -> None:
+    result = specdec.verify_tokens(
+        block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms
+    )
+    high = _as_float64(block)
+    expected = specdec.verify_tokens(
+        high.draft_tokens, high.draft_probs, high.target_probs, high.uniforms
+    )
+    assert torch.equal(result.tokens, expected.tokens)
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@given(pair=prob_pairs(dyadic=True), data=st.data())
+def test_rejection_in_low_precision_is_float64_of_the_cast_values(
+    dtype: torch.dtype, pair: tuple[torch.Tensor, torch.Tensor], data: st.DataObject
+) -> None:
+    target, draft = (row.to(dtype) for row in pair)
+    token = torch.tensor(data.draw(st.sampled_from(torch.nonzero(draft > 0).flatten().tolist())))
+    accept = specdec.acceptance_probs(target, draft, token)
+    residual = specdec.residual_probs(target, draft)
+    assert accept.dtype == residual.dtype == torch.float64
+    assert torch.equal(accept, specdec.acceptance_probs(target.double(), draft.double(), token))
+    assert torch.equal(residual, specdec.residual_probs(target.double(), draft.double()))
+
+
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+@given(probs=prob_vectors(dyadic=True), grid=st.integers(0, 255))
+def test_low_precision_uniforms_give_the_tokens_of_their_values(
+    dtype: torch.dtype, probs: torch.Tensor, grid: int
+) -> None:
+    u = torch.tensor(grid / 256, dtype=dtype)  # exact in every float dtype, < 1
+    assert int(specdec.sample(probs.to(dtype), u)) == int(specdec.sample(probs, u.double()))
+
+
+def test_low_precision_rows_outside_float64_tolerance_are_accepted() -> None:
+    # 0.1 is not exact in bfloat16: the cast row is off by more than 1e-6, within bf16 tolerance.
+    row = _f64([0.1, 0.2, 0.3, 0.4]).to(torch.bfloat16)
+    assert abs(float(row.double().sum()) - 1.0) > 1e-6
+    token = specdec.sample(row, _f64(0.5))
+    assert int(token) == 2  # CDF [.1, .3, .6, 1] up to bf16 rounding
