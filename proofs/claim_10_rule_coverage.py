@@ -1,0 +1,71 @@
+"""Claim 10 (coverage): every verification rule specdec exports has a numbered claim in
+``proofs/theory.md`` and a proof script here. A rule that lands later (block verification,
+multi-draft, trees) fails this check until its claim, its proof and this table are added.
+
+Checked: the names exported by ``specdec.verify`` and the ``verify_*`` names of ``specdec`` are
+exactly the keys of ``RULE_CLAIMS``; each claim is a heading of ``theory.md`` that names the rule,
+and its proof script exists. See ``proofs/theory.md``, claim 10.
+"""
+
+import re
+
+from _common import ROOT, run_checks
+
+import specdec
+import specdec.verify
+
+# rule name -> (claim numbers, proof scripts)
+RULE_CLAIMS = {
+    "verify_tokens": ((1, 2), ("claim_01_single_token.py", "claim_02_completion_law.py")),
+    "verify_greedy": ((6,), ("claim_06_greedy.py",)),
+    "greedy_rule": ((6,), ("claim_06_greedy.py",)),
+    "verify_exact_match": ((7,), ("claim_07_exact_match.py",)),
+    "exact_match_rule": ((7,), ("claim_07_exact_match.py",)),
+}
+THEORY = ROOT / "proofs" / "theory.md"
+
+
+def claim_sections() -> dict[int, str]:
+    """``theory.md`` split at its ``### Claim N`` headings: number -> section text."""
+    text = THEORY.read_text(encoding="utf-8")
+    parts = re.split(r"^### Claim (\d+)\b", text, flags=re.MULTILINE)
+    return {int(number): body for number, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def check_every_rule_has_a_claim() -> int:
+    """Every exported verification rule is mapped to a claim of theory.md and a proof script."""
+    exported = set(specdec.verify.__all__) | {n for n in specdec.__all__ if n.startswith("verify")}
+    assert exported == set(RULE_CLAIMS), (
+        f"rules without a claim: {sorted(exported - set(RULE_CLAIMS))}; "
+        f"claims for rules that are gone: {sorted(set(RULE_CLAIMS) - exported)}"
+    )
+    sections = claim_sections()
+    for rule, (numbers, scripts) in RULE_CLAIMS.items():
+        assert any(f"`{rule}`" in sections.get(n, "") for n in numbers), (rule, numbers)
+        assert all((ROOT / "proofs" / script).is_file() for script in scripts), (rule, scripts)
+    return len(RULE_CLAIMS)
+
+
+def check_every_claim_has_a_script() -> int:
+    """Every numbered claim of theory.md links a proofs/claim_NN_*.py file that exists."""
+    sections = claim_sections()
+    assert sorted(sections) == list(range(1, len(sections) + 1)), sorted(sections)
+    for number, body in sections.items():
+        links = re.findall(rf"claim_{number:02d}_\w+\.py", body)
+        assert links and all((ROOT / "proofs" / link).is_file() for link in links), number
+    return len(sections)
+
+
+CHECKS = [check_every_rule_has_a_claim, check_every_claim_has_a_script]
+
+
+def test_every_rule_has_a_claim() -> None:
+    check_every_rule_has_a_claim()
+
+
+def test_every_claim_has_a_script() -> None:
+    check_every_claim_has_a_script()
+
+
+if __name__ == "__main__":
+    run_checks("claim 10", CHECKS)
