@@ -40,6 +40,10 @@ def uniforms(generator: torch.Generator, shape: tuple[int, ...]) -> Float[Tensor
     """
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}.")
+    if not isinstance(shape, (tuple, list, torch.Size)):
+        raise TypeError(
+            f"shape must be a tuple of ints, got {type(shape).__name__}; write (n,) for one axis."
+        )
     dims = tuple(shape)
     for index, size in enumerate(dims):
         if isinstance(size, bool) or not isinstance(size, int):

@@ -93,7 +93,9 @@ def warp_probs(
     if temperature == 0:
         best = scores.argmax(dim=-1, keepdim=True)  # first maximal index on ties
         return torch.zeros_like(scores).scatter(-1, best, 1.0)
-    scores = scores / temperature
+    # Shift by the row maximum first: the maximum becomes 0, nothing overflows to +inf (which
+    # would give NaN), and every filter below is invariant under a shift.
+    scores = (scores - scores.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None and top_k < vocab:
         kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]  # [*b, 1]
         scores = scores.masked_fill(scores < kth, -math.inf)

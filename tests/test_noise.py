@@ -144,11 +144,6 @@ def test_bad_shapes_raise(shape: tuple[object, ...], error: type[Exception], mat
         specdec.uniforms(_generator(0), shape)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: uniforms(generator, 3) raises \"'int' object is not iterable\", "
-    "a TypeError that does not name the argument 'shape'",
-)
 def test_an_int_shape_gets_an_error_naming_shape() -> None:
     with pytest.raises(TypeError, match="shape"):
         specdec.uniforms(_generator(0), 3)  # type: ignore[arg-type]

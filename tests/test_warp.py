@@ -208,14 +208,11 @@ def test_inputs_are_not_modified() -> None:
     assert torch.equal(logits, copy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: a positive temperature so small that logits / T overflows (here 1e-309) "
-    "makes softmax(inf - inf) and returns NaN rows instead of the argmax or an error",
-)
-def test_tiny_positive_temperature_gives_a_distribution() -> None:
+def test_tiny_positive_temperature_and_huge_logits_give_a_distribution() -> None:
     out = specdec.warp_probs(_f64(-1.0, -2.0), temperature=1e-309)
-    assert not bool(torch.isnan(out).any())
+    assert out.tolist() == [1.0, 0.0]
+    out = specdec.warp_probs(_f64(1e308, 0.0), temperature=0.5)
+    assert out.tolist() == [1.0, 0.0]
 
 
 # Properties ---------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ def _accept(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Shared, correct acceptance step: returns inputs as float64 and ``num_accepted``."""
     ids, draft, target, noise = check_draft_block(draft_tokens, draft_probs, target_probs, uniforms)
-    assert draft is not None
     draft, target, noise = draft.double(), target.double(), noise.double()
     index = ids.long().unsqueeze(-1)
     k = ids.shape[-1]

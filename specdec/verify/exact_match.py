@@ -4,7 +4,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_draft_block
+from specdec._checks import check_target_block
 from specdec.sampling import _sample
 from specdec.types import Verification
 from specdec.verify._block import assemble, first_rejection
@@ -46,7 +46,7 @@ def verify_exact_match(
         >>> specdec.verify_exact_match(torch.tensor([0, 0]), p, u).tokens
         tensor([ 0,  1, -1])
     """
-    draft_ids, _, target, noise = check_draft_block(draft_tokens, None, target_probs, uniforms)
+    draft_ids, target, noise = check_target_block(draft_tokens, target_probs, uniforms)
     sampled = _sample(target.to(torch.float64), noise.to(torch.float64))  # y_i, [*b, k+1]
     num_accepted = first_rejection(draft_ids.long() == sampled[..., :-1])
     final = sampled.gather(-1, num_accepted.unsqueeze(-1)).squeeze(-1)

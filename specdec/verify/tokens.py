@@ -60,7 +60,6 @@ def verify_tokens(
     draft_ids, draft, target, noise = check_draft_block(
         draft_tokens, draft_probs, target_probs, uniforms
     )
-    assert draft is not None  # check_draft_block returns the tensor it was given
     k = draft_ids.shape[-1]
     index = draft_ids.long().unsqueeze(-1)  # [*b, k, 1]
     draft_at = draft.gather(-1, index).squeeze(-1).to(torch.float64)  # q_i(x_i), [*b, k]
