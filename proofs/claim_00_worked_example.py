@@ -98,7 +98,9 @@ def check_conditional_law() -> int:
         block = tuple(t for t in emitted if t >= 0)
         law[block] = law.get(block, F(0)) + volume
     sat, on, mat = 2, 3, 4
-    expected = {(sat, on, y): F(n, 81) for y, n in enumerate((4, 2, 0, 25, 0)) if n}
+    expected: dict[tuple[int, ...], Fraction] = {
+        (sat, on, y): F(n, 81) for y, n in enumerate((4, 2, 0, 25, 0)) if n
+    }
     expected |= {(*TOKENS, y): F(50, 81) * p for y, p in enumerate(TARGET[4])}
     assert law == expected
     mean = sum((len(block) * w for block, w in law.items()), F(0))

@@ -118,7 +118,7 @@ def one_step_law(target_row: Row, draft_row: Row) -> dict[tuple[int, ...], Fract
     then the bonus), ``(y,)`` w.p. ``(1 - alpha) r(y)`` (rejected, then the resample)."""
     accepted = min_row(target_row, draft_row)
     reject = 1 - sum(accepted, Fraction(0))
-    law = {
+    law: dict[tuple[int, ...], Fraction] = {
         (y,): reject * r for y, r in enumerate(residual_row(target_row, draft_row)) if reject * r
     }
     for x, a in enumerate(accepted):

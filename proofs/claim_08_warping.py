@@ -67,13 +67,14 @@ def warp_rational(row: Row, options: Options) -> Row:
 def warp_library(rows: list[Row], options: Options) -> torch.Tensor:
     inverse_temperature, top_k, top_p, min_p = options
     logits = torch.tensor([[math.log(v) if v else -math.inf for v in r] for r in rows])
-    return specdec.warp_probs(
+    warped: torch.Tensor = specdec.warp_probs(
         logits.double(),
         temperature=1 / inverse_temperature,
         top_k=top_k,
         top_p=None if top_p is None else float(top_p),
         min_p=None if min_p is None else float(min_p),
     )
+    return warped
 
 
 def check_warp_probs_filters() -> int:
