@@ -1,16 +1,17 @@
 """Vectorised Monte Carlo of one speculative step on toy models, for statistical tests.
 
-``sample_completions`` runs ``n`` independent steps in one batch: drafts are sampled from the
-draft model with the exact rows they were drawn from, the rule verifies them against the target
-rows, and each emitted block is completed to ``k+1`` tokens from the target. For a lossless rule
-the completions are i.i.d. draws from ``target_law(target, prefix, k + 1)``
-(``proofs/theory.md`` claim 2), which ``specdec.testing.stats`` tests.
+``draft_batch`` samples ``n`` draft blocks with the exact rows they were drawn from and the
+target rows along them; ``complete_blocks`` fills each emitted block up to ``k+1`` tokens from
+the target. For a lossless rule the completions are i.i.d. draws from
+``target_law(target, prefix, k + 1)`` (``proofs/theory.md`` claim 2), which
+``specdec.testing.stats`` tests.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
-from jaxtyping import Int
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec.models.toy import ToyModel
@@ -18,7 +19,73 @@ from specdec.noise import uniforms
 from specdec.sampling import sample
 from specdec.types import VerifyRule
 
-__all__ = ["encode_sequences", "sample_completions"]
+__all__ = [
+    "DraftBatch",
+    "complete_blocks",
+    "draft_batch",
+    "encode_sequences",
+    "sample_completions",
+]
+
+RowFn = Callable[[Tensor], Tensor]
+"""Maps contexts ``[n, L]`` to next-token probability rows ``[n, V]``."""
+
+
+@dataclass(frozen=True)
+class DraftBatch:
+    """``n`` drafted blocks with the rows a verifier needs."""
+
+    tokens: Int[Tensor, "n k"]
+    draft_probs: Float[Tensor, "n k vocab"]
+    target_probs: Float[Tensor, "n k_plus_1 vocab"]
+
+
+def _prefix(prefix: Sequence[int], n: int) -> Tensor:
+    return torch.tensor([list(prefix)] * n, dtype=torch.int64).reshape(n, len(prefix))
+
+
+def draft_batch(
+    target: ToyModel | RowFn,
+    draft: ToyModel | RowFn,
+    prefix: Sequence[int],
+    k: int,
+    n: int,
+    generator: torch.Generator,
+) -> DraftBatch:
+    """Sample ``n`` blocks of ``k`` drafts autoregressively from ``draft``, rows included."""
+    target_rows = target.float_probs if isinstance(target, ToyModel) else target
+    draft_rows = draft.float_probs if isinstance(draft, ToyModel) else draft
+    context = _prefix(prefix, n)
+    rows = []
+    for _ in range(k):
+        row = draft_rows(context)  # [n, V], the law each draft is drawn from
+        token = sample(row, uniforms(generator, (n,)))
+        rows.append(row)
+        context = torch.cat([context, token[:, None]], dim=1)
+    tokens = context[:, len(prefix) :]
+    targets = [target_rows(context[:, : len(prefix) + i]) for i in range(k + 1)]
+    return DraftBatch(tokens, torch.stack(rows, dim=1), torch.stack(targets, dim=1))
+
+
+def complete_blocks(
+    target: ToyModel | RowFn,
+    prefix: Sequence[int],
+    blocks: Int[Tensor, "n k_plus_1"],
+    generator: torch.Generator,
+) -> Int[Tensor, "n k_plus_1"]:
+    """Replace each row's ``-1`` padding with tokens sampled from the target, left to right."""
+    target_rows = target.float_probs if isinstance(target, ToyModel) else target
+    n, width = blocks.shape
+    base = _prefix(prefix, n)
+    completed = blocks.long()
+    for position in range(width):
+        row = target_rows(torch.cat([base, completed[:, :position].clamp(min=0)], dim=1))
+        fresh = sample(row, uniforms(generator, (n,)))
+        column = torch.where(completed[:, position] < 0, fresh, completed[:, position])
+        completed = torch.cat(
+            [completed[:, :position], column[:, None], completed[:, position + 1 :]], dim=1
+        )
+    return completed
 
 
 def sample_completions(
@@ -30,32 +97,12 @@ def sample_completions(
     n: int,
     generator: torch.Generator,
 ) -> Int[Tensor, "n k_plus_1"]:
-    """``n`` emitted blocks of one step, each completed to ``k+1`` tokens from the target."""
-    context = torch.tensor([list(prefix)] * n, dtype=torch.int64).reshape(n, len(prefix))
-    draft_rows = []
-    for _ in range(k):  # draft k tokens autoregressively, keeping the rows they were drawn from
-        row = draft.float_probs(context)  # [n, V]
-        token = sample(row, uniforms(generator, (n,)))
-        draft_rows.append(row)
-        context = torch.cat([context, token.unsqueeze(1)], dim=1)
-    drafts = context[:, len(prefix) :]  # [n, k]
-    target_rows = [target.float_probs(context[:, : len(prefix) + i]) for i in range(k + 1)]
+    """``n`` emitted blocks of one step with ``rule``, each completed to ``k+1`` tokens."""
+    batch = draft_batch(target, draft, prefix, k, n, generator)
     verdict = rule(
-        drafts,
-        torch.stack(draft_rows, dim=1),  # [n, k, V]
-        torch.stack(target_rows, dim=1),  # [n, k+1, V]
-        uniforms(generator, (n, k + 1)),
+        batch.tokens, batch.draft_probs, batch.target_probs, uniforms(generator, (n, k + 1))
     )
-    completed = verdict.tokens
-    base = torch.tensor([list(prefix)] * n, dtype=torch.int64).reshape(n, len(prefix))
-    for position in range(k + 1):  # fill the -1 padding from the target, left to right
-        row = target.float_probs(torch.cat([base, completed[:, :position]], dim=1))
-        fresh = sample(row, uniforms(generator, (n,)))
-        column = torch.where(completed[:, position] < 0, fresh, completed[:, position])
-        completed = torch.cat(
-            [completed[:, :position], column[:, None], completed[:, position + 1 :]], 1
-        )
-    return completed
+    return complete_blocks(target, prefix, verdict.tokens, generator)
 
 
 def encode_sequences(sequences: Int[Tensor, "n length"], vocab_size: int) -> Int[Tensor, " n"]:

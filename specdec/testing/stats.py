@@ -34,10 +34,16 @@ from torch import Tensor
 __all__ = [
     "L1TestResult",
     "assert_law_equal_by_l1",
+    "chi2_test",
+    "g_test",
+    "holm",
+    "kt_log_e_values",
+    "l1_p_value",
     "l1_test",
     "l1_threshold",
     "min_detectable_tv_by_l1",
     "min_sample_size_by_l1",
+    "pool_cells_by_expected",
 ]
 
 
@@ -163,3 +169,138 @@ def assert_law_equal_by_l1(
             f"largest deviations: {detail}."
         )
     return result
+
+
+def l1_p_value(distance: float, num_cells: int, sample_size: int) -> float:
+    r"""A valid (conservative) p-value for an observed L1 distance, from the same bound.
+
+    .. math:: p = \min\big(1,\; 2^m e^{-n d^2 / 2}\big)
+
+    Under the null ``Pr(||P_n - P_0||_1 >= d) <= p``, so rejecting when ``p <= alpha`` has
+    false-fail rate ``<= alpha``; it is the form Holm's procedure needs.
+    """
+    _check_count("num_cells", num_cells)
+    _check_count("sample_size", sample_size)
+    log_p = num_cells * math.log(2.0) - sample_size * distance**2 / 2.0
+    return 1.0 if log_p >= 0 else math.exp(log_p)
+
+
+def pool_cells_by_expected(
+    expected: Float[Tensor, " cells"], min_mass: float
+) -> Int[Tensor, " cells"]:
+    """Cell map decided from the expected law alone (never from data).
+
+    Cells with expected mass ``>= min_mass`` keep their own cell; the others with positive mass
+    share one pooled cell; cells of expected mass exactly 0 go to a last, *impossible* cell:
+    an observation there is a certain rejection, no statistics needed.
+
+    Returns:
+        ``[cells]`` map from original cell to pooled cell ``0 .. m-1``; the impossible cell is
+        ``m - 1`` and the pooled cell ``m - 2`` (both always present, possibly empty).
+    """
+    law = expected.to(torch.float64)
+    keep = law >= min_mass
+    kept = int(keep.sum())
+    mapping = torch.full(law.shape, kept, dtype=torch.int64)  # the pooled low-mass cell
+    mapping[keep] = torch.arange(kept)
+    mapping[law == 0] = kept + 1  # the impossible cell
+    return mapping
+
+
+def chi2_test(
+    counts: Int[Tensor, " cells"], expected: Float[Tensor, " cells"], false_fail_rate: float
+) -> tuple[float, bool]:
+    """Pearson's chi-squared test; cells must already be pooled (expected count ``>= 5``).
+
+    Returns ``(p_value, reject)``; an observation in a cell of expected mass 0 gives ``p = 0``.
+    Its false-fail rate is ``false_fail_rate`` asymptotically (Cochran's rule on the pooling).
+    """
+    return _divergence_test(counts, expected, false_fail_rate, "pearson")
+
+
+def g_test(
+    counts: Int[Tensor, " cells"], expected: Float[Tensor, " cells"], false_fail_rate: float
+) -> tuple[float, bool]:
+    """The likelihood-ratio G test (``2 sum O ln(O / E)``), same conventions as ``chi2_test``."""
+    return _divergence_test(counts, expected, false_fail_rate, "g")
+
+
+def _divergence_test(
+    counts: Tensor, expected: Tensor, false_fail_rate: float, kind: str
+) -> tuple[float, bool]:
+    from scipy.stats import chi2  # imported lazily: only these two tests need scipy
+
+    _check_rate("false_fail_rate", false_fail_rate)
+    law = expected.to(torch.float64)
+    observed = counts.to(torch.float64)
+    impossible = law == 0
+    if bool((observed[impossible] > 0).any()):
+        return 0.0, True
+    n = float(observed.sum())
+    mean = law[~impossible] * n
+    seen = observed[~impossible]
+    if kind == "pearson":
+        statistic = float(((seen - mean) ** 2 / mean).sum())
+    else:
+        positive = seen > 0
+        statistic = 2.0 * float((seen[positive] * torch.log(seen[positive] / mean[positive])).sum())
+    dof = max(1, int((~impossible).sum()) - 1)
+    p_value = float(chi2.sf(statistic, dof))
+    return p_value, p_value <= false_fail_rate
+
+
+def holm(p_values: list[float], family_false_fail_rate: float) -> list[bool]:
+    """Holm's step-down procedure: which hypotheses to reject at family-wise rate ``alpha``.
+
+    Sort the p-values ``p_(1) <= ... <= p_(m)``; reject ``H_(i)`` while
+    ``p_(i) <= alpha / (m - i + 1)``. Controls the family-wise false-fail rate for any
+    dependence between the tests (Holm 1979).
+    """
+    _check_rate("family_false_fail_rate", family_false_fail_rate)
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    reject = [False] * len(p_values)
+    for rank, index in enumerate(order):
+        if p_values[index] > family_false_fail_rate / (len(p_values) - rank):
+            break
+        reject[index] = True
+    return reject
+
+
+def kt_log_e_values(
+    cells: Int[Tensor, " n"],
+    expected: Float[Tensor, " cells"],
+    prior_counts: Int[Tensor, " cells"] | None = None,
+) -> Float[Tensor, " n"]:
+    r"""The Krichevsky–Trofimov mixture e-process against ``expected``, in log space.
+
+    .. math::
+        E_t = \prod_{s \le t} \frac{(N_{s-1}(x_s) + 1/2) / (s - 1 + m/2)}{P_0(x_s)}
+
+    ``E_t`` is a non-negative martingale with mean 1 under the null (the KT predictive is a
+    proper sequential probability assignment), so by Ville's inequality
+    ``Pr(sup_t E_t >= 1/alpha) <= alpha``: one may look after every sample and stop as soon as
+    ``log E_t >= ln(1/alpha)`` with false-fail rate ``<= alpha``. An observation of an
+    expected-mass-0 cell makes ``E_t`` infinite. Returns ``log E_t - log E_0`` for ``t = 1..n``,
+    where ``prior_counts`` (default none) are the cell counts of the draws before these, so a
+    stream can be processed in chunks: add the last value of each chunk to the next.
+
+    References:
+        Krichevsky & Trofimov (1981); Ramdas et al., "Game-theoretic statistics and safe
+        anytime-valid inference" (2023), Sec. 4.
+    """
+    law = expected.to(torch.float64)
+    m = law.numel()
+    n = cells.numel()
+    order = torch.sort(cells, stable=True).indices  # group equal cells, keep time order
+    sorted_cells = cells[order]
+    starts = torch.searchsorted(sorted_cells, sorted_cells, right=False)
+    seen_before = torch.empty(n, dtype=torch.float64)
+    seen_before[order] = (torch.arange(n) - starts).to(torch.float64)  # earlier same-cell draws
+    time = torch.arange(n, dtype=torch.float64)  # draws before this one
+    if prior_counts is not None:
+        seen_before = seen_before + prior_counts.to(torch.float64)[cells]
+        time = time + float(prior_counts.sum())
+    log_predictive = torch.log(seen_before + 0.5) - torch.log(time + m / 2.0)
+    with torch.no_grad():
+        log_null = torch.log(law[cells])  # -inf on impossible cells
+    return torch.cumsum(log_predictive - log_null, dim=0)
