@@ -89,7 +89,10 @@ def check_probs(name: str, value: object) -> Tensor:
         raise ValueError(f"{name} must have a non-empty vocabulary (last) dimension, got 0.")
     if probs.numel() == 0:
         return probs
-    sums = probs.sum(dim=-1, dtype=torch.float64)
+    # Sum in the input's dtype (float32 for half precision) and convert only the row sums: a
+    # float64 sum of a float32 tensor would first copy the whole tensor.
+    wide = torch.float32 if probs.dtype in (torch.float16, torch.bfloat16) else probs.dtype
+    sums = probs.sum(dim=-1, dtype=wide).to(torch.float64)
     if not bool(torch.isfinite(sums).all()):
         raise ValueError(f"{name} must be finite, got NaN or infinite entries.")
     smallest = float(probs.amin())
@@ -127,9 +130,10 @@ def check_uniforms(name: str, value: object) -> Tensor:
     uniforms = check_float(name, value)
     if uniforms.numel() == 0:
         return uniforms
-    if not bool(torch.isfinite(uniforms).all()):
+    low_t, high_t = torch.aminmax(uniforms)  # one pass; NaN propagates into both
+    low, high = float(low_t), float(high_t)
+    if math.isnan(low) or math.isnan(high) or math.isinf(low) or math.isinf(high):
         raise ValueError(f"{name} must be finite, got NaN or infinite entries.")
-    low, high = float(uniforms.amin()), float(uniforms.amax())
     if low < 0.0 or high >= 1.0:
         raise ValueError(
             f"{name} must lie in [0, 1), got values in [{low!r}, {high!r}]; "

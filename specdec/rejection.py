@@ -16,9 +16,11 @@ def _acceptance(target_at_draft: Tensor, draft_at_draft: Tensor) -> Tensor:
 
 def _residual(target_probs: Tensor, draft_probs: Tensor) -> Tensor:
     """Unchecked ``norm(max(0, p - q))`` on float64 rows; ``p`` where the residual mass is 0."""
-    excess = torch.clamp(target_probs - draft_probs, min=0.0)  # [*b, V]
+    excess = torch.sub(target_probs, draft_probs).clamp_(min=0.0)  # fresh [*b, V], in place
     mass = excess.sum(dim=-1, keepdim=True)  # [*b, 1] = 1 - sum(min(p, q)) = TV(p, q)
     no_mass = mass == 0
+    if not bool(no_mass.any()):
+        return excess.div_(mass)
     return torch.where(no_mass, target_probs, excess / torch.where(no_mass, 1.0, mass))
 
 

@@ -14,10 +14,16 @@ def _sample(probs: Tensor, uniforms: Tensor) -> Tensor:
     cdf = probs.cumsum(dim=-1)  # [*b, V], non-decreasing, flat over zero-probability tokens
     threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)  # [*b, 1], u scaled by the row total
     index = torch.searchsorted(cdf.contiguous(), threshold.contiguous(), right=True).squeeze(-1)
+    # The CDF is flat across zero-probability tokens, so the first index whose CDF exceeds the
+    # threshold always has positive probability; only when u * total rounds up to the total
+    # (index == V) does a row need its last positive token instead.
     vocab = probs.shape[-1]
-    positions = torch.arange(vocab, device=probs.device)
-    last_nonzero = torch.where(probs > 0, positions, -1).amax(dim=-1)  # [*b]
-    return torch.minimum(index, last_nonzero)  # guards u * total rounding up to total
+    over = index >= vocab
+    if bool(over.any()):
+        positions = torch.arange(vocab, device=probs.device)
+        last_nonzero = torch.where(probs[over] > 0, positions, -1).amax(dim=-1)
+        index = index.masked_scatter(over, last_nonzero)
+    return index
 
 
 def sample(

@@ -26,5 +26,9 @@ def assemble(draft_tokens: Tensor, num_accepted: Tensor, final: Tensor) -> Verif
 
 def row_at(rows: Tensor, index: Tensor) -> Tensor:
     """``rows [*b, n, V]`` and ``index [*b]`` -> ``rows[..., index, :]`` as ``[*b, V]``."""
-    gather_index = index[..., None, None].expand(*index.shape, 1, rows.shape[-1])
+    *batch, n, vocab = rows.shape
+    if rows.is_contiguous():  # one row copy per batch row through index_select: fastest
+        flat_index = torch.arange(index.numel(), device=rows.device) * n + index.reshape(-1)
+        return rows.reshape(-1, vocab).index_select(0, flat_index).reshape(*batch, vocab)
+    gather_index = index[..., None, None].expand(*index.shape, 1, vocab)
     return rows.gather(-2, gather_index).squeeze(-2)
