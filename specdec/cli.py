@@ -1,26 +1,115 @@
-"""The ``specdec`` command: ``specdec demo`` (more subcommands arrive with the audit)."""
+"""The ``specdec`` command: ``specdec demo`` and ``specdec audit MODULE:FUNCTION``.
+
+Exit codes of ``specdec audit``: 0 lossless (optimal or not), 1 lossy (or nondeterministic),
+2 usage error or a crash of the audited function (its traceback is printed).
+"""
 
 import argparse
+import importlib
+import importlib.util
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from specdec.demo import run_demo
 
-__all__ = ["main"]
+__all__ = ["load_function", "main"]
+
+USAGE_ERROR = 2
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """Resolve ``MODULE:FUNCTION`` (a dotted module or a ``.py`` path; nested attributes ok)."""
+    if ":" not in spec:
+        raise ValueError(f"expected MODULE:FUNCTION, got {spec!r}.")
+    module_name, _, attribute = spec.rpartition(":")
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name)
+        if not path.exists():
+            raise ValueError(f"no such file: {module_name}.")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ValueError(f"cannot import {module_name}.")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[path.stem] = module
+        module_spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, str(Path.cwd()))
+        module = importlib.import_module(module_name)
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"{spec} is not callable.")
+    return target  # type: ignore[no-any-return]
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
+
+    try:
+        fn = load_function(args.function)
+    except Exception as error:  # usage error: report it, exit 2
+        print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
+        return USAGE_ERROR
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    audit = audit_step if args.step else audit_verifier
+    try:
+        report = audit(
+            fn,
+            batched=True if args.batched else None,
+            samples=args.samples,
+            false_fail_rate=args.false_fail_rate,
+            false_pass_rate=args.false_pass_rate,
+            seed=args.seed,
+            progress=progress,
+        )
+    except InvalidOutputError as error:
+        print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except Exception:
+        print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
+        traceback.print_exc()
+        return USAGE_ERROR
+    print(report.format())
+    return report.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 success, 2 usage error)."""
+    """Entry point; returns the exit code."""
     parser = argparse.ArgumentParser(
         prog="specdec", description="Reference implementation and oracle for speculative decoding."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="walk through one speculative step and its exact law")
     demo.add_argument("--seed", type=int, default=0, help="seed of the toy pair (default 0)")
-    args = parser.parse_args(argv)
+    audit = commands.add_parser(
+        "audit",
+        help="test a verifier (or a whole step) for losslessness",
+        description="Audit MODULE:FUNCTION. Exit 0 lossless, 1 lossy, 2 usage error or crash.",
+    )
+    audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
+    audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
+    audit.add_argument("--samples", type=int, default=None, help="samples per scenario")
+    audit.add_argument("--false-fail-rate", type=float, default=1e-6)
+    audit.add_argument("--false-pass-rate", type=float, default=1e-3)
+    audit.add_argument("--seed", type=int, default=0)
+    audit.add_argument("--quiet", action="store_true", help="no progress lines")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
     if args.command == "demo":
         print(run_demo(seed=args.seed))
-    return 0
+        return 0
+    return _audit(args)
 
 
 if __name__ == "__main__":

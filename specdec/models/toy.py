@@ -57,10 +57,14 @@ class ToyModel:
     def float_probs(self, contexts: Int[Tensor, "batch seq"]) -> Float[Tensor, "batch vocab"]:
         """Vectorised float64 next-token rows for a batch of equal-length contexts."""
         batch, length = contexts.shape
-        start = torch.full((batch, self.order), self.vocab_size, dtype=torch.int64)
-        tail = torch.cat([start, contexts.long()], dim=1)[:, length:]  # [b, order]
-        weights = (self.vocab_size + 1) ** torch.arange(self.order - 1, -1, -1)  # [order]
-        return self.float_table[(tail * weights).sum(dim=1)]
+        code = torch.zeros(batch, dtype=torch.int64)
+        for back in range(self.order, 0, -1):  # oldest of the last `order` tokens first
+            if back <= length:
+                column = contexts[:, length - back].long()
+            else:
+                column = torch.full((batch,), self.vocab_size, dtype=torch.int64)  # start symbol
+            code = code * (self.vocab_size + 1) + column
+        return self.float_table[code]
 
 
 @dataclass(frozen=True)
