@@ -1,0 +1,189 @@
+"""The audit and its command: verdicts, exit codes, validity and determinism checks."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import specdec
+from specdec.cli import main
+from specdec.testing import mutants
+from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
+from specdec.testing.scenarios import step_scenarios, verifier_scenarios
+from specdec.testing.signatures import batched, is_batched
+from specdec.types import VerifyRule
+
+SMALL = 20_000
+
+
+def _batched(rule: VerifyRule):  # type: ignore[no-untyped-def]
+    @batched
+    def verifier(draft_tokens, draft_probs, target_probs, generator):  # type: ignore[no-untyped-def]
+        rows, k = draft_tokens.shape
+        noise = specdec.uniforms(generator, (rows, k + 1))
+        return rule(draft_tokens, draft_probs, target_probs, noise).tokens
+
+    return verifier
+
+
+def test_batched_marker() -> None:
+    assert is_batched(_batched(specdec.verify_tokens)) and not is_batched(specdec.verify_tokens)
+
+
+def test_reference_verifier_is_lossless_and_optimal() -> None:
+    report = audit_verifier(_batched(specdec.verify_tokens), samples=SMALL)
+    assert report.verdict == "lossless", report.format()
+    assert report.exit_code == 0 and len(report.scenarios) == len(verifier_scenarios())
+    assert all(s.deterministic and not s.suboptimal for s in report.scenarios)
+    assert "LOSSLESS" in report.format()
+
+
+@pytest.mark.parametrize(
+    "name", ["resample_from_target", "bonus_from_draft", "residual_by_softmax"]
+)
+def test_known_wrong_verifiers_are_lossy_with_evidence(name: str) -> None:
+    report = audit_verifier(_batched(getattr(mutants, name)), samples=SMALL)
+    assert report.verdict == "lossy" and report.exit_code == 1
+    lossy = [s for s in report.scenarios if s.lossy]
+    assert lossy and all(s.worst_cells for s in lossy)
+    assert "observed" in report.format() and "expected" in report.format()
+
+
+@batched
+def _always_reject(draft_tokens, draft_probs, target_probs, generator):  # type: ignore[no-untyped-def]
+    """Lossless and wasteful: emit one token drawn from p_0."""
+    rows, k = draft_tokens.shape
+    first = specdec.sample(target_probs[:, 0], specdec.uniforms(generator, (rows,)))
+    return torch.cat([first[:, None], torch.full((rows, k), -1)], dim=1)
+
+
+def test_wasteful_lossless_verifier_is_suboptimal_not_lossy() -> None:
+    report = audit_verifier(_always_reject, samples=SMALL)
+    assert report.verdict == "lossless, suboptimal" and report.exit_code == 0
+
+
+def test_single_sequence_signature_is_audited() -> None:
+    def single(draft_tokens, draft_probs, target_probs, generator):  # type: ignore[no-untyped-def]
+        noise = specdec.uniforms(generator, (draft_tokens.shape[0] + 1,))
+        verdict = specdec.verify_tokens(draft_tokens, draft_probs, target_probs, noise)
+        return verdict.tokens[: int(verdict.num_accepted) + 1]
+
+    report = audit_verifier(single, samples=1_000, scenarios=verifier_scenarios()[:2])
+    assert report.lossless and report.scenarios[0].samples == 1_000
+
+
+def test_nondeterministic_verifier_is_flagged() -> None:
+    state = {"calls": 0}
+
+    @batched
+    def drifting(draft_tokens, draft_probs, target_probs, generator):  # type: ignore[no-untyped-def]
+        state["calls"] += 1
+        fresh = torch.Generator().manual_seed(state["calls"])  # ignores the generator it is given
+        return _batched(specdec.verify_tokens)(draft_tokens, draft_probs, target_probs, fresh)
+
+    report = audit_verifier(drifting, samples=2_000, scenarios=verifier_scenarios()[:1])
+    assert not report.scenarios[0].deterministic and report.verdict == "nondeterministic"
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        (lambda d: d.float(), "integer tensor"),
+        (lambda d: torch.full((d.shape[0], d.shape[1] + 1), -1), "at least one token"),
+        (lambda d: torch.full((d.shape[0], d.shape[1] + 1), 99), "token ids"),
+        (lambda d: torch.zeros(d.shape[0], 1, dtype=torch.int64), "expected shape"),
+    ],
+)
+def test_invalid_output_is_reported(output: object, message: str) -> None:
+    @batched
+    def broken(draft_tokens, draft_probs, target_probs, generator):  # type: ignore[no-untyped-def]
+        return output(draft_tokens)  # type: ignore[operator]
+
+    with pytest.raises(InvalidOutputError, match=message):
+        audit_verifier(broken, samples=500, scenarios=verifier_scenarios()[:1])
+
+
+@batched
+def _reference_step(
+    target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, top_p
+):  # type: ignore[no-untyped-def]
+    rows = prefix.shape[0]
+    options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+    context, draft_rows = prefix, []
+    for _ in range(k):
+        row = specdec.warp_probs(draft_logits(context), **options)
+        token = specdec.sample(row, specdec.uniforms(generator, (rows,)))
+        draft_rows.append(row)
+        context = torch.cat([context, token[:, None]], dim=1)
+    length = prefix.shape[1]
+    target_rows = [
+        specdec.warp_probs(target_logits(context[:, : length + i]), **options) for i in range(k + 1)
+    ]
+    return specdec.verify_tokens(
+        context[:, length:],
+        torch.stack(draft_rows, 1),
+        torch.stack(target_rows, 1),
+        specdec.uniforms(generator, (rows, k + 1)),
+    ).tokens
+
+
+@batched
+def _unwarped_target_step(
+    target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, top_p
+):  # type: ignore[no-untyped-def]
+    """Bug: the target rows are verified unwarped (temperature and filters ignored)."""
+    del temperature, top_k, top_p
+    return _reference_step(
+        target_logits, draft_logits, prefix, k, generator, temperature=1.0, top_k=None, top_p=None
+    )
+
+
+def test_step_audit_passes_a_correct_step_and_kills_an_unwarped_target() -> None:
+    good = audit_step(_reference_step, samples=SMALL)
+    assert good.verdict == "lossless", good.format()
+    assert len(good.scenarios) == len(step_scenarios())
+    bad = audit_step(_unwarped_target_step, samples=SMALL)
+    assert bad.verdict == "lossy"
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "engine.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(
+        tmp_path,
+        """
+        import torch
+        import specdec
+        from specdec.testing import mutants
+        from specdec.testing.signatures import batched
+
+        @batched
+        def good(draft_tokens, draft_probs, target_probs, generator):
+            noise = specdec.uniforms(generator, (draft_tokens.shape[0], draft_tokens.shape[1] + 1))
+            return specdec.verify_tokens(draft_tokens, draft_probs, target_probs, noise).tokens
+
+        @batched
+        def bad(draft_tokens, draft_probs, target_probs, generator):
+            noise = specdec.uniforms(generator, (draft_tokens.shape[0], draft_tokens.shape[1] + 1))
+            verdict = mutants.resample_from_target(draft_tokens, draft_probs, target_probs, noise)
+            return verdict.tokens
+
+        def crash(draft_tokens, draft_probs, target_probs, generator):
+            raise RuntimeError("boom")
+        """,
+    )
+    assert main(["audit", f"{path}:good", "--samples", "5000", "--quiet"]) == 0
+    assert "LOSSLESS" in capsys.readouterr().out
+    assert main(["audit", f"{path}:bad", "--samples", "5000", "--quiet"]) == 1
+    assert "LOSSY" in capsys.readouterr().out
+    assert main(["audit", f"{path}:crash", "--quiet"]) == 2
+    assert "boom" in capsys.readouterr().err
+    assert main(["audit", f"{path}:missing"]) == 2
+    assert main(["audit", "no_such_module:fn"]) == 2
+    assert main(["audit", "no-colon"]) == 2
+    assert main(["audit"]) == 2
