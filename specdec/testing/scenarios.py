@@ -83,6 +83,21 @@ def verifier_scenarios() -> list[Scenario]:
             1,
         ),
         Scenario(
+            "near-equal-v5-k3",
+            "near-equal rows (TV 0.02-0.08 per row) over three drafts",
+            make_toy_pair(
+                5,
+                seed=3,
+                denominator=96,
+                zero_rate=0.0,
+                one_hot_rate=0.0,
+                closeness=Fraction(29, 32),
+                equal_rate=0.0,
+            ),
+            (1,),
+            3,
+        ),
+        Scenario(
             "one-hot-v5-k2",
             "near-one-hot rows (and one-hot ones)",
             make_toy_pair(5, seed=136, one_hot_rate=0.5, closeness=Fraction(1, 4)),
