@@ -13,13 +13,23 @@ from specdec.testing.strategies import (
     rational_rows,
     uniform_values,
 )
+from specdec.testing.strategies_more import (
+    filtered_pairs,
+    nested_support_pairs,
+    tiny_mass_vectors,
+    toy_pairs,
+)
 
 __all__ = [
     "DraftBlock",
     "RationalRow",
     "draft_blocks",
+    "filtered_pairs",
+    "nested_support_pairs",
     "prob_pairs",
     "prob_vectors",
     "rational_rows",
+    "tiny_mass_vectors",
+    "toy_pairs",
     "uniform_values",
 ]
