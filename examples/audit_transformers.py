@@ -1,0 +1,12 @@
+"""Audit transformers' own speculative sampling with specdec (seconds on a CPU).
+
+Same as ``specdec audit specdec.testing.transformers_adapter:transformers_speculative_sampling``.
+"""
+
+from specdec.testing.audit import audit_verifier
+from specdec.testing.transformers_adapter import transformers_speculative_sampling
+
+SAMPLES = 500  # per scenario, for a quick look; the command uses 10,000 (more power)
+
+report = audit_verifier(transformers_speculative_sampling, samples=SAMPLES, progress=print)
+print(report.format())
