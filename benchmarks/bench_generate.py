@@ -1,0 +1,603 @@
+"""Benchmark greedy generation on the CPU: specdec speculative vs autoregressive vs transformers.
+
+Target SmolLM2-135M-Instruct (``specdec.models.load_smollm2``); three drafts made from it
+(``specdec.models.drafts``): a bfloat16 copy, an int8-dynamic copy and its first 12 of 30 layers.
+For each draft and ``k = 1..8``, greedy (temperature 0), batch 1, 64 new tokens, a few chat
+prompts, all measured in the same run (timings are reported, never asserted):
+
+* tokens/s of ``specdec.generate_speculative``, of ``specdec.generate_autoregressive`` and of
+  transformers' assisted generation ``model.generate(ids, assistant_model=draft,
+  do_sample=False, max_new_tokens=64)`` with ``k`` constant drafts per round, plus transformers'
+  plain greedy ``model.generate`` for reference. In transformers 5.23 the candidate generator
+  reads ``num_assistant_tokens``, its schedule and ``assistant_confidence_threshold`` from the
+  *assistant's* ``generation_config`` (``AssistedCandidateGenerator.__init__``), not from the
+  ``generate`` keyword arguments, and the default threshold 0.4 stops drafting early; so the
+  script sets ``num_assistant_tokens=k``, schedule ``"constant"`` and threshold ``0`` on the
+  draft's config (and passes the first two to ``generate`` too). A forward hook counts the
+  target's calls, so the table shows transformers' tokens per round as a check.
+* the acceptance rate ``alpha``: the per-token acceptance estimated from the accepted counts
+  ``tau`` of every step. Under greedy verification ``P(tau >= i) = alpha^i`` (i.i.d. model), so
+  the maximum-likelihood estimate is accepted drafts over (accepted drafts + rejections):
+  ``sum(tau) / (sum(tau) + #{tau < k})``. The mean ``tau / k`` is reported too.
+* the cost ratio ``c = T_draft(1 token) / T_target(1 token)`` and ``v(k) = T_target(k+1 tokens)
+  / T_target(1 token)``, medians of one ``extend`` call (the loops' own model call) after a
+  context of realistic length (the prompt plus 32 generated tokens).
+* predictions: the textbook factor ``(1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))``
+  (``specdec.theory.walltime_improvement``, Leviathan et al. Thm 3.8) and the refined one
+  ``E[tokens per step] / (k c + v(k))`` with the measured mean tokens per step (``tau + 1``); on
+  a CPU, verifying ``k+1`` tokens costs ``v(k) > 1`` target calls. Both compare with the
+  measured speed-up (speculative tokens/s over autoregressive tokens/s, same prompts).
+* peak memory of one 64-token generation, speculative (``k = 8``) and transformers assisted vs
+  autoregressive, each in a fresh subprocess. ``tracemalloc`` does not see torch's CPU
+  allocations, so the child reads the kernel's counters: after loading the models, one short
+  warm-up generation, ``gc.collect()`` and glibc's ``malloc_trim(0)`` (which hands freed heap
+  pages back, so memory the warm-up freed is not silently reused) it writes ``5`` to
+  ``/proc/self/clear_refs`` (Linux >= 4.0), which resets
+  the resident-set high-water mark ``VmHWM`` to the current ``VmRSS``; after the generation,
+  ``VmHWM`` is the peak resident memory of the process during it. Reported: the peak (models
+  included: the speculative process also holds the draft's weights) and the peak minus the
+  resident memory just before the generation (the generation's own working memory). Where
+  ``clear_refs`` is not writable the child falls back to ``ru_maxrss`` (peak since start).
+
+Times are wall-clock (``time.perf_counter``) around the whole call, prefill included, with
+torch's default thread count (``--threads`` overrides it: on a machine shared with other busy
+processes, 2 OpenMP threads on 2 cores stall at every parallel region whenever one of them is
+descheduled, and 1 thread gives far steadier numbers). Each prompt runs every method for one
+draft and ``k`` back to back (transformers assisted, then speculative), with the autoregressive
+baselines re-measured at the start and middle of each draft's ``k`` sweep, so slow drift of the
+machine hits all methods alike; the 1-minute load average before and after is recorded (other
+processes on a shared 2-core machine slow everything, and the table cannot undo that). Greedy
+outputs of the four methods must be equal token for token up to numerical ties; mismatching
+positions are counted.
+
+Usage::
+
+    python benchmarks/bench_generate.py           # full run (10-20 min, 2 cores) -> benchmarks/out
+    python benchmarks/bench_generate.py --quick   # tiny random Llama: a smoke test of seconds
+    python benchmarks/bench_generate.py --out-dir DIR
+    python benchmarks/bench_generate.py --ks 1,8 --prompts 1   # a partial run
+"""
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
+from specdec import generate_autoregressive, generate_speculative
+from specdec.models import HFModel
+from specdec.models.base import empty_context, extend
+from specdec.models.drafts import bfloat16_copy, int8_dynamic_copy, truncated_copy
+from specdec.theory import walltime_improvement
+
+# -- constants ---------------------------------------------------------------------------------
+SEED = 0
+QUESTIONS = (  # chat prompts with long answers (64 tokens before any EOS)
+    "Write a short poem about the sea.",
+    "Tell me a story about a dragon.",
+)
+NEW_TOKENS = 64
+KS = tuple(range(1, 9))
+TRUNCATED_LAYERS = 12
+MEMORY_K = 8
+COST_CONTEXT_EXTRA = 32  # cost model context: prompt + this many generated tokens
+COST_REPEATS = 15
+# --quick: a tiny random Llama, two k values, a few tokens
+QUICK_VOCAB, QUICK_LAYERS, QUICK_PROMPT_LENGTH = 64, 2, 6
+QUICK_QUESTIONS, QUICK_NEW_TOKENS, QUICK_KS = 1, 6, (2,)
+QUICK_TRUNCATED_LAYERS, QUICK_COST_REPEATS = 1, 3
+GOAL_VS_ASSISTED = 1.0  # speculative tokens/s >= transformers assisted tokens/s
+GOAL_VS_REFINED = 0.10  # |measured / refined - 1| <= 10%
+GOAL_MEMORY = 1.2  # speculative peak <= 1.2 x autoregressive peak
+DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
+DRAFT_NAMES = ("bf16", "int8", "first12")
+
+# -- arguments ---------------------------------------------------------------------------------
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--quick", action="store_true", help="tiny random model: a smoke test")
+parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR, help="where to write")
+parser.add_argument("--memory-child", help="internal: comma-separated ar, spec, hf_ar, hf_assisted")
+parser.add_argument("--draft", choices=DRAFT_NAMES, default="bf16")
+parser.add_argument("--k", type=int, default=MEMORY_K)
+parser.add_argument("--ks", help="comma-separated k values (default 1..8; a partial run)")
+parser.add_argument("--prompts", type=int, help="use only the first N prompts (a partial run)")
+parser.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
+args = parser.parse_args()
+if args.threads:
+    torch.set_num_threads(args.threads)
+new_tokens = QUICK_NEW_TOKENS if args.quick else NEW_TOKENS
+ks = QUICK_KS if args.quick else KS
+if args.ks:
+    ks = tuple(int(k) for k in args.ks.split(","))
+cost_repeats = QUICK_COST_REPEATS if args.quick else COST_REPEATS
+
+
+def load_target() -> tuple[PreTrainedModel, list[Tensor], int | None]:
+    """The target model, the prompts ``[1, L]`` and the EOS id (``None`` in --quick)."""
+    if args.quick:
+        torch.manual_seed(SEED)  # transformers initialises weights from the global generator
+        config = LlamaConfig(
+            vocab_size=QUICK_VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=QUICK_LAYERS,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+        )
+        model = LlamaForCausalLM(config).eval()
+        generator = torch.Generator().manual_seed(SEED)
+        prompts = [
+            torch.randint(3, QUICK_VOCAB, (1, QUICK_PROMPT_LENGTH), generator=generator)
+            for _ in range(QUICK_QUESTIONS)
+        ]
+        model.generation_config.eos_token_id = None
+        return model, prompts, None
+    from specdec.models import load_smollm2
+
+    model, tokenizer = load_smollm2()
+    prompts = []
+    for question in QUESTIONS:
+        encoded: Any = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}],
+            add_generation_prompt=True,
+            return_dict=True,
+            return_tensors="pt",
+        )
+        prompts.append(encoded["input_ids"])
+    prompts = prompts[: args.prompts] if args.prompts else prompts
+    eos = tokenizer.eos_token_id
+    return model, prompts, eos if isinstance(eos, int) else None
+
+
+def make_draft(model: PreTrainedModel, name: str) -> PreTrainedModel:
+    """One of the three drafts of ``specdec.models.drafts``."""
+    if name == "bf16":
+        return bfloat16_copy(model)
+    if name == "int8":
+        return int8_dynamic_copy(model)
+    return truncated_copy(model, QUICK_TRUNCATED_LAYERS if args.quick else TRUNCATED_LAYERS)
+
+
+def configure_assistant(draft: PreTrainedModel, k: int) -> None:
+    """Constant ``k`` drafts per round in transformers' assisted generation (see docstring)."""
+    draft.generation_config.num_assistant_tokens = k
+    draft.generation_config.num_assistant_tokens_schedule = "constant"
+    draft.generation_config.assistant_confidence_threshold = 0.0
+
+
+def run_specdec(
+    target: HFModel, draft: HFModel | None, prompt: Tensor, k: int, eos: int | None, count: int
+) -> tuple[Tensor, Tensor]:
+    """Greedy tokens ``[n]`` (``-1`` padded) and accepted counts ``[steps]`` (empty for AR)."""
+    generator = torch.Generator().manual_seed(SEED)
+    if draft is None:
+        out = generate_autoregressive(
+            target,
+            prompt,
+            max_new_tokens=count,
+            generator=generator,
+            temperature=0.0,
+            eos_token_id=eos,
+        )
+    else:
+        out = generate_speculative(
+            target,
+            draft,
+            prompt,
+            k=k,
+            max_new_tokens=count,
+            generator=generator,
+            temperature=0.0,
+            eos_token_id=eos,
+        )
+    return out.tokens[0], out.accepted[:, 0]
+
+
+def run_transformers(
+    model: PreTrainedModel, draft: PreTrainedModel | None, prompt: Tensor, k: int, count: int
+) -> Tensor:
+    """Greedy new tokens ``[n]`` of transformers' ``generate`` (assisted when ``draft``)."""
+    extra: dict[str, Any] = {}
+    if draft is not None:
+        configure_assistant(draft, k)
+        extra = {
+            "assistant_model": draft,
+            "num_assistant_tokens": k,
+            "num_assistant_tokens_schedule": "constant",
+        }
+    with torch.no_grad():
+        out = model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            do_sample=False,
+            max_new_tokens=count,
+            pad_token_id=model.generation_config.eos_token_id or 0,
+            **extra,
+        )
+    return out[0, prompt.shape[1] :]
+
+
+def timed(call: Callable[..., Any], *call_args: Any) -> tuple[Any, float]:
+    """The result of ``call(*call_args)`` and its wall seconds."""
+    start = time.perf_counter()
+    result = call(*call_args)
+    return result, time.perf_counter() - start
+
+
+def read_status(field: str) -> int:
+    """A ``/proc/self/status`` field in bytes (``VmRSS``, ``VmHWM``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+try:  # glibc only: malloc_trim returns free heap memory to the kernel
+    LIBC: Any = ctypes.CDLL("libc.so.6")
+except OSError:
+    LIBC = None
+
+# -- memory child: generations in a fresh process, peak resident memory of each ---------------
+if args.memory_child:
+    modes = args.memory_child.split(",")  # --quick measures both modes in one child
+    model, prompts, eos = load_target()
+    target = HFModel(model)
+    needs_draft = any(mode in ("spec", "hf_assisted") for mode in modes)
+    draft_model = make_draft(model, args.draft) if needs_draft else None
+    draft = HFModel(draft_model) if draft_model is not None else None
+
+    def generate(mode: str, count: int) -> None:
+        if mode in ("ar", "spec"):
+            run_specdec(target, draft if mode == "spec" else None, prompts[0], args.k, eos, count)
+        else:
+            run_transformers(
+                model, draft_model if mode == "hf_assisted" else None, prompts[0], args.k, count
+            )
+
+    reports = []
+    for mode in modes:
+        generate(mode, 4)  # warm-up: one-time allocations (thread pools) are not the generation's
+        gc.collect()
+        if LIBC is not None:
+            LIBC.malloc_trim(0)  # give freed heap pages back, so the peak shows the generation
+        before = read_status("VmRSS")
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current VmRSS
+            method = "VmHWM after clear_refs"
+        except OSError:
+            method = "ru_maxrss (peak since start)"
+        generate(mode, new_tokens)
+        if method.startswith("VmHWM"):
+            peak = read_status("VmHWM")
+        else:
+            import resource
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        reports.append({"mode": mode, "method": method, "before": before, "peak": peak})
+    print(json.dumps(reports))
+    sys.exit(0)
+
+# -- setup --------------------------------------------------------------------------------------
+started = time.perf_counter()
+model, prompts, eos = load_target()
+target = HFModel(model)
+draft_models = {name: make_draft(model, name) for name in DRAFT_NAMES}
+drafts = {name: HFModel(draft_model) for name, draft_model in draft_models.items()}
+results: dict[str, Any] = {
+    "torch": torch.__version__,
+    "python": platform.python_version(),
+    "machine": platform.machine(),
+    "threads": torch.get_num_threads(),
+    "quick": args.quick,
+    "new_tokens": new_tokens,
+    "ks": list(ks),
+    "prompt_lengths": [int(p.shape[1]) for p in prompts],
+    "load_average_before": round(os.getloadavg()[0], 2),
+}
+print(
+    f"bench_generate: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    f"{len(prompts)} prompts of {results['prompt_lengths']} tokens, {new_tokens} new tokens, "
+    f"load average {results['load_average_before']}{' (--quick)' if args.quick else ''}",
+    flush=True,
+)
+
+# warm-up: first calls pay for lazy initialisation
+for name in DRAFT_NAMES:
+    run_specdec(target, drafts[name], prompts[0], ks[0], eos, 4)
+    run_transformers(model, draft_models[name], prompts[0], ks[0], 4)
+run_specdec(target, None, prompts[0], 1, eos, 4)
+run_transformers(model, None, prompts[0], 1, 4)
+
+# -- cost model: c and v(k), after a context of realistic length --------------------------------
+reference_tokens, _ = run_specdec(target, None, prompts[0], 1, eos, COST_CONTEXT_EXTRA)
+context_ids = torch.cat([prompts[0], reference_tokens[reference_tokens >= 0][None]], dim=1)
+probe = torch.randint(0, target.vocab_size, (1, max(ks) + 1), generator=torch.Generator())
+
+
+def step_seconds(lm: HFModel, width: int) -> float:
+    """Median seconds of one ``extend`` of ``width`` tokens after ``context_ids``."""
+    _, context = extend(lm, empty_context(1), context_ids)
+    times = [timed(extend, lm, context, probe[:, :width])[1] for _ in range(cost_repeats)]
+    return statistics.median(times)
+
+
+target_one = step_seconds(target, 1)
+cost_ratio = {name: step_seconds(drafts[name], 1) / target_one for name in DRAFT_NAMES}
+target_one = statistics.median([target_one, step_seconds(target, 1)])  # re-measured after drafts
+verify_cost = {k: step_seconds(target, k + 1) / target_one for k in ks}
+results["cost_model"] = {
+    "context_length": int(context_ids.shape[1]),
+    "target_one_token_s": target_one,
+    "c": cost_ratio,
+    "v": {str(k): value for k, value in verify_cost.items()},
+}
+print(f"cost model at context {context_ids.shape[1]}: target 1 token {target_one * 1e3:.1f} ms")
+print("  c = " + ", ".join(f"{name} {value:.3f}" for name, value in cost_ratio.items()))
+print("  v(k) = " + ", ".join(f"{k}: {value:.2f}" for k, value in verify_cost.items()), flush=True)
+
+# -- generation timings ---------------------------------------------------------------------------
+baseline: dict[str, list[tuple[int, float]]] = {"specdec_ar": [], "hf_greedy": []}  # per prompt
+reference: dict[int, Tensor] = {}  # greedy tokens per prompt (specdec autoregressive)
+rows: list[dict[str, Any]] = []
+mismatches: dict[str, int] = {"specdec_ar_vs_hf_greedy": 0}
+
+
+def produced(tokens: Tensor) -> int:
+    return int((tokens >= 0).sum())
+
+
+def differing(tokens: Tensor, prompt_index: int) -> int:
+    """Positions differing from the reference greedy tokens (0 if equal)."""
+    expected = reference[prompt_index]
+    width = min(tokens.numel(), expected.numel())
+    return int((tokens[:width] != expected[:width]).sum()) + abs(tokens.numel() - expected.numel())
+
+
+def measure_baselines(prompt_index: int) -> None:
+    prompt = prompts[prompt_index]
+    (tokens, _), seconds = timed(run_specdec, target, None, prompt, 1, eos, new_tokens)
+    reference.setdefault(prompt_index, tokens[tokens >= 0])
+    baseline["specdec_ar"].append((prompt_index, seconds))
+    hf_tokens, seconds = timed(run_transformers, model, None, prompt, 1, new_tokens)
+    baseline["hf_greedy"].append((prompt_index, seconds))
+    mismatches["specdec_ar_vs_hf_greedy"] += differing(hf_tokens, prompt_index)
+
+
+target_calls: list[int] = []
+
+
+def count_call(*_: Any) -> None:
+    target_calls.append(1)
+
+
+for name in DRAFT_NAMES:
+    for k in ks:
+        rows.append({"draft": name, "k": k, "runs": []})
+for prompt_index, prompt in enumerate(prompts):
+    for name in DRAFT_NAMES:
+        measure_baselines(prompt_index)
+        for k in ks:
+            if len(ks) > 2 and k == ks[len(ks) // 2]:
+                measure_baselines(prompt_index)
+            target_calls.clear()
+            hook = model.register_forward_hook(count_call)  # transformers' target rounds
+            hf_tokens, hf_seconds = timed(
+                run_transformers, model, draft_models[name], prompt, k, new_tokens
+            )
+            hook.remove()
+            (tokens, accepted), seconds = timed(
+                run_specdec, target, drafts[name], prompt, k, eos, new_tokens
+            )
+            row = next(r for r in rows if r["draft"] == name and r["k"] == k)
+            row["runs"].append(
+                {
+                    "prompt": prompt_index,
+                    "spec_tokens": produced(tokens),
+                    "spec_s": seconds,
+                    "accepted": accepted.tolist(),
+                    "hf_tokens": int(hf_tokens.numel()),
+                    "hf_s": hf_seconds,
+                    "hf_rounds": len(target_calls),
+                    "spec_mismatch": differing(tokens[tokens >= 0], prompt_index),
+                    "hf_mismatch": differing(hf_tokens, prompt_index),
+                }
+            )
+            print(
+                f"prompt {prompt_index} {name:>7} k={k}: specdec {produced(tokens) / seconds:6.2f} "
+                f"tok/s, transformers assisted {hf_tokens.numel() / hf_seconds:6.2f} tok/s "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+
+
+def rate(pairs: list[tuple[int, float]], tokens_per_prompt: dict[int, int]) -> float:
+    """Tokens per second over prompts: each prompt's median time, tokens summed."""
+    total_tokens = total_seconds = 0.0
+    for index in sorted(tokens_per_prompt):
+        total_seconds += statistics.median(s for i, s in pairs if i == index)
+        total_tokens += tokens_per_prompt[index]
+    return total_tokens / total_seconds
+
+
+reference_counts = {index: int(tokens.numel()) for index, tokens in reference.items()}
+ar_rate = rate(baseline["specdec_ar"], reference_counts)
+hf_greedy_rate = rate(baseline["hf_greedy"], reference_counts)
+for row in rows:
+    runs = row.pop("runs")
+    taus = [tau for run in runs for tau in run["accepted"] if tau >= 0]
+    k = row["k"]
+    rejections = sum(1 for tau in taus if tau < k)
+    alpha = sum(taus) / max(1, sum(taus) + rejections)
+    tokens_per_step = 1.0 + statistics.fmean(taus)
+    spec_rate = sum(r["spec_tokens"] for r in runs) / sum(r["spec_s"] for r in runs)
+    hf_rate = sum(r["hf_tokens"] for r in runs) / sum(r["hf_s"] for r in runs)
+    measured = spec_rate / ar_rate
+    refined = tokens_per_step / (k * cost_ratio[row["draft"]] + verify_cost[k])
+    row.update(
+        {
+            "alpha": alpha,
+            "mean_accepted_over_k": statistics.fmean(taus) / k,
+            "tokens_per_step": tokens_per_step,
+            "hf_tokens_per_round": sum(r["hf_tokens"] for r in runs)
+            / max(1, sum(r["hf_rounds"] for r in runs)),
+            "spec_tokens_per_s": spec_rate,
+            "hf_assisted_tokens_per_s": hf_rate,
+            "spec_over_hf": spec_rate / hf_rate,
+            "measured_speedup": measured,
+            "hf_speedup": hf_rate / ar_rate,
+            "textbook": walltime_improvement(min(alpha, 1.0), k, cost_ratio[row["draft"]]),
+            "refined": refined,
+            "measured_over_refined": measured / refined,
+            "mismatched_tokens": sum(r["spec_mismatch"] for r in runs),
+            "hf_mismatched_tokens": sum(r["hf_mismatch"] for r in runs),
+            "goal_vs_assisted": spec_rate >= GOAL_VS_ASSISTED * hf_rate,
+            "goal_vs_refined": abs(measured / refined - 1.0) <= GOAL_VS_REFINED,
+        }
+    )
+results["autoregressive"] = {
+    "specdec_tokens_per_s": ar_rate,
+    "hf_greedy_tokens_per_s": hf_greedy_rate,
+    "runs": baseline,
+    "reference_tokens": reference_counts,
+    "mismatched_tokens_hf_greedy": mismatches["specdec_ar_vs_hf_greedy"],
+}
+results["rows"] = rows
+
+# -- peak memory, one fresh subprocess per method ---------------------------------------------
+memory_cases = [("ar", "-")] + [("spec", name) for name in DRAFT_NAMES]
+memory_cases += [("hf_ar", "-")] + [("hf_assisted", name) for name in DRAFT_NAMES]
+if args.quick:
+    memory_cases = [("ar,spec", "bf16")]  # one child for the smoke test (imports take seconds)
+memory: list[dict[str, Any]] = []
+for modes, name in memory_cases:
+    command = [sys.executable, __file__, "--memory-child", modes, "--k", str(max(ks))]
+    command += ["--draft", name] if name != "-" else []
+    command += ["--quick"] if args.quick else []
+    command += ["--threads", str(args.threads)] if args.threads else []
+    child = subprocess.run(command, capture_output=True, text=True, check=True)
+    for report in json.loads(child.stdout.strip().splitlines()[-1]):
+        draft_name = name if report["mode"] in ("spec", "hf_assisted") else "-"
+        memory.append({**report, "draft": draft_name, "k": max(ks)})
+for entry in memory:
+    base = next(m for m in memory if m["mode"] == ("hf_ar" if entry["mode"][:2] == "hf" else "ar"))
+    entry["peak_ratio"] = entry["peak"] / base["peak"]
+    entry["working"] = entry["peak"] - entry["before"]
+    base_working = base["peak"] - base["before"]
+    entry["working_ratio"] = entry["working"] / base_working if base_working >= 2**20 else None
+    entry["goal_memory"] = entry["peak_ratio"] <= GOAL_MEMORY
+results["memory"] = memory
+results["load_average_after"] = round(os.getloadavg()[0], 2)
+results["wall_seconds"] = time.perf_counter() - started
+
+# -- report: markdown, JSON, plot ---------------------------------------------------------------
+mib = 2.0**20
+lines = [
+    "# bench_generate: greedy generation, batch 1, "
+    f"{'tiny random Llama (--quick)' if args.quick else 'SmolLM2-135M-Instruct'}",
+    "",
+    f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}; "
+    f"{len(prompts)} prompts ({results['prompt_lengths']} tokens), {new_tokens} new tokens; "
+    f"1-min load average {results['load_average_before']} before, "
+    f"{results['load_average_after']} after; {results['wall_seconds'] / 60:.1f} min.",
+    "",
+    f"Autoregressive: specdec {ar_rate:.2f} tok/s, transformers greedy {hf_greedy_rate:.2f} tok/s "
+    f"({mismatches['specdec_ar_vs_hf_greedy']} mismatched tokens between them).",
+    "",
+    f"Cost model at context {context_ids.shape[1]}: target 1 token {target_one * 1e3:.1f} ms; "
+    + "c = "
+    + ", ".join(f"{name} {value:.3f}" for name, value in cost_ratio.items())
+    + "; v(k) = "
+    + ", ".join(f"{k}: {value:.2f}" for k, value in verify_cost.items())
+    + ".",
+    "",
+    "| draft | k | α | E[tok/step] | HF tok/round | specdec tok/s | HF assisted tok/s | "
+    "specdec/HF | speed-up | HF speed-up | textbook | refined | measured/refined | "
+    "mismatches (spec, HF) |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+]
+for row in rows:
+    lines.append(
+        f"| {row['draft']} | {row['k']} | {row['alpha']:.3f} | {row['tokens_per_step']:.2f} | "
+        f"{row['hf_tokens_per_round']:.2f} | {row['spec_tokens_per_s']:.2f} | "
+        f"{row['hf_assisted_tokens_per_s']:.2f} | {row['spec_over_hf']:.2f} | "
+        f"{row['measured_speedup']:.2f} | {row['hf_speedup']:.2f} | {row['textbook']:.2f} | "
+        f"{row['refined']:.2f} | {row['measured_over_refined']:.2f} | "
+        f"{row['mismatched_tokens']}, {row['hf_mismatched_tokens']} |"
+    )
+lines += [
+    "",
+    f"Peak resident memory of one {new_tokens}-token generation (a fresh process per row; "
+    f"--quick: one process for both), k = {max(ks)}, {memory[0]['method']}:",
+    "",
+    "| method | draft | before MiB | peak MiB | peak / autoregressive | working MiB | "
+    "working / autoregressive |",
+    "|---|---|---:|---:|---:|---:|---:|",
+]
+for entry in memory:
+    lines.append(
+        f"| {entry['mode']} | {entry['draft']} | {entry['before'] / mib:.0f} | "
+        f"{entry['peak'] / mib:.0f} | {entry['peak_ratio']:.2f} | {entry['working'] / mib:.1f} | "
+        + ("-" if entry["working_ratio"] is None else f"{entry['working_ratio']:.2f}")
+        + " |"
+    )
+lines += [
+    "",
+    "Goals: specdec tok/s >= transformers assisted on the same pair and k: "
+    f"{sum(r['goal_vs_assisted'] for r in rows)}/{len(rows)} met; measured speed-up "
+    f"within {GOAL_VS_REFINED:.0%} of the refined prediction: "
+    f"{sum(r['goal_vs_refined'] for r in rows)}/{len(rows)} met; speculative peak <= "
+    f"{GOAL_MEMORY} x autoregressive: "
+    f"{sum(m['goal_memory'] for m in memory if m['mode'] == 'spec')}/"
+    f"{sum(1 for m in memory if m['mode'] == 'spec')} met.",
+]
+markdown = "\n".join(lines) + "\n"
+print(markdown)
+args.out_dir.mkdir(parents=True, exist_ok=True)
+(args.out_dir / "bench_generate.md").write_text(markdown)
+(args.out_dir / "bench_generate.json").write_text(json.dumps(results, indent=2) + "\n")
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("matplotlib is not installed: no plot (pip install matplotlib)")
+else:
+    figure, (speed_axis, alpha_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    for name in DRAFT_NAMES:
+        mine = [r for r in rows if r["draft"] == name]
+        line = speed_axis.plot(
+            [r["k"] for r in mine], [r["spec_tokens_per_s"] for r in mine], "o-", label=name
+        )[0]
+        speed_axis.plot(
+            [r["k"] for r in mine],
+            [r["hf_assisted_tokens_per_s"] for r in mine],
+            "x--",
+            color=line.get_color(),
+            label=f"{name} (transformers)",
+        )
+        alpha_axis.plot([r["k"] for r in mine], [r["alpha"] for r in mine], "o-", label=name)
+    speed_axis.axhline(ar_rate, color="black", linestyle=":", label="autoregressive")
+    speed_axis.set(xlabel="k", ylabel="tokens/s", title="greedy tokens/s (specdec solid)")
+    alpha_axis.set(xlabel="k", ylabel="α (per-token acceptance)", ylim=(0, 1.05))
+    alpha_axis.set_title("acceptance")
+    speed_axis.legend(fontsize=7)
+    alpha_axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(args.out_dir / "bench_generate.png", dpi=120)
+    print(f"wrote {args.out_dir / 'bench_generate.png'}")
+print(f"wrote {args.out_dir / 'bench_generate.md'} and bench_generate.json")

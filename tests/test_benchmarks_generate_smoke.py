@@ -1,0 +1,38 @@
+"""Smoke test of ``benchmarks/bench_generate.py``: ``--quick`` exits 0 and writes its report.
+
+``--quick`` runs every measurement of the full benchmark (cost model, specdec speculative and
+autoregressive, transformers assisted and greedy, the peak-memory child process) on a tiny
+random Llama in seconds. Timings are never asserted; only that the script runs against the
+current ``specdec`` and transformers and reports every case.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_generate.py"
+DRAFTS = ["bf16", "int8", "first12"]
+
+
+def test_bench_generate_quick_runs_and_writes_report(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,  # about 15 s on an idle 2-core machine; generous for a shared one
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    markdown = (tmp_path / "bench_generate.md").read_text()
+    assert "| draft | k | α |" in markdown
+    results = json.loads((tmp_path / "bench_generate.json").read_text())
+    assert results["quick"] is True
+    assert [row["draft"] for row in results["rows"]] == DRAFTS
+    for row in results["rows"]:
+        assert 0.0 <= row["alpha"] <= 1.0
+        assert row["spec_tokens_per_s"] > 0 and row["hf_assisted_tokens_per_s"] > 0
+        assert row["mismatched_tokens"] == 0  # greedy: the same tokens as autoregressive
+    assert {entry["mode"] for entry in results["memory"]} == {"ar", "spec"}
+    assert all(entry["peak"] >= entry["before"] > 0 for entry in results["memory"])
+    assert set(results["cost_model"]["c"]) == set(DRAFTS)
