@@ -1,13 +1,21 @@
-"""Hypothesis profiles for the whole suite.
+"""Suite-wide settings: Hypothesis profiles and torch's thread count.
 
-``default``: 60 random examples per property, no deadline (CPU timings vary).
-``ci``: the same, derandomized, so a CI run is reproducible; selected when ``CI`` is set.
+Hypothesis: ``default`` runs 60 random examples per property with no deadline (CPU timings
+vary); ``ci`` is the same, derandomized so a CI run is reproducible, selected when ``CI`` is set.
+
+Threads: the suite runs torch with one intra-op thread (``SPECDEC_TEST_THREADS`` overrides). Most
+tensors here are small, where a 2-thread pool costs more than it saves, and on a shared 2-core
+machine an oversubscribed pool made tiny ops thousands of times slower (a softmax of 8 values:
+16 ms with 2 threads, 4 us with 1). Timings are never asserted, so this changes speed only.
 """
 
 import os
 
+import torch
 from hypothesis import settings
 
 settings.register_profile("default", max_examples=60, deadline=None)
 settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+torch.set_num_threads(int(os.environ.get("SPECDEC_TEST_THREADS", "1")))
