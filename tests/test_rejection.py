@@ -7,34 +7,14 @@ from hypothesis import strategies as st
 
 import specdec
 from specdec.testing.strategies import prob_pairs
-
-# The classic walkthrough over {the, cat, sat, on, mat}, k = 4, drafts [sat, on, mat, mat].
-THE, CAT, SAT, ON, MAT = range(5)
-DRAFT_ROWS = torch.tensor(
-    [
-        [0.08, 0.05, 0.70, 0.12, 0.05],
-        [0.08, 0.05, 0.04, 0.75, 0.08],
-        [0.06, 0.03, 0.05, 0.05, 0.81],
-        [0.09, 0.04, 0.04, 0.06, 0.77],
-    ],
-    dtype=torch.float64,
+from tests._walkthrough import (
+    DRAFT_ROWS,
+    DRAFT_TOKENS,
+    MAT,
+    SAT,
+    TARGET_ROWS,
+    f64,
 )
-TARGET_ROWS = torch.tensor(
-    [
-        [0.06, 0.04, 0.75, 0.10, 0.05],
-        [0.05, 0.04, 0.03, 0.80, 0.08],
-        [0.10, 0.05, 0.05, 0.30, 0.50],
-        [0.03, 0.02, 0.02, 0.04, 0.89],
-        [0.88, 0.04, 0.03, 0.03, 0.02],
-    ],
-    dtype=torch.float64,
-)
-DRAFT_TOKENS = torch.tensor([SAT, ON, MAT, MAT])
-
-
-def _f64(*values: float) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.float64)
-
 
 # Hand-computed examples -------------------------------------------------------------------------
 
@@ -49,14 +29,14 @@ def test_walkthrough_acceptance_probabilities() -> None:
     assert abs(float(accept[2]) - 0.50 / 0.81) < 1e-15
     assert abs(float(accept[2]) - 0.617) < 1e-3
     # uniforms .43, .61, .73: sat and on accepted, mat rejected (.73 >= .617).
-    decisions = _f64(0.43, 0.61, 0.73) < accept[:3]
+    decisions = f64(0.43, 0.61, 0.73) < accept[:3]
     assert decisions.tolist() == [True, True, False]
 
 
 def test_walkthrough_residual_at_the_rejection() -> None:
     # max(0, p - q) = [.04, .02, 0, .25, 0], Z = .31 -> [.129, .065, 0, .806, 0].
     residual = specdec.residual_probs(TARGET_ROWS[2], DRAFT_ROWS[2])
-    expected = _f64(4 / 31, 2 / 31, 0.0, 25 / 31, 0.0)
+    expected = f64(4 / 31, 2 / 31, 0.0, 25 / 31, 0.0)
     assert bool(((residual - expected).abs() < 1e-12).all())
     assert residual[SAT] == 0.0
     assert residual[MAT] == 0.0
@@ -65,32 +45,32 @@ def test_walkthrough_residual_at_the_rejection() -> None:
 
 
 def test_docstring_examples() -> None:
-    p = _f64(0.2, 0.5, 0.3)
-    q = _f64(0.4, 0.4, 0.2)
+    p = f64(0.2, 0.5, 0.3)
+    q = f64(0.4, 0.4, 0.2)
     accept = specdec.acceptance_probs(p.expand(2, 3), q.expand(2, 3), torch.tensor([0, 1]))
-    assert torch.equal(accept, _f64(0.5, 1.0))
-    assert bool(((specdec.residual_probs(p, q) - _f64(0.0, 0.5, 0.5)).abs() < 1e-15).all())
+    assert torch.equal(accept, f64(0.5, 1.0))
+    assert bool(((specdec.residual_probs(p, q) - f64(0.0, 0.5, 0.5)).abs() < 1e-15).all())
 
 
 def test_residual_of_equal_rows_is_the_target() -> None:
-    p = _f64(0.25, 0.0, 0.75)
+    p = f64(0.25, 0.0, 0.75)
     assert torch.equal(specdec.residual_probs(p, p.clone()), p)
 
 
 def test_residual_of_disjoint_supports_is_the_target() -> None:
-    p, q = _f64(0.5, 0.5, 0.0), _f64(0.0, 0.0, 1.0)
+    p, q = f64(0.5, 0.5, 0.0), f64(0.0, 0.0, 1.0)
     assert torch.equal(specdec.residual_probs(p, q), p)
 
 
 def test_acceptance_of_a_token_the_target_excludes_is_zero() -> None:
-    accept = specdec.acceptance_probs(_f64(1.0, 0.0), _f64(0.5, 0.5), torch.tensor(1))
+    accept = specdec.acceptance_probs(f64(1.0, 0.0), f64(0.5, 0.5), torch.tensor(1))
     assert accept.dim() == 0
     assert float(accept) == 0.0
 
 
 def test_acceptance_of_a_zero_draft_probability_token_raises() -> None:
     with pytest.raises(ValueError, match="draft_probs gives probability 0"):
-        specdec.acceptance_probs(_f64(0.5, 0.5), _f64(1.0, 0.0), torch.tensor(1))
+        specdec.acceptance_probs(f64(0.5, 0.5), f64(1.0, 0.0), torch.tensor(1))
 
 
 def test_inputs_are_not_modified() -> None:

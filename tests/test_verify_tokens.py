@@ -7,37 +7,21 @@ from hypothesis import strategies as st
 
 import specdec
 from specdec.testing.strategies import DraftBlock, draft_blocks, uniform_values
-
-# The classic walkthrough over {the, cat, sat, on, mat}, k = 4, drafts [sat, on, mat, mat].
-THE, CAT, SAT, ON, MAT = range(5)
-DRAFT_ROWS = torch.tensor(
-    [
-        [0.08, 0.05, 0.70, 0.12, 0.05],
-        [0.08, 0.05, 0.04, 0.75, 0.08],
-        [0.06, 0.03, 0.05, 0.05, 0.81],
-        [0.09, 0.04, 0.04, 0.06, 0.77],
-    ],
-    dtype=torch.float64,
+from tests._walkthrough import (
+    CAT,
+    DRAFT_ROWS,
+    DRAFT_TOKENS,
+    MAT,
+    ON,
+    SAT,
+    TARGET_ROWS,
+    THE,
+    f64,
 )
-TARGET_ROWS = torch.tensor(
-    [
-        [0.06, 0.04, 0.75, 0.10, 0.05],
-        [0.05, 0.04, 0.03, 0.80, 0.08],
-        [0.10, 0.05, 0.05, 0.30, 0.50],
-        [0.03, 0.02, 0.02, 0.04, 0.89],
-        [0.88, 0.04, 0.03, 0.03, 0.02],
-    ],
-    dtype=torch.float64,
-)
-DRAFT_TOKENS = torch.tensor([SAT, ON, MAT, MAT])
-
-
-def _f64(*values: float) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.float64)
 
 
 def _walkthrough(*uniforms: float) -> specdec.Verification:
-    return specdec.verify_tokens(DRAFT_TOKENS, DRAFT_ROWS, TARGET_ROWS, _f64(*uniforms))
+    return specdec.verify_tokens(DRAFT_TOKENS, DRAFT_ROWS, TARGET_ROWS, f64(*uniforms))
 
 
 # Hand-computed examples -------------------------------------------------------------------------
@@ -86,22 +70,22 @@ def test_walkthrough_all_accepted_draws_the_bonus_from_the_last_target_row(
 def test_first_draft_rejected() -> None:
     # Draft "the" at position 0: a = .06 / .08 = .75 <= .8; residual max(0, p0 - q0) = one-hot sat.
     tokens = torch.tensor([THE, ON, MAT, MAT])
-    result = specdec.verify_tokens(tokens, DRAFT_ROWS, TARGET_ROWS, _f64(0.8, 0, 0, 0, 0.3))
+    result = specdec.verify_tokens(tokens, DRAFT_ROWS, TARGET_ROWS, f64(0.8, 0, 0, 0, 0.3))
     assert int(result.num_accepted) == 0
     assert result.tokens.tolist() == [SAT, -1, -1, -1, -1]
 
 
 def test_docstring_example() -> None:
-    q = _f64(0.5, 0.5, 0.0).reshape(1, 3)
+    q = f64(0.5, 0.5, 0.0).reshape(1, 3)
     p = torch.tensor([[0.25, 0.25, 0.5], [0.0, 0.0, 1.0]], dtype=torch.float64)
-    rejected = specdec.verify_tokens(torch.tensor([1]), q, p, _f64(0.7, 0.3))
+    rejected = specdec.verify_tokens(torch.tensor([1]), q, p, f64(0.7, 0.3))
     assert rejected.tokens.tolist() == [2, -1]
-    accepted = specdec.verify_tokens(torch.tensor([1]), q, p, _f64(0.3, 0.3))
+    accepted = specdec.verify_tokens(torch.tensor([1]), q, p, f64(0.3, 0.3))
     assert accepted.tokens.tolist() == [1, 2]
 
 
 def test_batch_of_two_walkthrough_rows() -> None:
-    uniforms = torch.stack([_f64(0.43, 0.61, 0.73, 0.2, 0.1), _f64(0.43, 0.61, 0.6, 0.99, 0.9)])
+    uniforms = torch.stack([f64(0.43, 0.61, 0.73, 0.2, 0.1), f64(0.43, 0.61, 0.6, 0.99, 0.9)])
     result = specdec.verify_tokens(
         DRAFT_TOKENS.expand(2, 4), DRAFT_ROWS.expand(2, 4, 5), TARGET_ROWS.expand(2, 5, 5), uniforms
     )
@@ -110,7 +94,7 @@ def test_batch_of_two_walkthrough_rows() -> None:
 
 
 def test_int32_draft_tokens_give_the_same_result() -> None:
-    uniforms = _f64(0.43, 0.61, 0.73, 0.2, 0.15)
+    uniforms = f64(0.43, 0.61, 0.73, 0.2, 0.15)
     wide = specdec.verify_tokens(DRAFT_TOKENS, DRAFT_ROWS, TARGET_ROWS, uniforms)
     narrow = specdec.verify_tokens(DRAFT_TOKENS.int(), DRAFT_ROWS, TARGET_ROWS, uniforms)
     assert torch.equal(wide.tokens, narrow.tokens)
@@ -118,10 +102,10 @@ def test_int32_draft_tokens_give_the_same_result() -> None:
 
 
 def test_a_draft_with_zero_draft_probability_raises() -> None:
-    draft = _f64(1.0, 0.0).reshape(1, 2)
-    target = _f64(0.5, 0.5).expand(2, 2)
+    draft = f64(1.0, 0.0).reshape(1, 2)
+    target = f64(0.5, 0.5).expand(2, 2)
     with pytest.raises(ValueError, match="draft_probs gives probability 0"):
-        specdec.verify_tokens(torch.tensor([1]), draft, target, _f64(0.1, 0.1))
+        specdec.verify_tokens(torch.tensor([1]), draft, target, f64(0.1, 0.1))
 
 
 def test_result_is_frozen() -> None:
