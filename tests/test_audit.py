@@ -8,7 +8,7 @@ import torch
 
 import specdec
 from specdec.cli import main
-from specdec.testing import mutants
+from specdec.testing import mutants, zoo
 from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
 from specdec.testing.scenarios import step_scenarios, verifier_scenarios
 from specdec.testing.signatures import batched, is_batched
@@ -104,46 +104,11 @@ def test_invalid_output_is_reported(output: object, message: str) -> None:
         audit_verifier(broken, samples=500, scenarios=verifier_scenarios()[:1])
 
 
-@batched
-def _reference_step(
-    target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, top_p
-):  # type: ignore[no-untyped-def]
-    rows = prefix.shape[0]
-    options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
-    context, draft_rows = prefix, []
-    for _ in range(k):
-        row = specdec.warp_probs(draft_logits(context), **options)
-        token = specdec.sample(row, specdec.uniforms(generator, (rows,)))
-        draft_rows.append(row)
-        context = torch.cat([context, token[:, None]], dim=1)
-    length = prefix.shape[1]
-    target_rows = [
-        specdec.warp_probs(target_logits(context[:, : length + i]), **options) for i in range(k + 1)
-    ]
-    return specdec.verify_tokens(
-        context[:, length:],
-        torch.stack(draft_rows, 1),
-        torch.stack(target_rows, 1),
-        specdec.uniforms(generator, (rows, k + 1)),
-    ).tokens
-
-
-@batched
-def _unwarped_target_step(
-    target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, top_p
-):  # type: ignore[no-untyped-def]
-    """Bug: the target rows are verified unwarped (temperature and filters ignored)."""
-    del temperature, top_k, top_p
-    return _reference_step(
-        target_logits, draft_logits, prefix, k, generator, temperature=1.0, top_k=None, top_p=None
-    )
-
-
 def test_step_audit_passes_a_correct_step_and_kills_an_unwarped_target() -> None:
-    good = audit_step(_reference_step, samples=SMALL)
+    good = audit_step(zoo.reference_step, samples=SMALL)
     assert good.verdict == "lossless", good.format()
     assert len(good.scenarios) == len(step_scenarios())
-    bad = audit_step(_unwarped_target_step, samples=SMALL)
+    bad = audit_step(zoo.unwarped_target, samples=SMALL)
     assert bad.verdict == "lossy"
 
 
@@ -159,7 +124,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         """
         import torch
         import specdec
-        from specdec.testing import mutants
+        from specdec.testing import mutants, zoo
         from specdec.testing.signatures import batched
 
         @batched

@@ -303,6 +303,45 @@ def _run(
     ]
 
 
+def _report(
+    level: str,
+    name: str,
+    plans: list[_Plan],
+    draw: Callable[[_Plan, int, torch.Generator, torch.Generator], Tensor],
+    complete: Callable[[_Plan, Tensor, torch.Generator], Tensor],
+    *,
+    is_batch: bool,
+    samples: int,
+    false_fail_rate: float,
+    false_pass_rate: float,
+    seed: int,
+    progress: Progress | None,
+    start: float,
+) -> AuditReport:
+    """Run the battery (one intra-op thread for single-sequence functions) and report."""
+    with _threads(None if is_batch else 1):
+        results = _run(
+            plans,
+            draw,
+            complete,
+            samples=samples,
+            chunk=50_000 if is_batch else 2_000,
+            false_fail_rate=false_fail_rate,
+            false_pass_rate=false_pass_rate,
+            seed=seed,
+            progress=progress,
+        )
+    return AuditReport(
+        _verdict(results),
+        level,
+        name,
+        false_fail_rate,
+        false_pass_rate,
+        tuple(results),
+        time.perf_counter() - start,
+    )
+
+
 def _summarise(
     plan: _Plan,
     counts: Tensor,
@@ -459,26 +498,19 @@ def audit_verifier(
     def complete(plan: _Plan, blocks: Tensor, data: torch.Generator) -> Tensor:
         return complete_blocks(plan.scenario.pair.target, plan.scenario.prefix, blocks, data)
 
-    with _threads(None if is_batch else 1):
-        results = _run(
-            plans,
-            draw,
-            complete,
-            samples=n,
-            chunk=50_000 if is_batch else 2_000,
-            false_fail_rate=false_fail_rate,
-            false_pass_rate=false_pass_rate,
-            seed=seed,
-            progress=progress,
-        )
-    return AuditReport(
-        _verdict(results),
+    return _report(
         "verifier",
         _name(fn),
-        false_fail_rate,
-        false_pass_rate,
-        tuple(results),
-        time.perf_counter() - start,
+        plans,
+        draw,
+        complete,
+        is_batch=is_batch,
+        samples=n,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        seed=seed,
+        progress=progress,
+        start=start,
     )
 
 
@@ -609,24 +641,17 @@ def audit_step(
         s = plan.scenario
         return complete_blocks(_warped_rows(s.pair.target, s), s.prefix, blocks, data)
 
-    with _threads(None if is_batch else 1):
-        results = _run(
-            plans,
-            draw,
-            complete,
-            samples=n,
-            chunk=50_000 if is_batch else 2_000,
-            false_fail_rate=false_fail_rate,
-            false_pass_rate=false_pass_rate,
-            seed=seed,
-            progress=progress,
-        )
-    return AuditReport(
-        _verdict(results),
+    return _report(
         "step",
         _name(fn),
-        false_fail_rate,
-        false_pass_rate,
-        tuple(results),
-        time.perf_counter() - start,
+        plans,
+        draw,
+        complete,
+        is_batch=is_batch,
+        samples=n,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        seed=seed,
+        progress=progress,
+        start=start,
     )
