@@ -535,15 +535,20 @@ def _warped_rows(model: ToyModel, scenario: Scenario) -> Callable[[Tensor], Tens
     return rows
 
 
+def _contexts(prefix: tuple[int, ...], depth: int, vocab: int) -> Tensor:
+    """``[V^depth, L + depth]``: ``prefix`` followed by every ``depth``-token continuation."""
+    grid = [torch.arange(vocab)] * depth
+    tails = torch.cartesian_prod(*grid).reshape(-1, depth) if depth else torch.zeros(1, 0)
+    return torch.cat([torch.tensor(prefix).expand(tails.shape[0], -1), tails.long()], 1)
+
+
 def _enumerate(
     rows: Callable[[Tensor], Tensor], prefix: tuple[int, ...], length: int, vocab: int
 ) -> Tensor:
     """``[V^length]`` joint law by enumerating every continuation (first token most significant)."""
     law = torch.ones(1, dtype=torch.float64)
     for depth in range(length):
-        grid = [torch.arange(vocab)] * depth
-        tails = torch.cartesian_prod(*grid).reshape(-1, depth) if depth else torch.zeros(1, 0)
-        contexts = torch.cat([torch.tensor(prefix).expand(tails.shape[0], -1), tails.long()], 1)
+        contexts = _contexts(prefix, depth, vocab)
         law = (law[:, None] * rows(contexts)).reshape(-1)
     return law
 
@@ -558,9 +563,7 @@ def _float_tail_sum(
     """``sum_i P(tau >= i)`` for token-level rejection between two warped models."""
     total, mass = 1.0, torch.ones(1, dtype=torch.float64)
     for depth in range(k):
-        grid = [torch.arange(vocab)] * depth
-        tails = torch.cartesian_prod(*grid).reshape(-1, depth) if depth else torch.zeros(1, 0)
-        contexts = torch.cat([torch.tensor(prefix).expand(tails.shape[0], -1), tails.long()], 1)
+        contexts = _contexts(prefix, depth, vocab)
         mass = (mass[:, None] * torch.minimum(target(contexts), draft(contexts))).reshape(-1)
         total += float(mass.sum())
     return total
