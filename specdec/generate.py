@@ -8,8 +8,14 @@ row; each autoregressive token draws one.
 
 Stopping: a row stops after ``max_new_tokens`` tokens or after emitting ``eos_token_id``; nothing
 after an EOS is emitted, even inside an accepted block, and the budget is never overshot (the
-emitted block is cut). ``k`` stays fixed when fewer than ``k+1`` tokens remain, so a row's
-randomness never depends on the other rows.
+emitted block is cut). When fewer than ``k+1`` tokens remain, the step drafts only
+``max(remaining) - 1`` tokens and each row verifies only the drafts it can still emit
+(``speculative_step``'s ``lengths``); every row still draws ``k`` and ``k+1`` uniforms per step,
+so a row's randomness and tokens never depend on the other rows.
+
+Prefill: there is none. The prompt is the pending input of the first model pass (the first
+verification pass for the target, the first drafting pass for the draft), and models return
+logits for the positions that are needed only (``logits_to_keep``).
 """
 
 import time
@@ -20,7 +26,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from specdec.models.base import CausalLM, Context, empty_context, extend
+from specdec.models.base import CausalLM, empty_context, extend
 from specdec.noise import uniforms
 from specdec.sampling import sample
 from specdec.step import SamplingOptions, StepState, speculative_step
@@ -111,15 +117,6 @@ def _draw(generator: Generators, batch: int, width: int) -> Tensor:
     return torch.stack([uniforms(g, (width,)) for g in streams])
 
 
-def _prefill(model: CausalLM, prompt: Tensor, keep_last: int) -> tuple[Context, Tensor]:
-    """Context of all but the last ``keep_last`` prompt tokens, and those tokens (pending)."""
-    split = prompt.shape[1] - keep_last
-    context = empty_context(prompt.shape[0])
-    if split > 0:
-        _, context = extend(model, context, prompt[:, :split])
-    return context, prompt[:, split:]
-
-
 def _append(
     out: Tensor, produced: Tensor, done: Tensor, block: Tensor, length: Tensor, eos: int | None
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -175,10 +172,10 @@ def generate_autoregressive(
     done = torch.full((batch,), budget == 0)
     verify_times: list[float] = []
     other_times: list[float] = []
-    context, pending = _prefill(model, prompt, 1) if budget else (empty_context(batch), prompt)
+    context, pending = empty_context(batch), prompt  # the first pass reads the whole prompt
     while not bool(done.all()):
         start = time.perf_counter()
-        logits, context = extend(model, context, pending)
+        logits, context = extend(model, context, pending, logits_to_keep=1)
         token = sample(options.probs(logits[:, -1]), _draw(generator, batch, 1)[:, 0])
         middle = time.perf_counter()
         out, produced, done = _append(
@@ -260,11 +257,13 @@ def generate_speculative(
     done = torch.full((batch,), budget == 0)
     accepted_per_step: list[Tensor] = []
     times: list[tuple[float, float, float]] = []
-    if budget:
-        target_context, target_pending = _prefill(target, prompt, 1)
-        draft_context, draft_pending = _prefill(draft, prompt, min(2, prompt.shape[1]))
-        state = StepState(target_context, draft_context, target_pending, draft_pending)
+    state = StepState(empty_context(batch), empty_context(batch), prompt, prompt)
     while not bool(done.all()):
+        draft_uniforms = _draw(generator, batch, k)  # k and k + 1 per row, whatever is used
+        verify_uniforms = _draw(generator, batch, k + 1)
+        usable = (budget - produced - 1).clamp(min=1, max=k)  # drafts a row can still emit
+        width = int(usable[~done].max())
+        lengths = torch.where(done, width, usable)  # finished rows: anything, one group
         outcome = speculative_step(
             target,
             draft,
@@ -272,8 +271,9 @@ def generate_speculative(
             rule=rule,
             target_options=target_options,
             draft_options=draft_options,
-            draft_uniforms=_draw(generator, batch, k),
-            verify_uniforms=_draw(generator, batch, k + 1),
+            draft_uniforms=draft_uniforms[:, :width],
+            verify_uniforms=verify_uniforms[:, : width + 1],
+            lengths=lengths,
         )
         start = time.perf_counter()
         verdict = outcome.verification

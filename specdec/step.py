@@ -2,13 +2,15 @@
 
 Invariants between steps, for each row whose committed text is ``s``:
 
-* the **target** context holds ``s[:-1]`` and its pending token is ``s[-1]``: the next target
-  pass reads ``[s[-1], x_1 .. x_k]`` and returns the ``k+1`` rows ``p_0 .. p_k``. The bonus or
+* the **target** context holds ``s[:-w]`` and its pending tokens are ``s[-w:]``: ``w`` is the
+  prompt length at the first step (the prompt is read in the first verification pass, no
+  separate prefill) and 1 afterwards. The next target pass reads ``[s[-w:], x_1 .. x_k]`` and
+  keeps the logits of its last ``k+1`` positions, the rows ``p_0 .. p_k``. The bonus or
   corrected token ``y`` is never in the target cache when it is emitted; it becomes the next
   pending token, so it is folded into the next verification pass.
-* the **draft** context holds ``s[:-2]`` and its pending tokens are ``s[-2:]`` (only ``s[-1:]``
-  at the very start of a one-token prompt). Re-reading one committed token costs one position in
-  a pass the draft makes anyway, and it makes "all ``k`` accepted" (where ``x_k`` never entered
+* the **draft** context holds ``s[:-w]`` and its pending tokens are ``s[-w:]``: the whole prompt
+  at the first step, then ``w = 2``. Re-reading one committed token costs one position in a
+  pass the draft makes anyway, and it makes "all ``k`` accepted" (where ``x_k`` never entered
   the draft cache) the same case as any other.
 """
 
@@ -65,8 +67,8 @@ class StepState:
 
     target: Context
     draft: Context
-    target_pending: Int[Tensor, "batch 1"]
-    draft_pending: Int[Tensor, "batch width"]
+    target_pending: Int[Tensor, "batch target_width"]
+    draft_pending: Int[Tensor, "batch draft_width"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def _draft(
     uniforms: Tensor,
 ) -> tuple[DraftBlock, Context]:
     """Sample ``k`` tokens autoregressively, each with the row it was drawn from."""
-    logits, context = extend(model, context, pending)
+    logits, context = extend(model, context, pending, logits_to_keep=1)
     tokens, rows = [], []
     for i in range(uniforms.shape[1]):
         row = options.probs(logits[:, -1])  # q_i, [b, V]
@@ -99,6 +101,50 @@ def _draft(
         if i + 1 < uniforms.shape[1]:
             logits, context = extend(model, context, token[:, None])
     return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), context
+
+
+def _verify(
+    rule: VerifyRule,
+    block: DraftBlock,
+    target_probs: Tensor,
+    uniforms: Tensor,
+    lengths: Tensor | None,
+) -> Verification:
+    """``rule`` on the block; row ``r`` verifies its first ``lengths[r]`` drafts only.
+
+    Rows sharing a length are verified together on their sliced inputs, so row ``r``'s verdict
+    is exactly the one a step drafting ``lengths[r]`` tokens would give with the same uniforms.
+    """
+    width = block.tokens.shape[1]
+    if lengths is None or bool((lengths == width).all()):
+        return rule(block.tokens, block.probs, target_probs, uniforms)
+    tokens = torch.full((block.tokens.shape[0], width + 1), -1, dtype=torch.int64)
+    accepted = torch.zeros(block.tokens.shape[0], dtype=torch.int64)
+    for length in torch.unique(lengths).tolist():
+        rows = (lengths == length).nonzero(as_tuple=True)[0]
+        verdict = rule(
+            block.tokens[rows, :length],
+            block.probs[rows, :length],
+            target_probs[rows, : length + 1],
+            uniforms[rows, : length + 1],
+        )
+        tokens[rows, : length + 1] = verdict.tokens
+        accepted[rows] = verdict.num_accepted
+    return Verification(num_accepted=accepted, tokens=tokens)
+
+
+def _check_lengths(lengths: object, batch: int, k: int) -> Tensor | None:
+    if lengths is None:
+        return None
+    if not isinstance(lengths, Tensor) or lengths.dtype != torch.int64:
+        raise TypeError("lengths must be an int64 tensor [batch] (or None).")
+    if lengths.shape != (batch,):
+        raise ValueError(f"lengths must have shape [{batch}], got {tuple(lengths.shape)}.")
+    if bool(((lengths < 1) | (lengths > k)).any()):
+        raise ValueError(
+            f"lengths must lie in [1, {k}] (the drafted block), got {lengths.tolist()}."
+        )
+    return lengths
 
 
 def speculative_step(
@@ -111,6 +157,7 @@ def speculative_step(
     draft_options: SamplingOptions,
     draft_uniforms: Float[Tensor, "batch k"],
     verify_uniforms: Float[Tensor, "batch k_plus_1"],
+    lengths: Int[Tensor, " batch"] | None = None,
 ) -> StepOutcome:
     """One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
 
@@ -123,31 +170,37 @@ def speculative_step(
         draft_options: the draft's own options (any; losslessness does not depend on them).
         draft_uniforms: ``[b, k]`` uniforms for drafting.
         verify_uniforms: ``[b, k+1]`` uniforms for the rule.
+        lengths: optional ``[b]`` block lengths in ``[1, k]``: row ``r`` verifies only its
+            first ``lengths[r]`` drafts, with the first ``lengths[r]`` and ``lengths[r] + 1``
+            uniforms, exactly as a step with ``k = lengths[r]`` would (the generation loop
+            uses it on the last step, where a row needs fewer than ``k + 1`` tokens).
 
     Returns:
         ``StepOutcome``; ``verification.tokens [b, k+1]`` is the emitted block.
     """
+    lengths = _check_lengths(lengths, draft_uniforms.shape[0], draft_uniforms.shape[1])
     start = time.perf_counter()
     # 1. Draft k tokens, keeping the exact rows they were sampled from.
     block, draft_context = _draft(
         draft, state.draft, state.draft_pending, draft_options, draft_uniforms
     )
     drafted = time.perf_counter()
-    # 2. One target pass over [pending, x_1 .. x_k] gives p_0 .. p_k.
-    target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, k+1]
-    target_logits, target_context = extend(target, state.target, target_input)
+    # 2. One target pass over [pending, x_1 .. x_k] gives p_0 .. p_k (its last k+1 rows).
+    k = block.tokens.shape[1]
+    target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + k]
+    target_logits, target_context = extend(target, state.target, target_input, k + 1)
     # 3. Verify the block against the warped target.
-    verdict = rule(block.tokens, block.probs, target_options.probs(target_logits), verify_uniforms)
+    target_probs = target_options.probs(target_logits)
+    verdict = _verify(rule, block, target_probs, verify_uniforms, lengths)
     verified = time.perf_counter()
     # 4. Roll both caches back to the accepted prefix.
     accepted = verdict.num_accepted  # j, [b]
-    width = state.draft_pending.shape[1]
-    next_target = keep_new(state.target, target_context, 1 + accepted)
-    next_draft = keep_new(state.draft, draft_context, width - 1 + accepted)
+    next_target = keep_new(state.target, target_context, state.target_pending.shape[1] + accepted)
+    next_draft = keep_new(state.draft, draft_context, state.draft_pending.shape[1] - 1 + accepted)
     # 5. The emitted token y becomes pending: it is folded into the next verification pass.
     emitted = verdict.tokens.gather(1, accepted[:, None])  # y, [b, 1]
     before = block.tokens.gather(1, (accepted - 1).clamp(min=0)[:, None])
-    before = torch.where(accepted[:, None] > 0, before, state.target_pending)  # s'[-2]
+    before = torch.where(accepted[:, None] > 0, before, state.target_pending[:, -1:])  # s'[-2]
     next_state = StepState(
         target=next_target,
         draft=next_draft,

@@ -88,11 +88,13 @@ def warp_probs(
     """
     checked = check_logits("logits", logits)
     _check_options(temperature, top_k, top_p, min_p)
+    if temperature == 0:  # argmax in the input dtype: widening to float64 keeps the order
+        best = checked.argmax(dim=-1, keepdim=True)  # first maximal index on ties
+        return torch.zeros(checked.shape, dtype=torch.float64, device=checked.device).scatter_(
+            -1, best, 1.0
+        )
     scores = checked.to(torch.float64)
     vocab = scores.shape[-1]
-    if temperature == 0:
-        best = scores.argmax(dim=-1, keepdim=True)  # first maximal index on ties
-        return torch.zeros_like(scores).scatter(-1, best, 1.0)
     # Shift by the row maximum first: the maximum becomes 0, nothing overflows to +inf (which
     # would give NaN), and every filter below is invariant under a shift.
     scores = (scores - scores.amax(dim=-1, keepdim=True)) / temperature

@@ -18,7 +18,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from specdec import generate_speculative
+from specdec import generate_autoregressive, generate_speculative
 from specdec.models import HFModel
 from specdec.models.drafts import bfloat16_copy, int8_dynamic_copy, truncated_copy
 
@@ -40,6 +40,25 @@ def _llama(seed: int = 0, tie: bool = True) -> LlamaForCausalLM:
         tie_word_embeddings=tie,
     )
     return LlamaForCausalLM(config).eval()
+
+
+def _qwen2() -> Qwen2ForCausalLM:
+    torch.manual_seed(1)
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+def _gpt2() -> GPT2LMHeadModel:
+    torch.manual_seed(2)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=LAYERS, n_head=2, n_positions=64)
+    return GPT2LMHeadModel(config).eval()
 
 
 def _snapshot(model: PreTrainedModel) -> dict[str, Tensor]:
@@ -141,16 +160,7 @@ def test_truncated_copy_keeps_first_layers(num_layers: int) -> None:
 
 
 def test_truncated_copy_cuts_layer_types() -> None:
-    torch.manual_seed(1)
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    target = Qwen2ForCausalLM(config).eval()
+    target = _qwen2()
     draft = truncated_copy(target, 2)
     assert draft.config.layer_types == ["full_attention", "full_attention"]
     assert len(target.config.layer_types) == LAYERS
@@ -158,9 +168,7 @@ def test_truncated_copy_cuts_layer_types() -> None:
 
 
 def test_truncated_copy_finds_gpt2_blocks() -> None:
-    torch.manual_seed(2)
-    config = GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=LAYERS, n_head=2, n_positions=64)
-    target = GPT2LMHeadModel(config).eval()
+    target = _gpt2()
     draft = truncated_copy(target, 1)
     assert len(draft.transformer.h) == 1 and draft.config.n_layer == 1
     assert len(target.transformer.h) == LAYERS
@@ -191,3 +199,93 @@ def test_drafts_run_in_speculative_generation(make: object) -> None:
     )
     assert out.tokens.shape == (2, 6)
     assert bool(((out.tokens >= 0) & (out.tokens < VOCAB)).all())
+
+
+def _storage(model: PreTrainedModel) -> set[int]:
+    tensors = model.state_dict().values()
+    return {t.data_ptr() for t in tensors if isinstance(t, Tensor) and not t.is_quantized}
+
+
+@pytest.mark.parametrize("num_layers", [1, LAYERS])
+def test_truncated_copy_sharing_weights_copies_nothing_and_equals_the_deep_copy(
+    num_layers: int,
+) -> None:
+    target = _llama()
+    before = _snapshot(target)
+    shared = truncated_copy(target, num_layers, share_weights=True)
+    deep = truncated_copy(target, num_layers)
+    assert _storage(shared) <= _storage(target)  # every tensor is the target's own
+    assert shared.model.layers[0] is target.model.layers[0]
+    assert shared is not target and shared.model is not target.model
+    assert shared.config is not target.config and shared.model.config is shared.config
+    assert shared.generation_config is not target.generation_config
+    assert len(shared.model.layers) == num_layers and not shared.training
+    assert torch.equal(_logits(shared), _logits(deep))
+    _assert_unchanged(target, before, LAYERS)  # structure and config too
+    assert target.model.config is target.config
+
+
+def test_a_hook_on_the_target_does_not_fire_on_a_draft_sharing_its_weights() -> None:
+    target = _llama()
+    draft = truncated_copy(target, 2, share_weights=True)
+    calls: list[str] = []
+    handle = target.register_forward_hook(lambda *_: calls.append("target"))
+    _logits(draft)
+    assert calls == []
+    _logits(target)
+    assert calls == ["target"]
+    handle.remove()
+
+
+def test_truncated_copy_sharing_weights_on_gpt2_and_qwen2() -> None:
+    gpt2 = _gpt2()
+    draft = truncated_copy(gpt2, 1, share_weights=True)
+    assert len(draft.transformer.h) == 1 and len(gpt2.transformer.h) == LAYERS
+    assert _storage(draft) <= _storage(gpt2)
+    assert torch.equal(_logits(draft), _logits(truncated_copy(gpt2, 1)))
+    qwen = _qwen2()
+    draft = truncated_copy(qwen, 2, share_weights=True)
+    assert draft.config.layer_types == ["full_attention"] * 2
+    assert len(qwen.config.layer_types) == LAYERS
+
+
+def test_int8_dynamic_copy_sharing_weights_shares_only_embeddings_and_head() -> None:
+    target = _llama(tie=False)
+    before = _snapshot(target)
+    shared = int8_dynamic_copy(target, share_weights=True)
+    assert shared.model.embed_tokens.weight is target.model.embed_tokens.weight
+    assert shared.lm_head.weight is target.lm_head.weight
+    common = _storage(shared) & _storage(target)
+    assert common == {target.model.embed_tokens.weight.data_ptr(), target.lm_head.weight.data_ptr()}
+    assert torch.equal(_logits(shared), _logits(int8_dynamic_copy(target)))
+    _assert_unchanged(target, before, LAYERS)
+
+
+def test_share_weights_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="share_weights must be a bool"):
+        truncated_copy(_llama(), 1, share_weights=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="share_weights must be a bool"):
+        int8_dynamic_copy(_llama(), share_weights="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("num_layers", [1, LAYERS])
+def test_greedy_speculative_with_a_shared_truncated_draft_equals_autoregressive(
+    num_layers: int,
+) -> None:
+    target = _llama()
+    draft = truncated_copy(target, num_layers, share_weights=True)
+    reference = generate_autoregressive(
+        HFModel(target), PROMPT, max_new_tokens=10, generator=torch.Generator(), temperature=0.0
+    )
+    out = generate_speculative(
+        HFModel(target),
+        HFModel(draft),
+        PROMPT,
+        k=3,
+        max_new_tokens=10,
+        generator=torch.Generator(),
+        temperature=0.0,
+    )
+    assert torch.equal(out.tokens, reference.tokens)
+    if num_layers == LAYERS:  # the draft is the target: every full-length draft accepted
+        assert out.accepted[:-1].eq(3).all()

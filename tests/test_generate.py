@@ -5,9 +5,10 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specdec import generate_autoregressive, generate_speculative
-from specdec.models import HFModel, ToyLM, make_toy_pair
-from specdec.verify import exact_match_rule, greedy_rule
+from specdec import Generation, generate_autoregressive, generate_speculative
+from specdec.models import HFModel, ToyLM, empty_context, make_toy_pair
+from specdec.step import SamplingOptions, StepState, speculative_step
+from specdec.verify import exact_match_rule, greedy_rule, verify_tokens
 from tests._tiny_models import ARCHITECTURES, noisy_copy, tiny_model
 
 PAIR = make_toy_pair(5, seed=4, closeness=Fraction(1, 2))
@@ -17,6 +18,29 @@ PROMPT = torch.tensor([[1, 2, 3], [0, 4, 4], [2, 2, 1]])
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def _batch_equals_rows_alone(
+    target: object, draft: object, prompt: torch.Tensor, seeds: list[int], **options: object
+) -> Generation:
+    """Run the batch with one generator per row, assert each row alone gives the same tokens."""
+    batch = generate_speculative(
+        target,
+        draft,
+        prompt,
+        generator=[_gen(s) for s in seeds],
+        **options,  # type: ignore[arg-type]
+    )
+    for row, seed in enumerate(seeds):
+        alone = generate_speculative(
+            target,
+            draft,
+            prompt[row : row + 1],
+            generator=[_gen(seed)],
+            **options,  # type: ignore[arg-type]
+        )
+        assert torch.equal(alone.tokens[0], batch.tokens[row]), f"row {row}"
+    return batch
 
 
 @pytest.mark.parametrize("budget", [0, 1, 2, 5, 11])
@@ -71,17 +95,7 @@ def test_same_seed_same_tokens_and_batch_equals_rows_alone(rule: object) -> None
         TARGET, DRAFT, PROMPT, k=3, max_new_tokens=9, generator=[_gen(s) for s in seeds], **extra
     )
     assert torch.equal(batch.tokens, again.tokens)
-    for row, seed in enumerate(seeds):
-        alone = generate_speculative(
-            TARGET,
-            DRAFT,
-            PROMPT[row : row + 1],
-            k=3,
-            max_new_tokens=9,
-            generator=[_gen(seed)],
-            **extra,
-        )
-        assert torch.equal(alone.tokens[0], batch.tokens[row])
+    _batch_equals_rows_alone(TARGET, DRAFT, PROMPT, seeds, k=3, max_new_tokens=9, **extra)
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma2"])
@@ -89,29 +103,11 @@ def test_batch_equals_rows_alone_on_transformers(arch: str) -> None:
     target = HFModel(tiny_model(arch, vocab=16, seed=1))
     draft = HFModel(noisy_copy(target.model, scale=0.3, seed=2))
     prompt = torch.randint(0, 16, (3, 4), generator=_gen(5))
-    seeds = [20, 21, 22]
-    batch = generate_speculative(
-        target,
-        draft,
-        prompt,
-        k=3,
-        max_new_tokens=10,
-        generator=[_gen(s) for s in seeds],
-        temperature=0.8,
+    batch = _batch_equals_rows_alone(
+        target, draft, prompt, [20, 21, 22], k=3, max_new_tokens=10, temperature=0.8
     )
     ragged = [step for step in batch.accepted.tolist() if len(set(step) - {-1}) > 1]
     assert ragged, "rows should accept different numbers of drafts in some step"
-    for row, seed in enumerate(seeds):
-        alone = generate_speculative(
-            target,
-            draft,
-            prompt[row : row + 1],
-            k=3,
-            max_new_tokens=10,
-            generator=[_gen(seed)],
-            temperature=0.8,
-        )
-        assert torch.equal(alone.tokens[0], batch.tokens[row])
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
@@ -177,3 +173,79 @@ def test_vocabulary_mismatch_and_too_long_prompts_raise() -> None:
         generate_speculative(target, target, prompt, k=4, max_new_tokens=8, generator=_gen(0))
     with pytest.raises(ValueError, match="maximum length 128"):
         generate_autoregressive(target, prompt, max_new_tokens=9, generator=_gen(0))
+
+
+class _Recorder:
+    """A ``CausalLM`` wrapper recording the width of every forward call."""
+
+    def __init__(self, inner: ToyLM) -> None:
+        self.inner = inner
+        self.vocab_size = inner.vocab_size
+        self.widths: list[int] = []
+
+    def forward(self, input_ids, cache, attention_mask, position_ids, logits_to_keep=None):  # type: ignore[no-untyped-def]
+        self.widths.append(int(input_ids.shape[1]))
+        return self.inner.forward(input_ids, cache, attention_mask, position_ids, logits_to_keep)
+
+
+def test_prompt_is_read_in_the_first_pass_and_the_last_step_drafts_only_what_is_needed() -> None:
+    same = make_toy_pair(5, seed=4, equal_rate=1.0)  # draft == target: every draft is accepted
+    target, draft = _Recorder(ToyLM(same.target)), _Recorder(ToyLM(same.draft))
+    out = generate_speculative(target, draft, PROMPT, k=4, max_new_tokens=8, generator=_gen(0))
+    assert out.accepted.tolist() == [[4, 4, 4], [2, 2, 2]]  # 5 tokens, then 3: 2 drafts + bonus
+    assert target.widths == [3 + 4, 1 + 2]  # prompt + drafts; pending + the 2 drafts needed
+    assert draft.widths == [3, 1, 1, 1, 2, 1]  # prompt, 3 more; 2 pending, 1 more
+    auto = _Recorder(ToyLM(same.target))
+    generate_autoregressive(auto, PROMPT, max_new_tokens=3, generator=_gen(0))
+    assert auto.widths == [3, 1, 1]  # no separate prefill: one pass per token
+
+
+def test_rows_with_different_budgets_left_verify_different_lengths_and_equal_rows_alone() -> None:
+    seen: list[int] = []
+
+    def recording_rule(tokens, probs, target_probs, uniforms):  # type: ignore[no-untyped-def]
+        seen.append(int(tokens.shape[-1]))
+        return verify_tokens(tokens, probs, target_probs, uniforms)
+
+    batch = _batch_equals_rows_alone(
+        TARGET, DRAFT, PROMPT, [30, 31, 32], k=4, max_new_tokens=7, rule=recording_rule
+    )
+    produced_before_last = (batch.accepted[:-1].clamp(min=-1) + 1).sum(dim=0)
+    assert len(set(produced_before_last.tolist())) > 1, "rows should need different lengths"
+    seen.clear()
+    generate_speculative(
+        TARGET,
+        DRAFT,
+        PROMPT,
+        k=4,
+        max_new_tokens=7,
+        generator=[_gen(s) for s in [30, 31, 32]],
+        rule=recording_rule,
+    )
+    assert len(seen) > batch.num_steps, "some step should verify rows in separate groups"
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error", "message"),
+    [
+        (torch.tensor([1, 2, 3]), ValueError, r"lie in \[1, 2\]"),
+        (torch.tensor([0, 1, 2]), ValueError, r"lie in \[1, 2\]"),
+        (torch.tensor([1, 2]), ValueError, r"shape \[3\]"),
+        (torch.tensor([1.0, 2.0, 2.0]), TypeError, "int64"),
+    ],
+)
+def test_step_rejects_bad_lengths(lengths: torch.Tensor, error: type, message: str) -> None:
+    state = StepState(empty_context(3), empty_context(3), PROMPT, PROMPT)
+    options = SamplingOptions()
+    with pytest.raises(error, match=message):
+        speculative_step(
+            TARGET,
+            DRAFT,
+            state,
+            rule=verify_tokens,
+            target_options=options,
+            draft_options=options,
+            draft_uniforms=torch.full((3, 2), 0.5, dtype=torch.float64),
+            verify_uniforms=torch.full((3, 3), 0.5, dtype=torch.float64),
+            lengths=lengths,
+        )

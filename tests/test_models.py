@@ -76,3 +76,50 @@ def test_forward_never_modifies_the_cache_passed_in(arch: str) -> None:
 def test_hf_model_rejects_non_models() -> None:
     with pytest.raises(TypeError, match="PreTrainedModel"):
         HFModel(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("keep", [1, 3, 7, 50])
+def test_logits_to_keep_returns_the_last_rows_of_the_full_pass(name: str, keep: int) -> None:
+    model = MODELS[name]
+    text = torch.randint(0, model.vocab_size, (2, 9), generator=torch.Generator().manual_seed(4))
+    _, context = extend(model, empty_context(2), text[:, :2])
+    full, full_context = extend(model, context, text[:, 2:])
+    kept, kept_context = extend(model, context, text[:, 2:], logits_to_keep=keep)
+    assert kept.shape == (2, min(keep, 7), model.vocab_size)
+    torch.testing.assert_close(kept, full[:, -min(keep, 7) :], atol=ATOL, rtol=0)
+    assert torch.equal(kept_context.live, full_context.live)
+
+
+class _IgnoresHint:
+    """A model that returns every position whatever ``logits_to_keep`` says."""
+
+    def __init__(self, inner: ToyLM) -> None:
+        self.inner = inner
+        self.vocab_size = inner.vocab_size
+
+    def forward(self, input_ids, cache, attention_mask, position_ids, logits_to_keep=None):  # type: ignore[no-untyped-def]
+        return self.inner.forward(input_ids, cache, attention_mask, position_ids)
+
+
+def test_extend_slices_when_a_model_ignores_logits_to_keep() -> None:
+    toy = MODELS["toy"]
+    assert isinstance(toy, ToyLM)
+    text = torch.tensor([[1, 2, 3, 4]])
+    full, _ = extend(toy, empty_context(1), text)
+    kept, _ = extend(_IgnoresHint(toy), empty_context(1), text, logits_to_keep=2)
+    assert torch.equal(kept, full[:, -2:])
+
+
+@pytest.mark.parametrize(
+    ("keep", "error", "message"),
+    [
+        (0, ValueError, ">= 1"),
+        (-2, ValueError, ">= 1"),
+        (True, TypeError, "int"),
+        (1.0, TypeError, "int"),
+    ],
+)
+def test_bad_logits_to_keep_raises(keep: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        extend(MODELS["toy"], empty_context(1), torch.tensor([[1, 2]]), logits_to_keep=keep)  # type: ignore[arg-type]

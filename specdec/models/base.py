@@ -39,8 +39,14 @@ class CausalLM(Protocol):
         cache: KVCache | None,
         attention_mask: Bool[Tensor, "batch total"],
         position_ids: Int[Tensor, "batch n"],
-    ) -> tuple[Float[Tensor, "batch n vocab"], KVCache]:
-        """Logits for the ``n`` new positions and a new cache holding ``total`` slots."""
+        logits_to_keep: int | None = None,
+    ) -> tuple[Float[Tensor, "batch m vocab"], KVCache]:
+        """Logits for the last ``m`` new positions and a new cache holding ``total`` slots.
+
+        ``m = n`` when ``logits_to_keep`` is ``None``, else ``min(logits_to_keep, n)``: a model
+        may then skip the language-model head on the earlier positions (a long prompt read in
+        the same pass as the drafts needs logits for the drafts only).
+        """
         ...
 
 
@@ -69,14 +75,31 @@ def empty_context(batch: int) -> Context:
 
 
 def extend(
-    model: CausalLM, context: Context, tokens: Int[Tensor, "batch n"]
-) -> tuple[Float[Tensor, "batch n vocab"], Context]:
-    """Feed ``tokens`` (all live) after ``context``; returns their logits and the new context."""
+    model: CausalLM,
+    context: Context,
+    tokens: Int[Tensor, "batch n"],
+    logits_to_keep: int | None = None,
+) -> tuple[Float[Tensor, "batch m vocab"], Context]:
+    """Feed ``tokens`` (all live) after ``context``; returns logits and the new context.
+
+    The logits are those of the last ``m`` new positions: all ``n`` when ``logits_to_keep`` is
+    ``None``, else the last ``min(logits_to_keep, n)``.
+    """
     batch, n = tokens.shape
     positions = context.lengths[:, None] + torch.arange(n)  # [b, n] logical positions
     new_live = torch.ones(batch, n, dtype=torch.bool)
     live = torch.cat([context.live, new_live], dim=1)  # [b, P + n]
-    logits, cache = model.forward(tokens, context.cache, live, positions)
+    if logits_to_keep is None:
+        logits, cache = model.forward(tokens, context.cache, live, positions)
+    else:
+        if isinstance(logits_to_keep, bool) or not isinstance(logits_to_keep, int):
+            raise TypeError(f"logits_to_keep must be an int, got {type(logits_to_keep).__name__}.")
+        if logits_to_keep < 1:
+            raise ValueError(f"logits_to_keep must be >= 1, got {logits_to_keep}.")
+        keep = min(logits_to_keep, n)
+        logits, cache = model.forward(tokens, context.cache, live, positions, keep)
+        if logits.shape[1] != keep:  # a model that ignores the hint
+            logits = logits[:, -keep:]
     return logits, Context(cache=cache, live=live)
 
 

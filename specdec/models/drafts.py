@@ -12,9 +12,15 @@ draft                      agreement  why it is cheaper
 ``truncated_copy(m, 12)``  ~0.13      12 of 30 decoder layers: 40% of the layer compute
 =========================  =========  ==================================================
 
-Every function deep-copies its argument and returns the new model in eval mode; the target
-(its parameters, buffers, config and generation config) is never touched. Weight tying
-survives the copy (``copy.deepcopy`` keeps shared parameters shared).
+Every function returns a new model in eval mode and never touches the target (its parameters,
+buffers, config and generation config). By default the new model is a deep copy; weight tying
+survives it (``copy.deepcopy`` keeps shared parameters shared). With ``share_weights=True``
+the draft reuses the target's own tensors where it needs the same values, so it adds little
+memory: ``truncated_copy`` then copies no weight at all (the draft *is* the target's first
+layers, embeddings, final norm and head; 1.0x the target's weights instead of 1 + n/L), and
+``int8_dynamic_copy`` shares the float32 embeddings and head (on SmolLM2-135M those are 21% of
+the weights, 113 MB) instead of copying them. Shared tensors are read-only in inference; a
+caller who trains or edits one model changes the other.
 """
 
 import copy
@@ -27,6 +33,11 @@ from transformers import PreTrainedModel
 __all__ = ["bfloat16_copy", "int8_dynamic_copy", "truncated_copy"]
 
 
+def _check_flag(share_weights: object) -> None:
+    if not isinstance(share_weights, bool):
+        raise TypeError(f"share_weights must be a bool, got {type(share_weights).__name__}.")
+
+
 def _check_model(model: object) -> PreTrainedModel:
     if not isinstance(model, PreTrainedModel):
         raise TypeError(
@@ -35,10 +46,35 @@ def _check_model(model: object) -> PreTrainedModel:
     return model
 
 
-def _fresh_copy(model: PreTrainedModel) -> PreTrainedModel:
-    """A deep copy in eval mode (parameters, buffers and configs all new objects)."""
-    clone = copy.deepcopy(model)
+def _fresh_copy(model: PreTrainedModel, keep: tuple[nn.Parameter, ...] = ()) -> PreTrainedModel:
+    """A deep copy in eval mode; the parameters in ``keep`` are shared, not copied."""
+    clone = copy.deepcopy(model, memo={id(parameter): parameter for parameter in keep})
     clone.eval()  # type: ignore[no-untyped-call]
+    return clone
+
+
+def _embedding_parameters(model: PreTrainedModel) -> tuple[nn.Parameter, ...]:
+    """The input embeddings' and the language-model head's weights (one if tied)."""
+    found: list[nn.Parameter] = []
+    for getter in (model.get_input_embeddings, model.get_output_embeddings):
+        module = getter()
+        weight = getattr(module, "weight", None)
+        if isinstance(weight, nn.Parameter) and all(weight is not f for f in found):
+            found.append(weight)
+    return tuple(found)
+
+
+def _shallow(module: nn.Module) -> nn.Module:
+    """A new module object over the same parameters, buffers and child modules.
+
+    Every container in the module's ``__dict__`` (``_modules``, ``_parameters``, ``_buffers``,
+    the hook dictionaries) is copied, so replacing a child or registering a hook on either
+    object leaves the other unchanged; the tensors and children themselves are shared.
+    """
+    clone = copy.copy(module)
+    for name, value in vars(module).items():
+        if isinstance(value, dict | set | list):
+            clone.__dict__[name] = copy.copy(value)
     return clone
 
 
@@ -72,7 +108,7 @@ def bfloat16_copy(model: PreTrainedModel) -> PreTrainedModel:
     return clone
 
 
-def int8_dynamic_copy(model: PreTrainedModel) -> PreTrainedModel:
+def int8_dynamic_copy(model: PreTrainedModel, *, share_weights: bool = False) -> PreTrainedModel:
     """A deep copy of ``model`` with its ``nn.Linear`` layers dynamically quantised to int8.
 
     ``torch.ao.quantization.quantize_dynamic`` replaces every ``nn.Linear`` *inside the
@@ -85,6 +121,8 @@ def int8_dynamic_copy(model: PreTrainedModel) -> PreTrainedModel:
 
     Args:
         model: a float32 transformers causal LM. Left unchanged.
+        share_weights: reuse the target's input-embedding and head tensors (the only large
+            float weights the copy keeps) instead of copying them.
 
     Returns:
         A new model in eval mode (CPU only: dynamic quantised kernels are CPU kernels).
@@ -101,7 +139,9 @@ def int8_dynamic_copy(model: PreTrainedModel) -> PreTrainedModel:
         >>> draft.model.layers[0].mlp.down_proj.weight().dtype, draft.lm_head.weight.dtype
         (torch.qint8, torch.float32)
     """
-    clone = _fresh_copy(_check_model(model))
+    _check_model(model)
+    _check_flag(share_weights)
+    clone = _fresh_copy(model, _embedding_parameters(model) if share_weights else ())
     if clone.dtype != torch.float32:
         raise ValueError(
             f"model must be float32 for int8 dynamic quantisation, got {clone.dtype}; "
@@ -135,8 +175,10 @@ def _decoder_layers(model: PreTrainedModel) -> tuple[nn.Module, str, nn.ModuleLi
     )
 
 
-def truncated_copy(model: PreTrainedModel, num_layers: int) -> PreTrainedModel:
-    """A deep copy of ``model`` keeping only its first ``num_layers`` decoder layers.
+def truncated_copy(
+    model: PreTrainedModel, num_layers: int, *, share_weights: bool = False
+) -> PreTrainedModel:
+    """A copy of ``model`` keeping only its first ``num_layers`` decoder layers.
 
     The embeddings, the final norm and the language-model head are kept, so the copy is an
     "early exit" of the target after ``num_layers`` layers. ``config.num_hidden_layers`` is
@@ -147,6 +189,10 @@ def truncated_copy(model: PreTrainedModel, num_layers: int) -> PreTrainedModel:
         model: a transformers causal LM whose decoder layers form one ``nn.ModuleList`` (Llama,
             Qwen2, Gemma: ``model.model.layers``; GPT-2: ``model.transformer.h``). Left unchanged.
         num_layers: how many layers to keep, ``1 <= num_layers <= config.num_hidden_layers``.
+        share_weights: build the draft over the target's own modules (no weight copied: new
+            module objects only on the path from the root to the layer list, a new config and
+            generation config) instead of a deep copy. Its layers keep their ``layer_idx``
+            ``0 .. num_layers - 1``, so its caches are its own.
 
     Returns:
         A new model in eval mode with ``num_layers`` decoder layers.
@@ -171,12 +217,38 @@ def truncated_copy(model: PreTrainedModel, num_layers: int) -> PreTrainedModel:
         raise ValueError(
             f"num_layers must lie in [1, {total}] (the model's decoder layers), got {num_layers}."
         )
+    _check_flag(share_weights)
     _decoder_layers(model)  # fail before copying when the layout is unknown
-    clone = _fresh_copy(model)
+    clone = _shared_structure(model) if share_weights else _fresh_copy(model)
     parent, attribute, layers = _decoder_layers(clone)
-    setattr(parent, attribute, nn.ModuleList(list(layers)[:num_layers]))
+    parent._modules[attribute] = nn.ModuleList(list(layers)[:num_layers])
     clone.config.num_hidden_layers = num_layers
     layer_types = getattr(clone.config, "layer_types", None)
     if isinstance(layer_types, list):
         clone.config.layer_types = layer_types[:num_layers]
     return clone
+
+
+def _shared_structure(model: PreTrainedModel) -> PreTrainedModel:
+    """New module objects from the root down to the layer list's parent, all else shared.
+
+    The new modules get one new config (a deep copy) wherever the old ones held the target's.
+    """
+    parent, _, _ = _decoder_layers(model)
+    path = next(name for name, module in model.named_modules() if module is parent)
+    config = copy.deepcopy(model.config)
+    root = _shallow(model)
+    node = root
+    for name in [*path.split("."), ""] if path else [""]:
+        if getattr(node, "config", None) is model.config:
+            node.__dict__["config"] = config
+        if name:
+            child = node._modules[name]
+            assert child is not None
+            copied = _shallow(child)
+            node._modules[name] = copied
+            node = copied
+    root.__dict__["generation_config"] = copy.deepcopy(model.generation_config)
+    root.eval()
+    assert isinstance(root, PreTrainedModel)
+    return root

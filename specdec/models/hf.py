@@ -54,8 +54,13 @@ class HFModel:
         cache: KVCache | None,
         attention_mask: Bool[Tensor, "batch total"],
         position_ids: Int[Tensor, "batch n"],
-    ) -> tuple[Float[Tensor, "batch n vocab"], KVCache]:
-        """Run the model on the new tokens after ``cache``."""
+        logits_to_keep: int | None = None,
+    ) -> tuple[Float[Tensor, "batch m vocab"], KVCache]:
+        """Run the model on the new tokens after ``cache``.
+
+        ``logits_to_keep`` goes to the transformers model, whose head then runs on the last
+        ``logits_to_keep`` positions only (all positions when ``None``).
+        """
         past = DynamicCache() if cache is None else make_cache(layer_tensors(cache), DynamicCache())
         with torch.no_grad():
             output = self.model(
@@ -64,6 +69,7 @@ class HFModel:
                 attention_mask=attention_mask.long(),
                 position_ids=position_ids,
                 use_cache=True,
+                logits_to_keep=0 if logits_to_keep is None else logits_to_keep,
             )
         new_cache = output.past_key_values
         if not isinstance(new_cache, DynamicCache):

@@ -32,8 +32,12 @@ class ToyLM:
         cache: KVCache | None,
         attention_mask: Bool[Tensor, "batch total"],
         position_ids: Int[Tensor, "batch n"],
-    ) -> tuple[Float[Tensor, "batch n vocab"], KVCache]:
-        """Next-token log-probabilities after each new token, from the live tokens before it."""
+        logits_to_keep: int | None = None,
+    ) -> tuple[Float[Tensor, "batch m vocab"], KVCache]:
+        """Next-token log-probabilities after each new token, from the live tokens before it.
+
+        Only the last ``logits_to_keep`` new positions are returned when it is given.
+        """
         del position_ids  # the toy law depends on live tokens only, found through the mask
         batch, n = input_ids.shape
         new = input_ids.to(torch.float64)[:, None, :, None]  # [b, 1, n, 1]
@@ -54,4 +58,6 @@ class ToyLM:
         tail = torch.where(ranks < 0, self.model.vocab_size, tail)  # start symbol before the text
         probs = self.model.float_probs(tail.reshape(batch * n, order))  # [b*n, V]
         logits = torch.log(probs).reshape(batch, n, -1)
+        if logits_to_keep is not None:
+            logits = logits[:, n - min(logits_to_keep, n) :]
         return logits, ((stored, stored),)
