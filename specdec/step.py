@@ -9,9 +9,10 @@ Invariants between steps, for each row whose committed text is ``s``:
   corrected token ``y`` is never in the target cache when it is emitted; it becomes the next
   pending token, so it is folded into the next verification pass.
 * the **draft** context holds ``s[:-w]`` and its pending tokens are ``s[-w:]``: the whole prompt
-  at the first step, then ``w = 2``. Re-reading one committed token costs one position in a
-  pass the draft makes anyway, and it makes "all ``k`` accepted" (where ``x_k`` never entered
-  the draft cache) the same case as any other.
+  at the first step, then ``w = 1`` (the draft already read every accepted draft) unless some
+  row of the batch accepted all ``k`` drafts, where ``x_k`` never entered the draft cache: then
+  ``w = 2`` for every row, the other rows re-reading one committed token (one more position in
+  a pass the draft makes anyway, so the batch stays rectangular).
 """
 
 import time
@@ -196,16 +197,22 @@ def speculative_step(
     # 4. Roll both caches back to the accepted prefix.
     accepted = verdict.num_accepted  # j, [b]
     next_target = keep_new(state.target, target_context, state.target_pending.shape[1] + accepted)
-    next_draft = keep_new(state.draft, draft_context, state.draft_pending.shape[1] - 1 + accepted)
+    # The draft read x_1 .. x_{k-1}: it holds s'[:-1] unless a row accepted all k (x_k unread).
+    width = 2 if bool((accepted == k).any()) else 1
+    kept = state.draft_pending.shape[1] - (width - 1) + accepted
+    next_draft = keep_new(state.draft, draft_context, kept)
     # 5. The emitted token y becomes pending: it is folded into the next verification pass.
     emitted = verdict.tokens.gather(1, accepted[:, None])  # y, [b, 1]
-    before = block.tokens.gather(1, (accepted - 1).clamp(min=0)[:, None])
-    before = torch.where(accepted[:, None] > 0, before, state.target_pending[:, -1:])  # s'[-2]
+    draft_pending = emitted
+    if width == 2:
+        before = block.tokens.gather(1, (accepted - 1).clamp(min=0)[:, None])
+        before = torch.where(accepted[:, None] > 0, before, state.target_pending[:, -1:])
+        draft_pending = torch.cat([before, emitted], dim=1)  # s'[-2:]
     next_state = StepState(
         target=next_target,
         draft=next_draft,
         target_pending=emitted,
-        draft_pending=torch.cat([before, emitted], dim=1),
+        draft_pending=draft_pending,
     )
     finished = time.perf_counter()
     return StepOutcome(

@@ -249,3 +249,14 @@ def test_step_rejects_bad_lengths(lengths: torch.Tensor, error: type, message: s
             verify_uniforms=torch.full((3, 3), 0.5, dtype=torch.float64),
             lengths=lengths,
         )
+
+
+def test_draft_rereads_a_committed_token_only_after_all_drafts_were_accepted() -> None:
+    draft = _Recorder(DRAFT)
+    out = generate_speculative(TARGET, draft, PROMPT[:1], k=3, max_new_tokens=30, generator=_gen(8))
+    accepted = out.accepted[:, 0].tolist()
+    assert 3 in accepted[:-2] and min(accepted[:-2]) < 3, "both cases should occur"
+    firsts = draft.widths[::3]  # every step but the last drafts 3 tokens: one pass each
+    assert firsts[0] == PROMPT.shape[1]
+    for step in range(1, out.num_steps - 1):
+        assert firsts[step] == (2 if accepted[step - 1] == 3 else 1), step
