@@ -51,8 +51,9 @@ Times are wall-clock (``time.perf_counter``) around the whole call, prompt pass 
 torch's default thread count (``--threads`` overrides it: on a machine shared with other busy
 processes, 2 OpenMP threads on 2 cores stall at every parallel region whenever one of them is
 descheduled, and 1 thread gives far steadier numbers). Each prompt runs every method for one
-draft and ``k`` back to back in the order transformers, specdec, specdec, transformers (each
-method runs ``--repeats`` times, 2 by default, in that mirrored order), with the autoregressive
+draft and ``k`` back to back, each method ``--repeats`` times (1 by default) in the order
+transformers, specdec (then specdec, transformers for a second repeat, and so on), reversed on
+every other prompt, so neither method always runs first; the autoregressive
 baselines re-measured at the start and middle of each draft's ``k`` sweep, so slow drift of the
 machine hits all methods alike; the 1-minute load average before and after is recorded (other
 processes on a shared 2-core machine slow everything, and the table cannot undo that). Greedy
@@ -61,7 +62,7 @@ positions are counted.
 
 Usage::
 
-    python benchmarks/bench_generate.py           # full run (10-20 min, 2 cores) -> benchmarks/out
+    python benchmarks/bench_generate.py           # full run (about 30 min, 2 cores) -> benchmarks/out
     python benchmarks/bench_generate.py --quick   # tiny random Llama: a smoke test of seconds
     python benchmarks/bench_generate.py --out-dir DIR
     python benchmarks/bench_generate.py --ks 1,8 --prompts 1 --repeats 1   # a partial run
@@ -97,6 +98,8 @@ SEED = 0
 QUESTIONS = (  # chat prompts with long answers (64 tokens before any EOS)
     "Write a short poem about the sea.",
     "Tell me a story about a dragon.",
+    "Give me three tips for learning to cook.",
+    "Describe a walk in a forest in autumn.",
 )
 NEW_TOKENS = 64
 KS = tuple(range(1, 9))
@@ -124,7 +127,7 @@ parser.add_argument("--k", type=int, default=MEMORY_K)
 parser.add_argument("--ks", help="comma-separated k values (default 1..8; a partial run)")
 parser.add_argument("--prompts", type=int, help="use only the first N prompts (a partial run)")
 parser.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
-parser.add_argument("--repeats", type=int, default=2, help="runs of each method per setting")
+parser.add_argument("--repeats", type=int, default=1, help="runs of each method per setting")
 args = parser.parse_args()
 if args.threads:
     torch.set_num_threads(args.threads)
@@ -435,9 +438,9 @@ for prompt_index, prompt in enumerate(prompts):
         for k in ks:
             if len(ks) > 2 and k == ks[len(ks) // 2]:
                 measure_baselines(prompt_index)
-            order = ["hf", "spec", "spec", "hf"] * (args.repeats // 2) + ["hf", "spec"] * (
-                args.repeats % 2
-            )
+            order = ["hf", "spec", "spec", "hf"] * (args.repeats // 2)
+            order += ["hf", "spec"] * (args.repeats % 2)
+            order = order[::-1] if prompt_index % 2 else order
             for method in order:
                 row = next(r for r in rows if r["draft"] == name and r["k"] == k)
                 if method == "hf":
