@@ -17,6 +17,12 @@ prompts, all measured in the same run (timings are reported, never asserted):
   script sets ``num_assistant_tokens=k``, schedule ``"constant"`` and threshold ``0`` on the
   draft's config (and passes the first two to ``generate`` too). A forward hook counts the
   target's calls, so the table shows transformers' tokens per round as a check.
+* milliseconds per step (specdec) and per round (transformers: one target call each, counted by
+  a forward hook), the whole call over the number of steps or rounds: the cost of one draft-and-
+  verify cycle, whatever the acceptance. Greedy acceptance depends on the draft's exact numbers
+  (the int8 draft quantises each call's activations with one scale for all its tokens, so how
+  a library groups tokens into calls changes near-ties), so tokens per round can differ between
+  the two libraries on the same pair; the cost per round cannot hide behind that.
 * the acceptance rate ``alpha``: the per-token acceptance estimated from the accepted counts
   ``tau`` of every step. Under greedy verification ``P(tau >= i) = alpha^i`` (i.i.d. model), so
   the maximum-likelihood estimate is accepted drafts over (accepted drafts + rejections):
@@ -62,7 +68,7 @@ positions are counted.
 
 Usage::
 
-    python benchmarks/bench_generate.py           # full run (about 30 min, 2 cores) -> benchmarks/out
+    python benchmarks/bench_generate.py           # full run (~30 min, 2 cores) -> benchmarks/out
     python benchmarks/bench_generate.py --quick   # tiny random Llama: a smoke test of seconds
     python benchmarks/bench_generate.py --out-dir DIR
     python benchmarks/bench_generate.py --ks 1,8 --prompts 1 --repeats 1   # a partial run
@@ -190,11 +196,13 @@ def own_bytes(draft: PreTrainedModel, target: PreTrainedModel) -> int:
     """Bytes of the draft's tensors (parameters, buffers, packed int8 weights) not the target's."""
     shared = {t.data_ptr() for t in target.state_dict().values() if isinstance(t, Tensor)}
     total = 0
-    for value in draft.state_dict().values():
-        if not isinstance(value, Tensor):
-            continue
-        if value.is_quantized or value.data_ptr() not in shared:  # packed int8: always own
-            total += value.numel() * value.element_size()
+    pending: list[Any] = list(draft.state_dict().values())
+    while pending:  # quantised linears store a (weight, bias) tuple of packed parameters
+        value = pending.pop()
+        if isinstance(value, tuple | list):
+            pending.extend(value)
+        elif isinstance(value, Tensor) and (value.is_quantized or value.data_ptr() not in shared):
+            total += value.numel() * value.element_size()  # packed int8: always the draft's own
     return total
 
 
@@ -375,23 +383,38 @@ context_ids = torch.cat([prompts[0], reference_tokens[reference_tokens >= 0][Non
 probe = torch.randint(0, target.vocab_size, (1, max(ks) + 1), generator=torch.Generator())
 
 
-def step_seconds(lm: HFModel, width: int) -> float:
-    """Median seconds of one ``extend`` of ``width`` tokens after ``context_ids``."""
-    _, context = extend(lm, empty_context(1), context_ids)
-    times = [timed(extend, lm, context, probe[:, :width])[1] for _ in range(cost_repeats)]
-    return statistics.median(times)
+def measure_costs() -> dict[str, float]:
+    """Median seconds of one ``extend`` after ``context_ids``: the target on 1 and ``k+1``
+    tokens, each draft on 1. The calls are interleaved round by round (``cost_repeats``
+    rounds), so a slow spell of the machine hits every quantity alike."""
+    calls = {"target_1": (target, 1)}
+    calls.update({f"draft_{name}": (drafts[name], 1) for name in DRAFT_NAMES})
+    calls.update({f"target_{k + 1}": (target, k + 1) for k in ks})
+    contexts = {key: extend(lm, empty_context(1), context_ids)[1] for key, (lm, _) in calls.items()}
+    times: dict[str, list[float]] = {key: [] for key in calls}
+    for _ in range(cost_repeats):
+        for key, (lm, width) in calls.items():
+            times[key].append(timed(extend, lm, contexts[key], probe[:, :width])[1])
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
-target_one = step_seconds(target, 1)
-cost_ratio = {name: step_seconds(drafts[name], 1) / target_one for name in DRAFT_NAMES}
-target_one = statistics.median([target_one, step_seconds(target, 1)])  # re-measured after drafts
-verify_cost = {k: step_seconds(target, k + 1) / target_one for k in ks}
-results["cost_model"] = {
-    "context_length": int(context_ids.shape[1]),
-    "target_one_token_s": target_one,
-    "c": cost_ratio,
-    "v": {str(k): value for k, value in verify_cost.items()},
-}
+cost_samples = [measure_costs()]  # re-measured before each prompt's sweep; medians are used
+
+
+def cost_model() -> tuple[float, dict[str, float], dict[int, float]]:
+    """Target seconds per token, c per draft and v(k): medians over the measurements so far."""
+    one = [sample["target_1"] for sample in cost_samples]
+    ratio = {
+        name: statistics.median(s[f"draft_{name}"] / s["target_1"] for s in cost_samples)
+        for name in DRAFT_NAMES
+    }
+    verify = {
+        k: statistics.median(s[f"target_{k + 1}"] / s["target_1"] for s in cost_samples) for k in ks
+    }
+    return statistics.median(one), ratio, verify
+
+
+target_one, cost_ratio, verify_cost = cost_model()
 print(f"cost model at context {context_ids.shape[1]}: target 1 token {target_one * 1e3:.1f} ms")
 print("  c = " + ", ".join(f"{name} {value:.3f}" for name, value in cost_ratio.items()))
 print("  v(k) = " + ", ".join(f"{k}: {value:.2f}" for k, value in verify_cost.items()), flush=True)
@@ -433,6 +456,8 @@ for name in DRAFT_NAMES:
     for k in ks:
         rows.append({"draft": name, "k": k, "runs": [], "hf_runs": []})
 for prompt_index, prompt in enumerate(prompts):
+    if prompt_index:
+        cost_samples.append(measure_costs())
     for name in DRAFT_NAMES:
         measure_baselines(prompt_index)
         for k in ks:
@@ -492,6 +517,15 @@ def rate(pairs: list[tuple[int, float]], tokens_per_prompt: dict[int, int]) -> f
     return total_tokens / total_seconds
 
 
+target_one, cost_ratio, verify_cost = cost_model()  # medians over every prompt's measurement
+results["cost_model"] = {
+    "context_length": int(context_ids.shape[1]),
+    "measurements": len(cost_samples),
+    "target_one_token_s": target_one,
+    "c": cost_ratio,
+    "v": {str(k): value for k, value in verify_cost.items()},
+    "samples": cost_samples,
+}
 reference_counts = {index: int(tokens.numel()) for index, tokens in reference.items()}
 ar_rate = rate(baseline["specdec_ar"], reference_counts)
 ar_decode_rate = sum(t for t, _ in ar_decode) / sum(s for _, s in ar_decode)
@@ -520,6 +554,12 @@ for row in rows:
             "spec_tokens_per_s": spec_rate,
             "hf_assisted_tokens_per_s": hf_rate,
             "spec_over_hf": spec_rate / hf_rate,
+            "spec_ms_per_step": 1e3
+            * sum(r["spec_s"] for r in runs)
+            / sum(len(r["accepted"]) for r in runs),
+            "hf_ms_per_round": 1e3
+            * sum(r["hf_s"] for r in hf_runs)
+            / max(1, sum(r["hf_rounds"] for r in hf_runs)),
             "measured_speedup": measured,
             "hf_speedup": hf_rate / ar_rate,
             "textbook": walltime_improvement(min(alpha, 1.0), k, cost_ratio[row["draft"]]),
@@ -584,7 +624,9 @@ lines = [
     f"transformers greedy {hf_greedy_rate:.2f} tok/s "
     f"({mismatches['specdec_ar_vs_hf_greedy']} mismatched tokens between them).",
     "",
-    f"Cost model at context {context_ids.shape[1]}: target 1 token {target_one * 1e3:.1f} ms; "
+    f"Cost model at context {context_ids.shape[1]} (medians over {len(cost_samples)} "
+    f"interleaved measurements, one before each prompt): target 1 token "
+    f"{target_one * 1e3:.1f} ms; "
     + "c = "
     + ", ".join(f"{name} {value:.3f}" for name, value in cost_ratio.items())
     + "; v(k) = "
@@ -592,15 +634,16 @@ lines = [
     + ".",
     "",
     "| draft | k | α | E[tok/step] | HF tok/round | specdec tok/s | HF assisted tok/s | "
-    "specdec/HF | speed-up | HF speed-up | textbook | refined | decode speed-up | "
-    "decode/refined | mismatches (spec, HF) |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "specdec/HF | ms per step (spec, HF) | speed-up | HF speed-up | textbook | refined | "
+    "decode speed-up | decode/refined | mismatches (spec, HF) |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 for row in rows:
     lines.append(
         f"| {row['draft']} | {row['k']} | {row['alpha']:.3f} | {row['tokens_per_step']:.2f} | "
         f"{row['hf_tokens_per_round']:.2f} | {row['spec_tokens_per_s']:.2f} | "
         f"{row['hf_assisted_tokens_per_s']:.2f} | {row['spec_over_hf']:.2f} | "
+        f"{row['spec_ms_per_step']:.0f}, {row['hf_ms_per_round']:.0f} | "
         f"{row['measured_speedup']:.2f} | {row['hf_speedup']:.2f} | {row['textbook']:.2f} | "
         f"{row['refined']:.2f} | {row['decode_speedup']:.2f} | {row['decode_over_refined']:.2f} | "
         f"{row['mismatched_tokens']}, {row['hf_mismatched_tokens']} |"
