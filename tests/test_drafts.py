@@ -289,3 +289,11 @@ def test_greedy_speculative_with_a_shared_truncated_draft_equals_autoregressive(
     assert torch.equal(out.tokens, reference.tokens)
     if num_layers == LAYERS:  # the draft is the target: every full-length draft accepted
         assert out.accepted[:-1].eq(3).all()
+
+
+def test_draft_makers_are_exported_by_specdec_models() -> None:
+    import specdec.models
+
+    assert specdec.models.truncated_copy is truncated_copy
+    assert specdec.models.int8_dynamic_copy is int8_dynamic_copy
+    assert specdec.models.bfloat16_copy is bfloat16_copy
