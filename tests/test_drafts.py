@@ -27,32 +27,25 @@ LAYERS = 3
 PROMPT = torch.tensor([[1, 5, 7, 2], [3, 3, 9, 30]])
 
 
+SIZES = {  # Llama and Qwen2 share these config fields
+    "vocab_size": VOCAB,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": LAYERS,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+}
+
+
 def _llama(seed: int = 0, tie: bool = True) -> LlamaForCausalLM:
     torch.manual_seed(seed)  # tests only: model initialisation has no generator argument
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        tie_word_embeddings=tie,
-    )
+    config = LlamaConfig(**SIZES, max_position_embeddings=64, tie_word_embeddings=tie)
     return LlamaForCausalLM(config).eval()
 
 
 def _qwen2() -> Qwen2ForCausalLM:
     torch.manual_seed(1)
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    return Qwen2ForCausalLM(config).eval()
+    return Qwen2ForCausalLM(Qwen2Config(**SIZES)).eval()
 
 
 def _gpt2() -> GPT2LMHeadModel:

@@ -218,8 +218,8 @@ def truncated_copy(
             f"num_layers must lie in [1, {total}] (the model's decoder layers), got {num_layers}."
         )
     _check_flag(share_weights)
-    _decoder_layers(model)  # fail before copying when the layout is unknown
-    clone = _shared_structure(model) if share_weights else _fresh_copy(model)
+    parent, _, _ = _decoder_layers(model)  # fail before copying when the layout is unknown
+    clone = _shared_structure(model, parent) if share_weights else _fresh_copy(model)
     parent, attribute, layers = _decoder_layers(clone)
     parent._modules[attribute] = nn.ModuleList(list(layers)[:num_layers])
     clone.config.num_hidden_layers = num_layers
@@ -229,25 +229,22 @@ def truncated_copy(
     return clone
 
 
-def _shared_structure(model: PreTrainedModel) -> PreTrainedModel:
-    """New module objects from the root down to the layer list's parent, all else shared.
-
-    The new modules get one new config (a deep copy) wherever the old ones held the target's.
-    """
-    parent, _, _ = _decoder_layers(model)
+def _shared_structure(model: PreTrainedModel, parent: nn.Module) -> PreTrainedModel:
+    """New module objects from the root down to ``parent`` (the layer list's holder), all else
+    shared; the new modules get one new config (a deep copy) wherever the old ones held the
+    target's, and the root a new generation config."""
     path = next(name for name, module in model.named_modules() if module is parent)
+    copied = [_shallow(model)]  # the root, then each module on the path to ``parent``
+    for name in path.split(".") if path else []:
+        child = copied[-1]._modules[name]
+        assert child is not None
+        copied.append(_shallow(child))
+        copied[-2]._modules[name] = copied[-1]
     config = copy.deepcopy(model.config)
-    root = _shallow(model)
-    node = root
-    for name in [*path.split("."), ""] if path else [""]:
-        if getattr(node, "config", None) is model.config:
-            node.__dict__["config"] = config
-        if name:
-            child = node._modules[name]
-            assert child is not None
-            copied = _shallow(child)
-            node._modules[name] = copied
-            node = copied
+    for module in copied:
+        if getattr(module, "config", None) is model.config:
+            module.__dict__["config"] = config
+    root = copied[0]
     root.__dict__["generation_config"] = copy.deepcopy(model.generation_config)
     root.eval()
     assert isinstance(root, PreTrainedModel)
