@@ -116,11 +116,14 @@ def check_logits(name: str, value: object) -> Tensor:
         raise ValueError(f"{name} must have a non-empty vocabulary (last) dimension, got 0.")
     if logits.numel() == 0:
         return logits
-    if bool(torch.isnan(logits).any()):
+    # One pass: the row maximum is NaN iff the row holds a NaN (amax propagates it), +inf iff
+    # it holds +inf (and no NaN), and -inf iff every entry is -inf.
+    highest = logits.amax(dim=-1)
+    if bool(torch.isnan(highest).any()):
         raise ValueError(f"{name} must not contain NaN.")
-    if bool((logits == math.inf).any()):
+    if bool((highest == math.inf).any()):
         raise ValueError(f"{name} must not contain +inf.")
-    if not bool((logits > -math.inf).any(dim=-1).all()):
+    if bool((highest == -math.inf).any()):
         raise ValueError(f"{name} has a row whose entries are all -inf; no token can be chosen.")
     return logits
 

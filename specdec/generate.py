@@ -28,7 +28,6 @@ from torch import Tensor
 
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.noise import uniforms
-from specdec.sampling import sample
 from specdec.step import SamplingOptions, StepState, speculative_step
 from specdec.types import VerifyRule
 from specdec.verify.tokens import verify_tokens
@@ -165,7 +164,6 @@ def generate_autoregressive(
     prompt = _check_prompt(prompt_ids, model.vocab_size)
     budget = _check_budget(model, prompt, max_new_tokens, 0)
     options = SamplingOptions(temperature, top_k, top_p, min_p)
-    options.probs(torch.zeros(1, model.vocab_size))  # validate the options before any work
     batch = prompt.shape[0]
     out = torch.full((batch, budget), -1, dtype=torch.int64)
     produced = torch.zeros(batch, dtype=torch.int64)
@@ -176,7 +174,7 @@ def generate_autoregressive(
     while not bool(done.all()):
         start = time.perf_counter()
         logits, context = extend(model, context, pending, logits_to_keep=1)
-        token = sample(options.probs(logits[:, -1]), _draw(generator, batch, 1)[:, 0])
+        token, _ = options.draw(logits[:, -1], _draw(generator, batch, 1)[:, 0])
         middle = time.perf_counter()
         out, produced, done = _append(
             out, produced, done, token[:, None], torch.ones_like(token), eos_token_id
@@ -249,8 +247,6 @@ def generate_speculative(
         top_p if draft_top_p is None else draft_top_p,
         min_p if draft_min_p is None else draft_min_p,
     )
-    for options in (target_options, draft_options):
-        options.probs(torch.zeros(1, target.vocab_size))  # validate before any work
     batch = prompt.shape[0]
     out = torch.full((batch, budget), -1, dtype=torch.int64)
     produced = torch.zeros(batch, dtype=torch.int64)

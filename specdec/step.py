@@ -16,6 +16,7 @@ Invariants between steps, for each row whose committed text is ``s``:
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,19 +26,25 @@ from torch import Tensor
 from specdec.models.base import CausalLM, Context, extend, keep_new
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
-from specdec.warp import warp_probs
+from specdec.verify.greedy import verify_greedy
+from specdec.verify.rules import exact_match_rule, greedy_rule
+from specdec.verify.tokens import verify_tokens
+from specdec.warp import _check_options, point_mass, warp_probs
 
 __all__ = ["DraftBlock", "SamplingOptions", "StepOutcome", "StepState", "speculative_step"]
 
 
 @dataclass(frozen=True)
 class SamplingOptions:
-    """How logits become the sampling law (``warp_probs``'s options)."""
+    """How logits become the sampling law (``warp_probs``'s options, checked on construction)."""
 
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_options(self.temperature, self.top_k, self.top_p, self.min_p)
 
     def probs(self, logits: Float[Tensor, "*batch vocab"]) -> Float[Tensor, "*batch vocab"]:
         """``warp_probs(logits, ...)`` with these options (float64)."""
@@ -48,6 +55,17 @@ class SamplingOptions:
             top_p=self.top_p,
             min_p=self.min_p,
         )
+
+    def draw(
+        self, logits: Float[Tensor, "batch vocab"], uniforms: Float[Tensor, " batch"]
+    ) -> tuple[Int[Tensor, " batch"], Float[Tensor, "batch vocab"]]:
+        """A token and the row it was sampled from: ``(sample(row, u), row)``, ``row =
+        self.probs(logits)``. At temperature 0 the row is a point mass, which every ``u``
+        samples to its argmax, so the inverse-CDF pass is skipped (same result, tested)."""
+        if self.temperature == 0:
+            return point_mass(logits)
+        row = self.probs(logits)
+        return sample(row, uniforms), row
 
 
 @dataclass(frozen=True)
@@ -95,8 +113,7 @@ def _draft(
     logits, context = extend(model, context, pending, logits_to_keep=1)
     tokens, rows = [], []
     for i in range(uniforms.shape[1]):
-        row = options.probs(logits[:, -1])  # q_i, [b, V]
-        token = sample(row, uniforms[:, i])  # x_{i+1} ~ q_i, the same tensor
+        token, row = options.draw(logits[:, -1], uniforms[:, i])  # x_{i+1} ~ q_i, [b], [b, V]
         tokens.append(token)
         rows.append(row)
         if i + 1 < uniforms.shape[1]:
@@ -104,21 +121,36 @@ def _draft(
     return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), context
 
 
+def _greedy_on_logits(
+    draft_tokens: Tensor, draft_probs: Tensor, target_logits: Tensor, uniforms: Tensor
+) -> Verification:
+    """``verify_greedy`` with the ``VerifyRule`` arguments, reading target *logits*."""
+    del draft_probs, uniforms
+    return verify_greedy(draft_tokens, target_logits)
+
+
+# Against a one-hot target (temperature 0) each of these rules is greedy verification, for any
+# draft law and any uniforms (proofs/theory.md, claim 6; tests/test_step_greedy.py checks the
+# step both ways): the step then verifies on the target logits, without float64 one-hot rows.
+_ONE_HOT_RULES: tuple[VerifyRule, ...] = (verify_tokens, exact_match_rule, greedy_rule)
+
+
 def _verify(
-    rule: VerifyRule,
+    rule: Callable[[Tensor, Tensor, Tensor, Tensor], Verification],
     block: DraftBlock,
-    target_probs: Tensor,
+    target_rows: Tensor,
     uniforms: Tensor,
     lengths: Tensor | None,
 ) -> Verification:
-    """``rule`` on the block; row ``r`` verifies its first ``lengths[r]`` drafts only.
+    """``rule`` on the block and the target rows (``[b, k+1, V]``: probabilities, or logits for
+    ``_greedy_on_logits``); row ``r`` verifies its first ``lengths[r]`` drafts only.
 
     Rows sharing a length are verified together on their sliced inputs, so row ``r``'s verdict
     is exactly the one a step drafting ``lengths[r]`` tokens would give with the same uniforms.
     """
     width = block.tokens.shape[1]
     if lengths is None or bool((lengths == width).all()):
-        return rule(block.tokens, block.probs, target_probs, uniforms)
+        return rule(block.tokens, block.probs, target_rows, uniforms)
     tokens = torch.full((block.tokens.shape[0], width + 1), -1, dtype=torch.int64)
     accepted = torch.zeros(block.tokens.shape[0], dtype=torch.int64)
     for length in torch.unique(lengths).tolist():
@@ -126,7 +158,7 @@ def _verify(
         verdict = rule(
             block.tokens[rows, :length],
             block.probs[rows, :length],
-            target_probs[rows, : length + 1],
+            target_rows[rows, : length + 1],
             uniforms[rows, : length + 1],
         )
         tokens[rows, : length + 1] = verdict.tokens
@@ -178,6 +210,12 @@ def speculative_step(
 
     Returns:
         ``StepOutcome``; ``verification.tokens [b, k+1]`` is the emitted block.
+
+    At target temperature 0 the library rules ``verify_tokens``, ``exact_match_rule`` and
+    ``greedy_rule`` all reduce to greedy verification (``proofs/theory.md`` claim 6), so the
+    step verifies on the target's logits without building one-hot rows; at draft temperature 0
+    the draft takes its argmax without an inverse-CDF pass. Both give the same tokens as the
+    general path (tested); any other rule always gets the warped probability rows.
     """
     lengths = _check_lengths(lengths, draft_uniforms.shape[0], draft_uniforms.shape[1])
     start = time.perf_counter()
@@ -191,8 +229,11 @@ def speculative_step(
     target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + k]
     target_logits, target_context = extend(target, state.target, target_input, k + 1)
     # 3. Verify the block against the warped target.
-    target_probs = target_options.probs(target_logits)
-    verdict = _verify(rule, block, target_probs, verify_uniforms, lengths)
+    if target_options.temperature == 0 and rule in _ONE_HOT_RULES:
+        verdict = _verify(_greedy_on_logits, block, target_logits, verify_uniforms, lengths)
+    else:
+        target_probs = target_options.probs(target_logits)
+        verdict = _verify(rule, block, target_probs, verify_uniforms, lengths)
     verified = time.perf_counter()
     # 4. Roll both caches back to the accepted prefix.
     accepted = verdict.num_accepted  # j, [b]

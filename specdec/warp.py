@@ -7,12 +7,12 @@ losslessness is with respect to ``warp_probs(target_logits, ...)`` at every pref
 import math
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_logits
 
-__all__ = ["warp_probs"]
+__all__ = ["point_mass", "warp_probs"]
 
 
 def _check_options(
@@ -34,6 +34,31 @@ def _check_options(
             raise TypeError(f"{name} must be a float or None, got {type(value).__name__}.")
         if not 0.0 < value <= 1.0:
             raise ValueError(f"{name} must lie in (0, 1] (or None to disable), got {value!r}.")
+
+
+def _point_mass(checked: Tensor) -> tuple[Tensor, Tensor]:
+    """Checked logits ``[*b, V]`` -> their argmax ``[*b]`` (first maximal index on ties) and its
+    one-hot float64 row: the law ``warp_probs`` gives at temperature 0.
+
+    The argmax is taken in the input dtype: widening to float64 keeps the order.
+    """
+    best = checked.argmax(dim=-1)
+    row = torch.zeros(checked.shape, dtype=torch.float64, device=checked.device)
+    return best, row.scatter_(-1, best.unsqueeze(-1), 1.0)
+
+
+def point_mass(
+    logits: Float[Tensor, "*batch vocab"],
+) -> tuple[Int[Tensor, "*batch"], Float[Tensor, "*batch vocab"]]:
+    """``(argmax, warp_probs(logits, temperature=0))``: the token and the law it is drawn from.
+
+    Sampling a point mass returns its token for every uniform, so at temperature 0 this is
+    ``(sample(row, u), row)`` for any ``u`` without the inverse-CDF pass (tested).
+
+    Raises:
+        TypeError: non-float logits. ValueError: NaN or ``+inf`` logits, a row of all ``-inf``.
+    """
+    return _point_mass(check_logits("logits", logits))
 
 
 def warp_probs(
@@ -88,11 +113,8 @@ def warp_probs(
     """
     checked = check_logits("logits", logits)
     _check_options(temperature, top_k, top_p, min_p)
-    if temperature == 0:  # argmax in the input dtype: widening to float64 keeps the order
-        best = checked.argmax(dim=-1, keepdim=True)  # first maximal index on ties
-        return torch.zeros(checked.shape, dtype=torch.float64, device=checked.device).scatter_(
-            -1, best, 1.0
-        )
+    if temperature == 0:
+        return _point_mass(checked)[1]
     scores = checked.to(torch.float64)
     vocab = scores.shape[-1]
     # Shift by the row maximum first: the maximum becomes 0, nothing overflows to +inf (which
