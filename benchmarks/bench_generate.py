@@ -68,7 +68,7 @@ positions are counted.
 
 Usage::
 
-    python benchmarks/bench_generate.py           # full run (~30 min, 2 cores) -> benchmarks/out
+    python benchmarks/bench_generate.py           # full run (~50 min, 2 cores) -> benchmarks/out
     python benchmarks/bench_generate.py --quick   # tiny random Llama: a smoke test of seconds
     python benchmarks/bench_generate.py --out-dir DIR
     python benchmarks/bench_generate.py --ks 1,8 --prompts 1 --repeats 1   # a partial run
@@ -78,6 +78,7 @@ import argparse
 import ctypes
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -106,6 +107,8 @@ QUESTIONS = (  # chat prompts with long answers (64 tokens before any EOS)
     "Tell me a story about a dragon.",
     "Give me three tips for learning to cook.",
     "Describe a walk in a forest in autumn.",
+    "Explain how a bicycle works to a child.",
+    "Write a letter to a friend about your holiday.",
 )
 NEW_TOKENS = 64
 KS = tuple(range(1, 9))
@@ -193,16 +196,19 @@ def make_draft(model: PreTrainedModel, name: str) -> PreTrainedModel:
 
 
 def own_bytes(draft: PreTrainedModel, target: PreTrainedModel) -> int:
-    """Bytes of the draft's tensors (parameters, buffers, packed int8 weights) not the target's."""
-    shared = {t.data_ptr() for t in target.state_dict().values() if isinstance(t, Tensor)}
+    """Bytes of the draft's tensors (parameters, buffers, packed int8 weights) not the target's;
+    a tensor reached twice (tied embeddings and head) counts once."""
+    seen = {t.data_ptr() for t in target.state_dict().values() if isinstance(t, Tensor)}
     total = 0
     pending: list[Any] = list(draft.state_dict().values())
     while pending:  # quantised linears store a (weight, bias) tuple of packed parameters
         value = pending.pop()
         if isinstance(value, tuple | list):
             pending.extend(value)
-        elif isinstance(value, Tensor) and (value.is_quantized or value.data_ptr() not in shared):
+        elif isinstance(value, Tensor) and (value.is_quantized or value.data_ptr() not in seen):
             total += value.numel() * value.element_size()  # packed int8: always the draft's own
+            if not value.is_quantized:
+                seen.add(value.data_ptr())
     return total
 
 
@@ -665,6 +671,21 @@ for entry in memory:
         + ("-" if entry["working_ratio"] is None else f"{entry['working_ratio']:.2f}")
         + " |"
     )
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+lines += [
+    "",
+    "Over the settings, specdec / transformers assisted: tokens/s geometric mean "
+    f"{geometric_mean([r['spec_over_hf'] for r in rows]):.3f} (median "
+    f"{statistics.median(r['spec_over_hf'] for r in rows):.3f}); ms per step / ms per round "
+    f"{geometric_mean([r['spec_ms_per_step'] / r['hf_ms_per_round'] for r in rows]):.3f}; "
+    "tokens per step / tokens per round "
+    f"{geometric_mean([r['tokens_per_step'] / r['hf_tokens_per_round'] for r in rows]):.3f}.",
+]
 lines += [
     "",
     "Goals: specdec tok/s >= transformers assisted on the same pair and k: "
