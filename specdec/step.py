@@ -23,6 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from specdec._checks import check_min_dim, check_shape, check_uniforms
 from specdec.models.base import CausalLM, Context, extend, keep_new
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
@@ -217,7 +218,15 @@ def speculative_step(
     the draft takes its argmax without an inverse-CDF pass. Both give the same tokens as the
     general path (tested); any other rule always gets the warped probability rows.
     """
-    lengths = _check_lengths(lengths, draft_uniforms.shape[0], draft_uniforms.shape[1])
+    draft_uniforms = check_uniforms("draft_uniforms", draft_uniforms)
+    verify_uniforms = check_uniforms("verify_uniforms", verify_uniforms)
+    check_min_dim("draft_uniforms", draft_uniforms, 2, "[b, k]")
+    batch, k = state.target_pending.shape[0], draft_uniforms.shape[-1]
+    check_shape("draft_uniforms", draft_uniforms, (batch, k), "[b, k]")
+    if k < 1:
+        raise ValueError("draft_uniforms must have k >= 1 columns (one per drafted token).")
+    check_shape("verify_uniforms", verify_uniforms, (batch, k + 1), "[b, k+1]")
+    lengths = _check_lengths(lengths, batch, k)
     start = time.perf_counter()
     # 1. Draft k tokens, keeping the exact rows they were sampled from.
     block, draft_context = _draft(

@@ -251,6 +251,36 @@ def test_step_rejects_bad_lengths(lengths: torch.Tensor, error: type, message: s
         )
 
 
+@pytest.mark.parametrize(
+    ("draft_uniforms", "verify_uniforms", "message"),
+    [
+        (torch.full((3, 2), 1.0), torch.full((3, 3), 0.5), r"draft_uniforms must lie in \[0, 1\)"),
+        (torch.full((3, 2), 0.5), torch.full((3, 3), -0.1), r"verify_uniforms must lie"),
+        (torch.full((3, 2), 0.5), torch.full((3, 2), 0.5), r"verify_uniforms must have shape"),
+        (torch.full((2, 2), 0.5), torch.full((2, 3), 0.5), r"draft_uniforms must have shape"),
+        (torch.full((3, 0), 0.5), torch.full((3, 1), 0.5), r"k >= 1"),
+        (torch.full((3,), 0.5), torch.full((3, 1), 0.5), r"at least 2 dimensions"),
+    ],
+)
+@pytest.mark.parametrize("temperature", [0.0, 1.0])  # the greedy shortcut checks them too
+def test_step_rejects_bad_uniforms(
+    draft_uniforms: torch.Tensor, verify_uniforms: torch.Tensor, message: str, temperature: float
+) -> None:
+    state = StepState(empty_context(3), empty_context(3), PROMPT, PROMPT)
+    options = SamplingOptions(temperature=temperature)
+    with pytest.raises(ValueError, match=message):
+        speculative_step(
+            TARGET,
+            DRAFT,
+            state,
+            rule=verify_tokens,
+            target_options=options,
+            draft_options=options,
+            draft_uniforms=draft_uniforms.double(),
+            verify_uniforms=verify_uniforms.double(),
+        )
+
+
 def test_draft_rereads_a_committed_token_only_after_all_drafts_were_accepted() -> None:
     draft = _Recorder(DRAFT)
     out = generate_speculative(TARGET, draft, PROMPT[:1], k=3, max_new_tokens=30, generator=_gen(8))
