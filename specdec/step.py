@@ -234,7 +234,6 @@ def speculative_step(
     )
     drafted = time.perf_counter()
     # 2. One target pass over [pending, x_1 .. x_k] gives p_0 .. p_k (its last k+1 rows).
-    k = block.tokens.shape[1]
     target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + k]
     target_logits, target_context = extend(target, state.target, target_input, k + 1)
     # 3. Verify the block against the warped target.

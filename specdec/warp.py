@@ -50,13 +50,33 @@ def _point_mass(checked: Tensor) -> tuple[Tensor, Tensor]:
 def point_mass(
     logits: Float[Tensor, "*batch vocab"],
 ) -> tuple[Int[Tensor, "*batch"], Float[Tensor, "*batch vocab"]]:
-    """``(argmax, warp_probs(logits, temperature=0))``: the token and the law it is drawn from.
+    r"""``(argmax, warp_probs(logits, temperature=0))``: the token and the law it is drawn from.
+
+    .. math::
+        y = \min \arg\max_x z(x), \qquad \pi = \mathbb{1}[\,\cdot = y\,], \qquad
+        \mathrm{sample}(\pi, u) = y \ \text{for every } u \in [0, 1)
 
     Sampling a point mass returns its token for every uniform, so at temperature 0 this is
-    ``(sample(row, u), row)`` for any ``u`` without the inverse-CDF pass (tested).
+    ``(sample(row, u), row)`` for any ``u`` without the inverse-CDF pass (tested in
+    ``tests/test_step_greedy.py``). Ties go to the lowest id, as in ``warp_probs``.
+
+    Args:
+        logits: ``[*batch, V]`` floating logits (``-inf`` allowed, NaN and ``+inf`` refused).
+
+    Returns:
+        ``[*batch]`` int64 tokens and ``[*batch, V]`` float64 one-hot rows.
 
     Raises:
         TypeError: non-float logits. ValueError: NaN or ``+inf`` logits, a row of all ``-inf``.
+
+    Example:
+        >>> import torch
+        >>> from specdec.warp import point_mass
+        >>> point_mass(torch.tensor([1.0, 3.0, 3.0]))
+        (tensor(1), tensor([0., 1., 0.], dtype=torch.float64))
+
+    References:
+        ``proofs/theory.md`` claim 6 (the tie rule; a one-hot target makes rejection greedy).
     """
     return _point_mass(check_logits("logits", logits))
 

@@ -225,6 +225,26 @@ def test_rows_with_different_budgets_left_verify_different_lengths_and_equal_row
     assert len(seen) > batch.num_steps, "some step should verify rows in separate groups"
 
 
+def _first_step(
+    options: SamplingOptions,
+    draft_uniforms: torch.Tensor,
+    verify_uniforms: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+) -> None:
+    """One ``verify_tokens`` step from the prompt, both models with ``options``."""
+    speculative_step(
+        TARGET,
+        DRAFT,
+        StepState(empty_context(3), empty_context(3), PROMPT, PROMPT),
+        rule=verify_tokens,
+        target_options=options,
+        draft_options=options,
+        draft_uniforms=draft_uniforms.double(),
+        verify_uniforms=verify_uniforms.double(),
+        lengths=lengths,
+    )
+
+
 @pytest.mark.parametrize(
     ("lengths", "error", "message"),
     [
@@ -235,20 +255,8 @@ def test_rows_with_different_budgets_left_verify_different_lengths_and_equal_row
     ],
 )
 def test_step_rejects_bad_lengths(lengths: torch.Tensor, error: type, message: str) -> None:
-    state = StepState(empty_context(3), empty_context(3), PROMPT, PROMPT)
-    options = SamplingOptions()
     with pytest.raises(error, match=message):
-        speculative_step(
-            TARGET,
-            DRAFT,
-            state,
-            rule=verify_tokens,
-            target_options=options,
-            draft_options=options,
-            draft_uniforms=torch.full((3, 2), 0.5, dtype=torch.float64),
-            verify_uniforms=torch.full((3, 3), 0.5, dtype=torch.float64),
-            lengths=lengths,
-        )
+        _first_step(SamplingOptions(), torch.full((3, 2), 0.5), torch.full((3, 3), 0.5), lengths)
 
 
 @pytest.mark.parametrize(
@@ -266,19 +274,8 @@ def test_step_rejects_bad_lengths(lengths: torch.Tensor, error: type, message: s
 def test_step_rejects_bad_uniforms(
     draft_uniforms: torch.Tensor, verify_uniforms: torch.Tensor, message: str, temperature: float
 ) -> None:
-    state = StepState(empty_context(3), empty_context(3), PROMPT, PROMPT)
-    options = SamplingOptions(temperature=temperature)
     with pytest.raises(ValueError, match=message):
-        speculative_step(
-            TARGET,
-            DRAFT,
-            state,
-            rule=verify_tokens,
-            target_options=options,
-            draft_options=options,
-            draft_uniforms=draft_uniforms.double(),
-            verify_uniforms=verify_uniforms.double(),
-        )
+        _first_step(SamplingOptions(temperature=temperature), draft_uniforms, verify_uniforms)
 
 
 def test_draft_rereads_a_committed_token_only_after_all_drafts_were_accepted() -> None:
