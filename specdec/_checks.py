@@ -159,6 +159,18 @@ def check_tokens(name: str, value: object, vocab: int) -> Tensor:
     return tokens
 
 
+def check_same_vocabulary(target_vocab: int, draft_vocab: int) -> None:
+    """The target and the draft give logits over the same number of tokens."""
+    if target_vocab != draft_vocab:
+        raise ValueError(
+            f"Vocabulary mismatch: target has V={target_vocab}, draft V={draft_vocab}; "
+            "speculative sampling needs the same token ids on both sides. For a draft with "
+            "another vocabulary pass vocabulary_map=specdec.models.VocabularyMap(...) to "
+            "generate_speculative (or wrap the draft in specdec.models.MappedDraft): it drafts "
+            "the shared tokens only and stays lossless (proofs/theory.md, claim 12)."
+        )
+
+
 def check_positive_int(name: str, value: object) -> int:
     """A Python ``int >= 1`` (``bool`` refused)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -26,7 +26,9 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from specdec._checks import check_same_vocabulary
 from specdec.models.base import CausalLM, empty_context, extend
+from specdec.models.vocabulary import MappedDraft, VocabularyMap
 from specdec.noise import uniforms
 from specdec.step import SamplingOptions, StepState, speculative_step
 from specdec.types import VerifyRule
@@ -209,14 +211,20 @@ def generate_speculative(
     draft_min_p: float | None = None,
     rule: VerifyRule = verify_tokens,
     eos_token_id: int | None = None,
+    vocabulary_map: VocabularyMap | None = None,
 ) -> Generation:
     """Speculative decoding: same law as ``generate_autoregressive`` on ``target``.
 
     The draft's options default to the target's; any other choice changes speed, never the law.
+    A draft with another vocabulary needs ``vocabulary_map`` (``specdec.models.VocabularyMap``):
+    the draft is then wrapped in ``MappedDraft`` and proposes shared tokens only, with its law
+    restricted to them and renormalised, which keeps the law exact (``proofs/theory.md``,
+    claim 12); the draft options apply to the restricted logits.
 
     Raises:
-        ValueError: vocabulary mismatch between draft and target, ``k < 1``, empty or too long
-            prompts, bad sampling options.
+        ValueError: vocabulary mismatch between draft and target (without ``vocabulary_map``,
+            or a map of other sizes), ``k < 1``, empty or too long prompts, bad sampling
+            options.
 
     Example:
         >>> import torch
@@ -233,11 +241,9 @@ def generate_speculative(
         raise TypeError(f"k must be an int, got {type(k).__name__}.")
     if k < 1:
         raise ValueError(f"k must be >= 1 (the number of drafted tokens per step), got {k}.")
-    if target.vocab_size != draft.vocab_size:
-        raise ValueError(
-            f"Vocabulary mismatch: target has V={target.vocab_size}, draft V={draft.vocab_size}; "
-            "speculative sampling needs the same token ids on both sides."
-        )
+    if vocabulary_map is not None:
+        draft = MappedDraft(draft, vocabulary_map)
+    check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = _check_prompt(prompt_ids, target.vocab_size)
     budget = _check_budget(target, prompt, max_new_tokens, k)
     target_options = SamplingOptions(temperature, top_k, top_p, min_p)

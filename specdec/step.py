@@ -23,7 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_min_dim, check_shape, check_uniforms
+from specdec._checks import check_min_dim, check_same_vocabulary, check_shape, check_uniforms
 from specdec.models.base import CausalLM, Context, extend, keep_new
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
@@ -197,7 +197,8 @@ def speculative_step(
 
     Args:
         target: the target model ``p``.
-        draft: the draft model ``q`` (same vocabulary).
+        draft: the draft model ``q`` (same vocabulary; wrap a draft with another one in
+            ``specdec.models.MappedDraft``).
         state: contexts and pending tokens from ``initial_state`` or the previous step.
         rule: a ``VerifyRule`` (``verify_tokens``, ``exact_match_rule``, ``greedy_rule``, ...).
         target_options: the target's sampling options (the law the output must follow).
@@ -218,6 +219,7 @@ def speculative_step(
     the draft takes its argmax without an inverse-CDF pass. Both give the same tokens as the
     general path (tested); any other rule always gets the warped probability rows.
     """
+    check_same_vocabulary(target.vocab_size, draft.vocab_size)
     draft_uniforms = check_uniforms("draft_uniforms", draft_uniforms)
     verify_uniforms = check_uniforms("verify_uniforms", verify_uniforms)
     check_min_dim("draft_uniforms", draft_uniforms, 2, "[b, k]")

@@ -99,3 +99,34 @@ def noisy_copy(model: PreTrainedModel, *, scale: float, seed: int) -> PreTrained
             noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
             parameter.add_(noise * scale)
     return draft.eval()
+
+
+def vocabulary_copy(
+    model: PreTrainedModel,
+    draft_ids: torch.Tensor,
+    target_ids: torch.Tensor,
+    *,
+    draft_vocab: int,
+    scale: float,
+    seed: int,
+) -> PreTrainedModel:
+    """A noisy copy of ``model`` speaking another vocabulary of ``draft_vocab`` tokens.
+
+    Draft token ``draft_ids[j]`` gets the embedding and head rows of target token
+    ``target_ids[j]``; the draft's other tokens keep fresh random rows (tokens the target lacks),
+    and target tokens not in ``target_ids`` have no draft counterpart. Every other weight is the
+    target's; then Gaussian noise of standard deviation ``scale`` is added to every weight.
+    """
+    config = copy.deepcopy(model.config)
+    config.vocab_size = draft_vocab
+    torch.manual_seed(seed)  # fresh rows for the draft-only tokens (see tiny_model)
+    draft = type(model)(config)
+    vocab = model.config.vocab_size
+    state = draft.state_dict()
+    with torch.no_grad():
+        for name, weight in model.state_dict().items():
+            if weight.shape[:1] == (vocab,) and state[name].shape[:1] == (draft_vocab,):
+                state[name][draft_ids] = weight[target_ids]  # embedding or head rows
+            else:
+                state[name].copy_(weight)
+    return noisy_copy(draft, scale=scale, seed=seed)

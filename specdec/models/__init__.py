@@ -6,14 +6,17 @@ from specdec.models.hf import HFModel
 from specdec.models.smollm2 import load_smollm2
 from specdec.models.toy import ToyModel, ToyPair, make_toy_model, make_toy_pair
 from specdec.models.toy_lm import ToyLM
+from specdec.models.vocabulary import MappedDraft, VocabularyMap
 
 __all__ = [
     "CausalLM",
     "Context",
     "HFModel",
+    "MappedDraft",
     "ToyLM",
     "ToyModel",
     "ToyPair",
+    "VocabularyMap",
     "bfloat16_copy",
     "empty_context",
     "extend",

@@ -18,6 +18,7 @@ from specdec.testing.strategies_more import (
     nested_support_pairs,
     tiny_mass_vectors,
     toy_pairs,
+    vocabulary_maps,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "tiny_mass_vectors",
     "toy_pairs",
     "uniform_values",
+    "vocabulary_maps",
 ]

@@ -1,5 +1,5 @@
-"""More typed Hypothesis strategies: near-underflow masses, nested supports, filtered pairs and
-context-dependent toy pairs (re-exported by ``specdec.testing.strategies``'s package).
+"""More typed Hypothesis strategies: near-underflow masses, nested supports, filtered pairs,
+context-dependent toy pairs and vocabulary maps (re-exported by ``specdec.testing``).
 
 Example:
     >>> from hypothesis import given, settings
@@ -20,9 +20,16 @@ from jaxtyping import Float
 from torch import Tensor
 
 from specdec.models.toy import ToyPair, make_toy_pair
+from specdec.models.vocabulary import VocabularyMap
 from specdec.warp import warp_probs
 
-__all__ = ["filtered_pairs", "nested_support_pairs", "tiny_mass_vectors", "toy_pairs"]
+__all__ = [
+    "filtered_pairs",
+    "nested_support_pairs",
+    "tiny_mass_vectors",
+    "toy_pairs",
+    "vocabulary_maps",
+]
 
 Pair = tuple[Float[Tensor, " vocab"], Float[Tensor, " vocab"]]
 
@@ -117,3 +124,23 @@ def toy_pairs(*, min_vocab: int = 3, max_vocab: int = 5) -> st.SearchStrategy[To
         st.integers(0, 10_000),
         st.sampled_from([Fraction(0), Fraction(1, 2), Fraction(3, 4)]),
     )
+
+
+@st.composite
+def _vocabulary_map(draw: st.DrawFn, max_vocab: int) -> VocabularyMap:
+    draft_vocab = draw(st.integers(1, max_vocab))
+    target_vocab = draw(st.integers(1, max_vocab))
+    shared = draw(st.integers(1, min(draft_vocab, target_vocab)))
+    generator = torch.Generator().manual_seed(draw(st.integers(0, 10_000)))
+    draft_ids = torch.randperm(draft_vocab, generator=generator)[:shared]
+    target_ids = torch.randperm(target_vocab, generator=generator)[:shared]
+    complete = shared == target_vocab
+    unknown = draw(st.none() if complete else st.integers(0, draft_vocab - 1))
+    return VocabularyMap(draft_ids, target_ids, draft_vocab, target_vocab, unknown)
+
+
+def vocabulary_maps(*, max_vocab: int = 8) -> st.SearchStrategy[VocabularyMap]:
+    """Maps between two vocabularies of 1 to ``max_vocab`` tokens: any shared subset (one token
+    up to all of the smaller vocabulary) in any order, with an unknown id where needed."""
+    _check("vocab", 1, max_vocab, 1)
+    return _vocabulary_map(max_vocab)

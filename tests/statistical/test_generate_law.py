@@ -3,8 +3,11 @@
 Design, stated before any data are drawn:
 
 * Models: tiny random-initialised GPT-2, Llama and Qwen2 (V = 8, seeded, ``initializer_range``
-  large enough that the laws are far from uniform) and a toy pair (V = 5, exact rational table);
-  each draft is a noisy copy of its target (acceptance well below 1).
+  large enough that the laws are far from uniform) and a toy pair (V = 8, exact rational table);
+  each draft is a noisy copy of its target (acceptance well below 1). Two cases draft with
+  *another vocabulary* through ``vocabulary_map`` (``specdec.models.VocabularyMap``, claim 12):
+  a Llama draft of 10 tokens sharing 6 of the target's 8, in another order, and a toy draft of
+  6 tokens sharing 5; the target tokens the draft lacks are never drafted.
 * Sampling options per case: plain temperature, temperature with top-k, top-p with a draft
   temperature different from the target's, min-p.
 * Expected law: the joint law of the first 3 new tokens, computed by enumerating the target's
@@ -16,9 +19,11 @@ Design, stated before any data are drawn:
   case is a separate claim; the suite's total false-fail rate is at most ``6e-4``).
 * Power: with ``n = 40,000`` samples and ``m <= 513`` cells the test detects a total-variation
   distance ``min_detectable_tv_by_l1(m, n, 1e-4, 1e-4)`` (printed per case; about 0.06-0.11).
-* Negative control: a step that verifies against the *unwarped* target while the intended
-  target is warped. Its exact law is enumerated the same way; its distance must exceed the
-  detectable distance before the test is required to reject it.
+* Negative controls: a step that verifies against the *unwarped* target while the intended
+  target is warped; and, for the vocabulary maps, restricting the *target* to the shared tokens
+  as well as the draft (a scheme that looks symmetric and is lossy: it samples the target's law
+  conditioned on the shared tokens). Each wrong law is enumerated the same way; its distance
+  must exceed the detectable distance before the test is required to reject it.
 """
 
 import zlib
@@ -29,10 +34,17 @@ import pytest
 import torch
 
 from specdec import generate_speculative, warp_probs
-from specdec.models import HFModel, ToyLM, make_toy_pair
+from specdec.models import (
+    HFModel,
+    MappedDraft,
+    ToyLM,
+    VocabularyMap,
+    make_toy_model,
+    make_toy_pair,
+)
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1
-from tests._tiny_models import noisy_copy, tiny_model
+from tests._tiny_models import noisy_copy, tiny_model, vocabulary_copy
 
 SAMPLE_SIZE = 40_000
 FALSE_FAIL_RATE = 1e-4
@@ -40,6 +52,14 @@ FALSE_PASS_RATE = 1e-4
 NEW_TOKENS = 3
 POOL_BELOW = 1 / 2000
 PROMPT = [2, 5, 1]
+# Llama draft of 10 tokens: target ids 0 1 2 4 5 7 are its 9 2 5 0 7 3; target 3 and 6 unshared
+LLAMA_MAP = VocabularyMap(
+    torch.tensor([9, 2, 5, 0, 7, 3]), torch.tensor([0, 1, 2, 4, 5, 7]), 10, 8, draft_unknown_id=1
+)
+# toy draft of 6 tokens: target ids 0 2 3 5 7 are its 4 0 1 3 5; target 1, 4 and 6 unshared
+TOY_MAP = VocabularyMap(
+    torch.tensor([4, 0, 1, 3, 5]), torch.tensor([0, 2, 3, 5, 7]), 6, 8, draft_unknown_id=2
+)
 
 
 @dataclass(frozen=True)
@@ -56,15 +76,35 @@ CASES = [
     Case("qwen2-top-p-draft-temp", "qwen2", {"top_p": 0.8}, {"draft_temperature": 1.4}),
     Case("qwen2-min-p", "qwen2", {"min_p": 0.1}, {"draft_top_k": 3}),
     Case("toy-top-k", "toy", {"top_k": 3}, {"draft_temperature": 0.6}),
+    Case("llama-vocabulary-map", "llama-mapped", {"temperature": 0.9}, {"draft_top_k": 4}),
+    Case("toy-vocabulary-map", "toy-mapped", {"top_p": 0.9}, {}),
 ]
+MAPPED_CASES = CASES[5:]
+UNWARPED_CONTROLS = [CASES[0], CASES[1], CASES[4]]  # where warping moves the law detectably
 
 
-def _models(arch: str) -> tuple[CausalLM, CausalLM]:
+def _models(arch: str) -> tuple[CausalLM, CausalLM, VocabularyMap | None]:
+    """Target, draft, and the vocabulary map when the draft speaks another vocabulary."""
     if arch == "toy":
         pair = make_toy_pair(8, seed=1, closeness=Fraction(1, 2))
-        return ToyLM(pair.target), ToyLM(pair.draft)
+        return ToyLM(pair.target), ToyLM(pair.draft), None
+    if arch == "toy-mapped":
+        target_toy = make_toy_pair(8, seed=1, closeness=Fraction(1, 2)).target
+        return ToyLM(target_toy), ToyLM(make_toy_model(6, seed=2)), TOY_MAP
+    if arch == "llama-mapped":
+        target = tiny_model("llama", vocab=8, seed=7)
+        ids = (LLAMA_MAP.draft_ids, LLAMA_MAP.target_ids)
+        draft = vocabulary_copy(target, *ids, draft_vocab=10, scale=0.1, seed=8)
+        return HFModel(target), HFModel(draft), LLAMA_MAP
     target = tiny_model(arch, vocab=8, seed=7)
-    return HFModel(target), HFModel(noisy_copy(target, scale=0.3, seed=8))
+    return HFModel(target), HFModel(noisy_copy(target, scale=0.3, seed=8)), None
+
+
+def _restricted(target: CausalLM, vocabulary_map: VocabularyMap) -> CausalLM:
+    """The target restricted to the tokens it shares with the draft (the lossy control)."""
+    shared = vocabulary_map.target_ids
+    vocab = target.vocab_size
+    return MappedDraft(target, VocabularyMap(shared, shared, vocab, vocab, int(shared[0])))
 
 
 def _joint_law(model: CausalLM, options: dict[str, float | int]) -> torch.Tensor:
@@ -101,8 +141,13 @@ def _pooled(law: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
     return torch.zeros(int(cells.max()) + 1, dtype=torch.float64).index_add_(0, cells, law)
 
 
-def _sample(case: Case, options: dict[str, float | int], seed: int) -> torch.Tensor:
-    target, draft = _models(case.arch)
+def _sample(
+    case: Case, options: dict[str, float | int], seed: int, *, restrict_target: bool = False
+) -> torch.Tensor:
+    target, draft, vocabulary_map = _models(case.arch)
+    if restrict_target:
+        assert vocabulary_map is not None
+        target = _restricted(target, vocabulary_map)
     prompt = torch.tensor(PROMPT).expand(SAMPLE_SIZE, -1)
     out = generate_speculative(
         target,
@@ -111,6 +156,7 @@ def _sample(case: Case, options: dict[str, float | int], seed: int) -> torch.Ten
         k=2,
         max_new_tokens=NEW_TOKENS,
         generator=torch.Generator().manual_seed(seed),
+        vocabulary_map=vocabulary_map,
         **options,  # type: ignore[arg-type]
     )
     assert bool((out.tokens >= 0).all())
@@ -120,7 +166,7 @@ def _sample(case: Case, options: dict[str, float | int], seed: int) -> torch.Ten
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_speculative_generation_matches_target_law(case: Case) -> None:
-    target, _ = _models(case.arch)
+    target, _, _ = _models(case.arch)
     expected = _joint_law(target, case.options)
     cells = _cells(expected)
     pooled = _pooled(expected, cells)
@@ -137,9 +183,9 @@ def test_speculative_generation_matches_target_law(case: Case) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES[:2] + CASES[4:], ids=[c.name for c in CASES[:2] + CASES[4:]])
+@pytest.mark.parametrize("case", UNWARPED_CONTROLS, ids=[c.name for c in UNWARPED_CONTROLS])
 def test_step_verifying_against_the_unwarped_target_is_rejected(case: Case) -> None:
-    target, _ = _models(case.arch)
+    target, _, _ = _models(case.arch)
     expected = _joint_law(target, case.options)
     wrong_law = _joint_law(target, {})  # what a step verifying against unwarped logits emits
     cells = _cells(expected)
@@ -151,5 +197,25 @@ def test_step_verifying_against_the_unwarped_target_is_rejected(case: Case) -> N
     assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
     draft_options = {f"draft_{key}": value for key, value in case.options.items()}
     tokens = _sample(case, draft_options, seed=1)  # target unwarped, draft warped as intended
+    result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
+    assert result.reject, f"wrong step passed: {result}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", MAPPED_CASES, ids=[c.name for c in MAPPED_CASES])
+def test_restricting_the_target_to_the_shared_tokens_is_rejected(case: Case) -> None:
+    target, _, vocabulary_map = _models(case.arch)
+    assert vocabulary_map is not None
+    expected = _joint_law(target, case.options)
+    wrong_law = _joint_law(_restricted(target, vocabulary_map), case.options)
+    cells = _cells(expected)
+    pooled = _pooled(expected, cells)
+    distance = 0.5 * float((_pooled(wrong_law, cells) - pooled).abs().sum())
+    detectable = min_detectable_tv_by_l1(
+        pooled.numel(), SAMPLE_SIZE, FALSE_FAIL_RATE, FALSE_PASS_RATE
+    )
+    print(f"{case.name}: restricted target at TV {distance:.4f}; detects {detectable:.4f}")
+    assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
+    tokens = _sample(case, {**case.options, **case.draft_options}, seed=2, restrict_target=True)
     result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
     assert result.reject, f"wrong step passed: {result}"
