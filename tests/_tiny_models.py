@@ -115,7 +115,8 @@ def vocabulary_copy(
     Draft token ``draft_ids[j]`` gets the embedding and head rows of target token
     ``target_ids[j]``; the draft's other tokens keep fresh random rows (tokens the target lacks),
     and target tokens not in ``target_ids`` have no draft counterpart. Every other weight is the
-    target's; then Gaussian noise of standard deviation ``scale`` is added to every weight.
+    target's; then Gaussian noise of standard deviation ``scale`` is added to every weight (none
+    when ``scale`` is 0). Works for any transformers causal LM (also the real SmolLM2).
     """
     config = copy.deepcopy(model.config)
     config.vocab_size = draft_vocab
@@ -129,4 +130,4 @@ def vocabulary_copy(
                 state[name][draft_ids] = weight[target_ids]  # embedding or head rows
             else:
                 state[name].copy_(weight)
-    return noisy_copy(draft, scale=scale, seed=seed)
+    return noisy_copy(draft, scale=scale, seed=seed) if scale else draft.eval()

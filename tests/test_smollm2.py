@@ -40,9 +40,10 @@ from torch import Tensor
 from transformers import LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from specdec import generate_autoregressive, generate_speculative, warp_probs
-from specdec.models import HFModel, load_smollm2
+from specdec.models import HFModel, VocabularyMap, load_smollm2
 from specdec.models.drafts import bfloat16_copy, truncated_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1, min_sample_size_by_l1
+from tests._tiny_models import vocabulary_copy
 
 NUM_LAYERS, VOCAB = 30, 49_152
 # Greedy equality
@@ -55,6 +56,8 @@ GREEDY_QUESTIONS = (  # each templates to 38 tokens
 )
 GREEDY_NEW_TOKENS, GREEDY_K = 64, 4
 TIE_MARGIN = 1e-4  # a top-2 logit margin below this is a numerical tie
+# A draft with a permuted vocabulary lacking the highest ids
+MAPPED_QUESTIONS, MAPPED_NEW_TOKENS, DROPPED_AT = GREEDY_QUESTIONS[:2], 48, [12, 30]
 # Law of two sampled tokens
 PROMPT = "She said"
 TOP_K, NEW_TOKENS, K = 3, 2, 2
@@ -184,6 +187,76 @@ def test_greedy_speculative_equals_greedy_autoregressive(
             f"speculative {int(got[position])}) with top-2 margin {margin:.3g} >= {TIE_MARGIN}"
         )
         print(f"{question!r}: numerical tie at token {position} (margin {margin:.2e})")
+
+
+@pytest.mark.slow
+def test_permuted_vocabulary_draft_drafts_through_a_tokenizer_map(
+    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+) -> None:
+    """A float32 copy of the target whose vocabulary is shuffled and lacks a few tokens the
+    target emits here (those at ``DROPPED_AT`` in its greedy output), mapped back with
+    ``VocabularyMap.from_vocabularies`` on the two token-string vocabularies.
+
+    Greedy speculative tokens equal greedy autoregressive ones. The draft *is* the target on
+    the shared tokens, so a draft can be rejected only where the target's argmax is a dropped
+    token, or after one entered the context (the draft reads it as its unknown token): any other
+    rejection means the map mistranslates ids or logits. Rejections must occur (the dropped
+    tokens are emitted), so that path is exercised.
+    """
+    model, tokenizer = smollm2
+    batch = torch.cat([_chat_prompt(tokenizer, question) for question in MAPPED_QUESTIONS])
+    target = HFModel(model)
+    reference = generate_autoregressive(
+        target,
+        batch,
+        max_new_tokens=MAPPED_NEW_TOKENS,
+        generator=torch.Generator(),
+        temperature=0.0,
+    )
+    dropped = torch.unique(reference.tokens[:, DROPPED_AT])
+    shared = torch.ones(VOCAB, dtype=torch.bool)
+    shared[dropped] = False
+    target_ids = shared.nonzero().flatten()
+    order = torch.randperm(target_ids.numel(), generator=torch.Generator().manual_seed(0))
+    draft_model = vocabulary_copy(
+        model, order, target_ids, draft_vocab=target_ids.numel(), scale=0.0, seed=0
+    )  # target id target_ids[j] is draft id order[j]
+    target_vocab = tokenizer.get_vocab()
+    draft_id = dict(zip(target_ids.tolist(), order.tolist(), strict=True))
+    draft_vocab = {token: draft_id[i] for token, i in target_vocab.items() if i in draft_id}
+    vocabulary_map = VocabularyMap.from_vocabularies(
+        draft_vocab,
+        target_vocab,
+        draft_vocab_size=target_ids.numel(),
+        target_vocab_size=VOCAB,
+        draft_unknown_id=draft_id[tokenizer.unk_token_id],
+    )
+    assert torch.equal(vocabulary_map.target_ids, target_ids)
+    out = generate_speculative(
+        target,
+        HFModel(draft_model),
+        batch,
+        k=GREEDY_K,
+        max_new_tokens=MAPPED_NEW_TOKENS,
+        generator=torch.Generator(),
+        temperature=0.0,
+        vocabulary_map=vocabulary_map,
+    )
+    assert torch.equal(out.tokens, reference.tokens)  # no numerical tie on these prompts
+    rejections = 0
+    for row in range(batch.shape[0]):
+        tokens, position = out.tokens[row], 0
+        for accepted in out.accepted[:, row].tolist():
+            if accepted < 0:
+                break
+            drafts = min(max(MAPPED_NEW_TOKENS - position - 1, 1), GREEDY_K)
+            if accepted < drafts:  # a draft was rejected; tokens[position + accepted] replaced it
+                rejections += 1
+                seen = tokens[: position + accepted + 1]
+                assert bool(torch.isin(seen, dropped).any()), (row, position + accepted)
+            position += accepted + 1
+    assert rejections > 0, "no rejection: the dropped tokens were never needed"
+    print(f"\npermuted vocabulary without {dropped.tolist()}: {rejections} rejections")
 
 
 def _laws(
