@@ -4,8 +4,9 @@ is a draft law on the target's vocabulary like any other, so speculative samplin
 lossless; restricting the *target* as well is lossy whenever the target has mass off the
 shared tokens.
 
-Checked: ``specdec.models.MappedDraft`` (``VocabularyMap.to_target_logits`` then
-``warp_probs``) gives the rational restricted law on every context of seeded toy pairs with
+Checked: ``specdec.exact.restricted_draft`` equals this script's own rational construction,
+row for row; ``specdec.models.MappedDraft`` (``VocabularyMap.to_target_logits`` then
+``warp_probs``) gives that rational restricted law on every context of seeded toy pairs with
 random maps (permuted ids, draft-only tokens, target tokens the draft lacks, rows with no mass on
 the shared tokens), within 1e-12 in float64; the exact block law of ``verify_tokens`` with that
 restricted draft (``specdec.exact.block_law``) and the pure-Fraction recursion of claim 2 both
@@ -22,7 +23,7 @@ import torch
 from _common import completion, reference_block_law, run_checks, table_model, target_law
 
 import specdec
-from specdec.exact import Law, block_law, completion_law, total_variation
+from specdec.exact import Law, block_law, completion_law, restricted_draft, total_variation
 from specdec.models import MappedDraft, ToyLM, VocabularyMap, empty_context, extend
 from specdec.models.toy import ToyModel, make_toy_model
 
@@ -79,11 +80,26 @@ def restricted_model(model: ToyModel, vmap: VocabularyMap, reads_target_ids: boo
     draft_ids, target_ids = vmap.draft_ids.tolist(), vmap.target_ids.tolist()
     rows = []
     for tail in itertools.product(range(vocab + 1), repeat=model.order):  # V is the start
-        source = [t for t in tail if t != vocab]
-        row = model.probs(source if reads_target_ids else read_by_draft(source, vmap))
+        if reads_target_ids:
+            row = model.probs(tail)
+        else:  # the start symbol stays the start symbol
+            start = model.vocab_size
+            row = model.probs([start if t == vocab else read_by_draft([t], vmap)[0] for t in tail])
         ids = target_ids if reads_target_ids else draft_ids
         rows.append(restricted_row(row, ids, target_ids, vocab))
     return table_model(vocab, model.order, rows)
+
+
+def check_library_restriction() -> int:
+    """specdec.exact.restricted_draft == this script's rational restriction, row for row."""
+    rows = 0
+    for seed, target_vocab, draft_vocab, _ in CASES:
+        _, draft = models_for(seed, target_vocab, draft_vocab)
+        vmap = random_map(seed, target_vocab, draft_vocab)
+        library = restricted_draft(draft, vmap)
+        assert library.rows == restricted_model(draft, vmap, reads_target_ids=False).rows, seed
+        rows += len(library.rows)
+    return rows
 
 
 def check_mapped_draft_rows() -> int:
@@ -120,7 +136,7 @@ def check_restricted_draft_is_lossless() -> int:
     for seed, target_vocab, draft_vocab, k in CASES:
         target, draft = models_for(seed, target_vocab, draft_vocab)
         vmap = random_map(seed, target_vocab, draft_vocab)
-        restricted = restricted_model(draft, vmap, reads_target_ids=False)
+        restricted = restricted_draft(draft, vmap)
         for prefix in PREFIXES:
             prefix = tuple(t % target_vocab for t in prefix)
             expected = target_law(target, prefix, k + 1)
@@ -157,10 +173,15 @@ def check_restricting_the_target_is_lossy() -> int:
 
 
 CHECKS = [
+    check_library_restriction,
     check_mapped_draft_rows,
     check_restricted_draft_is_lossless,
     check_restricting_the_target_is_lossy,
 ]
+
+
+def test_library_restriction() -> None:
+    check_library_restriction()
 
 
 def test_mapped_draft_rows() -> None:

@@ -18,6 +18,9 @@ outcomes omitted), compared with ``==``, never with a tolerance:
 * ``completion_law``: the emitted block completed to ``k+1`` tokens with the target (SPEC.md's
   correctness criterion); a rule is lossless iff this equals ``target_law(..., k + 1)``.
 
+A draft with another vocabulary enters through ``restricted_draft``: the exact law
+``specdec.models.MappedDraft`` samples from, as a toy model on the target's vocabulary.
+
 The float rule sees float64 views of rational rows, so its thresholds sit within about 1e-16 of
 the rational ones; interior points are at least 1/16 of a cell away from every breakpoint, so
 the decisions there are those of exact arithmetic whenever cells are wider than about 1e-12
@@ -33,6 +36,7 @@ from fractions import Fraction
 import torch
 
 from specdec.models.toy import ToyModel
+from specdec.models.vocabulary import VocabularyMap
 from specdec.types import VerifyRule
 
 __all__ = [
@@ -46,6 +50,7 @@ __all__ = [
     "draft_law",
     "inverse_cdf_breakpoints",
     "rejection_breakpoints",
+    "restricted_draft",
     "target_law",
     "total_variation",
     "union_breakpoints",
@@ -317,3 +322,55 @@ def total_variation(law_a: Law, law_b: Law) -> Fraction:
     keys = set(law_a) | set(law_b)
     zero = Fraction(0)
     return sum((abs(law_a.get(s, zero) - law_b.get(s, zero)) for s in keys), zero) / 2
+
+
+def restricted_draft(draft: ToyModel, vocabulary_map: VocabularyMap) -> ToyModel:
+    r"""The exact law of a draft with another vocabulary, seen through ``vocabulary_map``.
+
+    .. math::
+        q'(t \mid c) = \frac{q(d(t) \mid r(c))}{\sum_{s \in S} q(d(s) \mid r(c))}
+        \ (t \in S), \qquad q'(t \mid c) = 0 \ (t \notin S)
+
+    where ``S`` is the set of shared target tokens, ``d(t)`` the draft id of ``t`` and ``r(c)``
+    the context as the draft reads it (``draft_unknown_id`` for an unshared token); uniform on
+    ``S`` where the draft has no mass there. This is the rational twin of
+    ``specdec.models.MappedDraft`` at temperature 1 (``proofs/theory.md``, claim 12).
+
+    Args:
+        draft: a toy model on the draft's vocabulary.
+        vocabulary_map: the shared tokens; its ``draft_vocab_size`` is ``draft.vocab_size``.
+
+    Returns:
+        A toy model of the same order on the target's vocabulary.
+
+    Raises:
+        ValueError: the map was built for another draft vocabulary size.
+
+    Example:
+        >>> import torch
+        >>> from specdec.models import VocabularyMap, make_toy_model
+        >>> draft = make_toy_model(3, seed=0, order=1)
+        >>> vmap = VocabularyMap(torch.tensor([0, 2]), torch.tensor([1, 0]), 3, 2)
+        >>> restricted_draft(draft, vmap).probs([1]) == tuple(
+        ...     draft.probs([0])[i] / (draft.probs([0])[2] + draft.probs([0])[0]) for i in (2, 0))
+        True
+    """
+    if draft.vocab_size != vocabulary_map.draft_vocab_size:
+        raise ValueError(
+            f"The draft has V={draft.vocab_size} but the vocabulary map was built for "
+            f"draft_vocab_size={vocabulary_map.draft_vocab_size}."
+        )
+    vocab = vocabulary_map.target_vocab_size
+    draft_ids = vocabulary_map.draft_ids.tolist()
+    target_ids = vocabulary_map.target_ids.tolist()
+    reads = vocabulary_map.to_draft_ids(torch.arange(vocab)).tolist()  # target id -> draft id
+    rows: list[Row] = []
+    for tail in itertools.product(range(vocab + 1), repeat=draft.order):  # vocab: the start
+        row = draft.probs([draft.vocab_size if t == vocab else reads[t] for t in tail])
+        mass = sum((row[d] for d in draft_ids), Fraction(0))
+        restricted = [Fraction(0)] * vocab
+        for d, t in zip(draft_ids, target_ids, strict=True):
+            restricted[t] = row[d] / mass if mass else Fraction(1, len(draft_ids))
+        rows.append(tuple(restricted))
+    table = torch.tensor([[float(v) for v in row] for row in rows], dtype=torch.float64)
+    return ToyModel(vocab_size=vocab, order=draft.order, rows=tuple(rows), float_table=table)

@@ -3,6 +3,7 @@
 from fractions import Fraction
 
 import pytest
+import torch
 
 import specdec
 from specdec import theory
@@ -12,10 +13,12 @@ from specdec.exact import (
     completion_law,
     inverse_cdf_breakpoints,
     rejection_breakpoints,
+    restricted_draft,
     target_law,
     total_variation,
 )
-from specdec.models.toy import ToyPair, make_toy_pair
+from specdec.models import VocabularyMap
+from specdec.models.toy import ToyPair, make_toy_model, make_toy_pair
 from specdec.testing import mutants
 from specdec.verify import exact_match_rule
 from tests._mutant_breakpoints import MUTANT_BREAKPOINTS
@@ -145,3 +148,28 @@ def test_total_variation_is_exact() -> None:
     assert total_variation(
         {(0,): Fraction(1, 3), (1,): Fraction(2, 3)}, {(0,): Fraction(1)}
     ) == Fraction(2, 3)
+
+
+def test_restricted_draft_of_an_identity_map_is_the_draft() -> None:
+    draft = make_toy_model(4, seed=5)
+    identity = VocabularyMap(torch.arange(4), torch.arange(4), 4, 4)
+    assert restricted_draft(draft, identity).rows == draft.rows
+
+
+def test_restricted_draft_renormalises_on_the_shared_tokens_by_hand() -> None:
+    draft = make_toy_model(3, seed=6, order=1, zero_rate=0.0)
+    vmap = VocabularyMap(torch.tensor([1, 2]), torch.tensor([0, 3]), 3, 4, draft_unknown_id=0)
+    restricted = restricted_draft(draft, vmap)
+    for context, read in (([2], [0]), ([3], [2]), ([0], [1])):  # target 2 is unshared: id 0
+        row = draft.probs(read)
+        mass = row[1] + row[2]
+        assert restricted.probs(context) == (row[1] / mass, 0, 0, row[2] / mass), context
+    target = make_toy_model(4, seed=7)
+    law = block_law(specdec.verify_tokens, target, restricted, [1], 2)
+    assert completion_law(law, target, [1], 2) == target_law(target, [1], 3)
+
+
+def test_restricted_draft_refuses_another_draft_size() -> None:
+    vmap = VocabularyMap(torch.tensor([0]), torch.tensor([0]), 5, 4, draft_unknown_id=0)
+    with pytest.raises(ValueError, match="draft_vocab_size=5"):
+        restricted_draft(make_toy_model(4, seed=5), vmap)
