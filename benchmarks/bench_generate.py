@@ -707,7 +707,7 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 except ImportError:
-    print("matplotlib is not installed: no plot (pip install -e \".[bench]\")")
+    print('matplotlib is not installed: no plot (pip install -e ".[bench]")')
 else:
     figure, (speed_axis, alpha_axis) = plt.subplots(1, 2, figsize=(11, 4))
     for name in DRAFT_NAMES:
