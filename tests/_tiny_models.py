@@ -41,49 +41,26 @@ def tiny_model(
         "bos_token_id": 0,
         "eos_token_id": 1,
     }
+    decoder = {  # the Llama-family shape: 2 layers, 4 query heads sharing 2 key/value heads
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+    }
     model: PreTrainedModel
     if arch == "gpt2":
         model = GPT2LMHeadModel(
             GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128, **common)
         )
     elif arch == "llama":
-        model = LlamaForCausalLM(
-            LlamaConfig(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                max_position_embeddings=128,
-                **common,
-            )
-        )
+        model = LlamaForCausalLM(LlamaConfig(**decoder, **common))
     elif arch == "qwen2":
-        model = Qwen2ForCausalLM(
-            Qwen2Config(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                max_position_embeddings=128,
-                **common,
-            )
-        )
+        model = Qwen2ForCausalLM(Qwen2Config(**decoder, **common))
     elif arch == "gemma2":
         model = Gemma2ForCausalLM(
-            Gemma2Config(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                head_dim=8,
-                sliding_window=3,
-                max_position_embeddings=128,
-                pad_token_id=0,
-                **common,
-            )
+            Gemma2Config(**decoder, head_dim=8, sliding_window=3, pad_token_id=0, **common)
         )
     else:
         raise ValueError(f"unknown architecture {arch!r}")
