@@ -84,6 +84,7 @@ class VocabularyMap:
     target_vocab_size: int
     draft_unknown_id: int | None = None
     _target_to_draft: Int[Tensor, " target_vocab"] = field(init=False, repr=False)
+    _gather: Int[Tensor, " target_vocab"] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         draft_vocab = check_positive_int("draft_vocab_size", self.draft_vocab_size)
@@ -117,6 +118,9 @@ class VocabularyMap:
         object.__setattr__(self, "draft_ids", draft_ids.to(torch.int64))
         object.__setattr__(self, "target_ids", target_ids.to(torch.int64))
         object.__setattr__(self, "_target_to_draft", table)
+        gather = torch.full((target_vocab,), draft_vocab, dtype=torch.int64)  # draft_vocab: -inf
+        gather[target_ids] = draft_ids
+        object.__setattr__(self, "_gather", gather)
 
     @classmethod
     def from_vocabularies(
@@ -180,11 +184,16 @@ class VocabularyMap:
                 f"draft_logits must have a last dimension of {self.draft_vocab_size} (the draft "
                 f"vocabulary), got shape {tuple(draft_logits.shape)}."
             )
-        shared = draft_logits.index_select(-1, self.draft_ids)  # [*b, S]
-        dead: Bool[Tensor, "*batch 1"] = (shared == -torch.inf).all(dim=-1, keepdim=True)
-        shared = torch.where(dead, torch.zeros_like(shared), shared)
-        out = draft_logits.new_full((*draft_logits.shape[:-1], self.target_vocab_size), -torch.inf)
-        return out.index_copy(-1, self.target_ids, shared)
+        rows = draft_logits.reshape(-1, self.draft_vocab_size)  # [n, V_draft]
+        minus_inf = rows.new_full((rows.shape[0], 1), -torch.inf)
+        padded = torch.cat([rows, minus_inf], dim=1)  # [n, V_draft + 1]
+        out = padded.index_select(1, self._gather)  # [n, V_target]: -inf where not shared
+        out = out.reshape(*draft_logits.shape[:-1], self.target_vocab_size)
+        dead: Bool[Tensor, "*batch 1"] = out.amax(dim=-1, keepdim=True) == -torch.inf
+        if bool(dead.any()):  # no mass on the shared tokens: uniform on them
+            shared = self._gather < self.draft_vocab_size  # [V_target]
+            out = torch.where(dead & shared, torch.zeros_like(out), out)
+        return out
 
 
 class MappedDraft:
