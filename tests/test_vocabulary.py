@@ -225,7 +225,7 @@ def test_mismatched_vocabularies_need_a_map() -> None:
     with pytest.raises(ValueError, match=r"pass vocabulary_map=specdec\.models\.VocabularyMap"):
         generate_speculative(target, draft, prompt, k=2, max_new_tokens=4, generator=generator)
     wrong = VocabularyMap(DRAFT_SHARED, TARGET_SHARED, 20, 17, DRAFT_UNKNOWN)
-    with pytest.raises(ValueError, match="target has V=16, draft V=17"):
+    with pytest.raises(ValueError, match="built for target_vocab_size=17"):
         generate_speculative(
             target, draft, prompt, k=2, max_new_tokens=4, generator=generator, vocabulary_map=wrong
         )
