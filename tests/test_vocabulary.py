@@ -79,6 +79,9 @@ def test_map_copies_its_id_tensors() -> None:
     vmap = VocabularyMap(draft_ids, target_ids, 20, 16, DRAFT_UNKNOWN)
     assert torch.equal(draft_ids, DRAFT_SHARED) and torch.equal(target_ids, TARGET_SHARED)
     assert vmap.to_draft_ids(TARGET_SHARED).tolist() == DRAFT_SHARED.tolist()
+    draft_ids[0], target_ids[0] = 0, 5  # the caller writes into its tensors afterwards
+    assert torch.equal(vmap.draft_ids, DRAFT_SHARED)
+    assert torch.equal(vmap.target_ids, TARGET_SHARED)
 
 
 def test_nan_and_positive_infinity_reach_the_warping_checks() -> None:

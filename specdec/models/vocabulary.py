@@ -115,8 +115,9 @@ class VocabularyMap:
             raise ValueError(f"draft_unknown_id must lie in [0, {draft_vocab}), got {unknown}.")
         table = torch.full((target_vocab,), unknown, dtype=torch.int64)
         table[target_ids] = draft_ids  # a fresh tensor: the arguments are not written
-        object.__setattr__(self, "draft_ids", draft_ids.to(torch.int64))
-        object.__setattr__(self, "target_ids", target_ids.to(torch.int64))
+        # own copies: a caller writing into its tensors later cannot change the map
+        object.__setattr__(self, "draft_ids", draft_ids.to(torch.int64, copy=True))
+        object.__setattr__(self, "target_ids", target_ids.to(torch.int64, copy=True))
         object.__setattr__(self, "_target_to_draft", table)
         gather = torch.full((target_vocab,), draft_vocab, dtype=torch.int64)  # draft_vocab: -inf
         gather[target_ids] = draft_ids
