@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import torch
 
-from specdec.models.toy import ToyModel
+from specdec.models.toy import ToyModel, _build
 from specdec.models.vocabulary import VocabularyMap
 from specdec.types import VerifyRule
 
@@ -355,11 +355,7 @@ def restricted_draft(draft: ToyModel, vocabulary_map: VocabularyMap) -> ToyModel
         ...     draft.probs([0])[i] / (draft.probs([0])[2] + draft.probs([0])[0]) for i in (2, 0))
         True
     """
-    if draft.vocab_size != vocabulary_map.draft_vocab_size:
-        raise ValueError(
-            f"The draft has V={draft.vocab_size} but the vocabulary map was built for "
-            f"draft_vocab_size={vocabulary_map.draft_vocab_size}."
-        )
+    vocabulary_map.check_sizes(draft=draft.vocab_size)
     vocab = vocabulary_map.target_vocab_size
     draft_ids = vocabulary_map.draft_ids.tolist()
     target_ids = vocabulary_map.target_ids.tolist()
@@ -372,5 +368,4 @@ def restricted_draft(draft: ToyModel, vocabulary_map: VocabularyMap) -> ToyModel
         for d, t in zip(draft_ids, target_ids, strict=True):
             restricted[t] = row[d] / mass if mass else Fraction(1, len(draft_ids))
         rows.append(tuple(restricted))
-    table = torch.tensor([[float(v) for v in row] for row in rows], dtype=torch.float64)
-    return ToyModel(vocab_size=vocab, order=draft.order, rows=tuple(rows), float_table=table)
+    return _build(vocab, draft.order, rows)

@@ -243,11 +243,7 @@ def generate_speculative(
         raise ValueError(f"k must be >= 1 (the number of drafted tokens per step), got {k}.")
     if vocabulary_map is not None:
         draft = MappedDraft(draft, vocabulary_map)  # checks the draft's size against the map
-        if target.vocab_size != vocabulary_map.target_vocab_size:
-            raise ValueError(
-                f"The target has V={target.vocab_size} logits but the vocabulary map was built "
-                f"for target_vocab_size={vocabulary_map.target_vocab_size}."
-            )
+        vocabulary_map.check_sizes(target=target.vocab_size)
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = _check_prompt(prompt_ids, target.vocab_size)
     budget = _check_budget(target, prompt, max_new_tokens, k)

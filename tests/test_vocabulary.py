@@ -141,6 +141,16 @@ def test_bad_maps_are_refused(arguments: tuple[object, ...], error: type, messag
         VocabularyMap(*arguments)  # type: ignore[arg-type]
 
 
+def test_check_sizes_names_the_side_that_differs() -> None:
+    vmap = _map()
+    vmap.check_sizes(draft=20, target=16)
+    vmap.check_sizes()  # nothing given, nothing checked
+    with pytest.raises(ValueError, match=r"The draft has V=19 logits .* draft_vocab_size=20"):
+        vmap.check_sizes(draft=19, target=16)
+    with pytest.raises(ValueError, match=r"The target has V=15 logits .* target_vocab_size=16"):
+        vmap.check_sizes(target=15)
+
+
 def test_bad_calls_are_refused() -> None:
     vmap = _map()
     with pytest.raises(ValueError, match=r"target_ids must hold token ids in \[0, 16\)"):

@@ -52,7 +52,14 @@ __all__ = ["MappedDraft", "VocabularyMap"]
 
 @dataclass(frozen=True, eq=False)
 class VocabularyMap:
-    """The tokens a draft vocabulary and a target vocabulary share.
+    r"""The tokens a draft vocabulary and a target vocabulary share.
+
+    .. math::
+        S = \{t_j\}, \qquad d(t_j) = d_j \ (\text{draft id of } t_j), \qquad
+        r(t) = d(t) \ (t \in S), \quad r(t) = u \ (t \notin S)
+
+    where ``t_j = target_ids[j]``, ``d_j = draft_ids[j]`` and ``u = draft_unknown_id``: ``r`` is
+    how the draft reads target ids, ``d`` where its logits go (``proofs/theory.md``, claim 12).
 
     Attributes:
         draft_ids: ``[shared]`` int64 draft ids, distinct, in ``[0, draft_vocab_size)``.
@@ -133,7 +140,8 @@ class VocabularyMap:
         target_vocab_size: int,
         draft_unknown_id: int | None = None,
     ) -> "VocabularyMap":
-        """The map of the token strings both vocabularies hold (``tokenizer.get_vocab()``).
+        """The map of the token strings both vocabularies hold (``tokenizer.get_vocab()``):
+        ``S`` = the strings in both, each paired by its two ids (claim 12).
 
         Args:
             draft_vocab: token string -> draft id.
@@ -165,18 +173,37 @@ class VocabularyMap:
             draft_unknown_id=draft_unknown_id,
         )
 
+    def check_sizes(self, *, draft: int | None = None, target: int | None = None) -> None:
+        """Raise ``ValueError`` unless the draft has ``draft`` logits and the target ``target``
+        logits as this map was built for (a side given as ``None`` is not checked)."""
+        for side, got, built in (
+            ("draft", draft, self.draft_vocab_size),
+            ("target", target, self.target_vocab_size),
+        ):
+            if got is not None and got != built:
+                raise ValueError(
+                    f"The {side} has V={got} logits but the vocabulary map was built for "
+                    f"{side}_vocab_size={built}."
+                )
+
     def to_draft_ids(self, target_ids: Int[Tensor, "*shape"]) -> Int[Tensor, "*shape"]:
-        """Target ids as the draft reads them (``draft_unknown_id`` where not shared)."""
+        """Target ids as the draft reads them: ``r(t)`` (``draft_unknown_id`` where not shared;
+        claim 12). Raises ``TypeError``/``ValueError`` for non-integer or out-of-range ids."""
         tokens = check_tokens("target_ids", target_ids, self.target_vocab_size)
         return self._target_to_draft[tokens]
 
     def to_target_logits(
         self, draft_logits: Float[Tensor, "*batch draft_vocab"]
     ) -> Float[Tensor, "*batch target_vocab"]:
-        """Draft logits on the target vocabulary: shared tokens keep theirs, others ``-inf``.
+        r"""Draft logits on the target vocabulary: shared tokens keep theirs, others ``-inf``.
 
+        .. math::
+            z'(t) = z(d(t)) \ (t \in S), \qquad z'(t) = -\infty \ (t \notin S)
+
+        so ``softmax(z')`` is the draft's law restricted to ``S`` and renormalised (claim 12).
         A row whose shared logits are all ``-inf`` gets 0 on every shared token (module
-        docstring). The dtype is the input's.
+        docstring). The dtype is the input's. Raises ``TypeError`` for non-float logits and
+        ``ValueError`` for a last dimension other than ``draft_vocab_size``.
         """
         if not isinstance(draft_logits, Tensor) or not draft_logits.is_floating_point():
             raise TypeError("draft_logits must be a floating-point tensor [*b, V_draft].")
@@ -198,8 +225,12 @@ class VocabularyMap:
 
 
 class MappedDraft:
-    """A draft model seen through a ``VocabularyMap``: target ids in, target-vocabulary logits out.
+    r"""A draft model seen through a ``VocabularyMap``: target ids in, target-vocabulary logits out.
 
+    .. math::
+        \mathrm{logits}(c) = z'\big(\mathrm{draft}(r(c))\big)
+
+    (``VocabularyMap.to_draft_ids`` then ``to_target_logits``; ``proofs/theory.md``, claim 12).
     A ``CausalLM`` itself, so the step and the loops use it like any draft; its cache is the
     wrapped model's own (draft ids), passed through untouched.
 
@@ -217,11 +248,7 @@ class MappedDraft:
             raise TypeError(
                 f"vocabulary_map must be a VocabularyMap, got {type(vocabulary_map).__name__}."
             )
-        if draft.vocab_size != vocabulary_map.draft_vocab_size:
-            raise ValueError(
-                f"The draft has V={draft.vocab_size} logits but the vocabulary map was built for "
-                f"draft_vocab_size={vocabulary_map.draft_vocab_size}."
-            )
+        vocabulary_map.check_sizes(draft=draft.vocab_size)
         self.draft = draft
         self.vocabulary_map = vocabulary_map
 
