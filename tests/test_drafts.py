@@ -286,7 +286,9 @@ def test_greedy_speculative_with_a_shared_truncated_draft_equals_autoregressive(
 
 def test_draft_makers_are_exported_by_specdec_models() -> None:
     import specdec.models
+    from specdec.models import drafts
 
     assert specdec.models.truncated_copy is truncated_copy
     assert specdec.models.int8_dynamic_copy is int8_dynamic_copy
     assert specdec.models.bfloat16_copy is bfloat16_copy
+    assert specdec.models.int8_weight_copy is drafts.int8_weight_copy

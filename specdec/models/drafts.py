@@ -10,6 +10,7 @@ draft                      agreement  why it is cheaper
 ``bfloat16_copy``          ~0.97      half the bytes per weight; AMX/AVX-512 bf16 matmuls
 ``int8_dynamic_copy``      ~0.46      int8 weights, activations quantised per call
 ``truncated_copy(m, 12)``  ~0.13      12 of 30 decoder layers: 40% of the layer compute
+``int8_weight_copy``       ~0.93      int8 weights (a quarter of the bytes), bf16 activations
 =========================  =========  ==================================================
 
 Every function returns a new model in eval mode and never touches the target (its parameters,
@@ -29,8 +30,11 @@ import warnings
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.pytorch_utils import Conv1D
 
-__all__ = ["bfloat16_copy", "int8_dynamic_copy", "truncated_copy"]
+from specdec.models.int8_weights import Int8Embedding, Int8Linear, quantise_rows
+
+__all__ = ["bfloat16_copy", "int8_dynamic_copy", "int8_weight_copy", "truncated_copy"]
 
 
 def _check_flag(share_weights: object) -> None:
@@ -158,6 +162,74 @@ def int8_dynamic_copy(model: PreTrainedModel, *, share_weights: bool = False) ->
         warnings.simplefilter("ignore", UserWarning)
         quantize = torch.ao.quantization.quantize_dynamic
         quantize(clone, spec, dtype=torch.qint8, inplace=True)  # type: ignore[no-untyped-call]
+    return clone
+
+
+def int8_weight_copy(model: PreTrainedModel) -> PreTrainedModel:
+    r"""A copy of ``model`` with int8 weights (one scale per output row) and bfloat16 activations.
+
+    Every ``nn.Linear`` (the language-model head included), every transformers ``Conv1D``
+    (GPT-2's linear layers, weight stored ``[in, out]``) and every plain ``nn.Embedding``
+    becomes an ``Int8Linear`` / ``Int8Embedding`` whose int8 matrix is quantised from the
+    model's own weights read in float32:
+
+    .. math::
+        s_r = \max_c |W_{rc}| / 127, \qquad Q_{rc} = \mathrm{round}(W_{rc} / s_r), \qquad
+        y = (x Q^\top) \odot s + b
+
+    A weight tied between embedding and head is quantised once and shared by both layers.
+    Everything else (norms, biases, scaled-embedding subclasses such as Gemma's, buffers) is
+    cast to bfloat16, so the copy computes in bfloat16 throughout and its logits come back in
+    bfloat16 (``specdec.warp_probs`` computes in float64). On a CPU, where a one-token forward
+    pass is bound by memory bandwidth, this reads a quarter of a float32 model's weight bytes;
+    unlike ``int8_dynamic_copy`` no activation is quantised, so it agrees with the target far
+    more often (about 0.93 against 0.75 on SmolLM2-135M greedy text) and costs less per call.
+    The copy adds 1 byte per weight (SmolLM2-135M: 134 MiB against 257 MiB for
+    ``bfloat16_copy``).
+
+    Args:
+        model: a floating-point transformers causal LM. Left unchanged.
+
+    Returns:
+        A new model in eval mode (the int8 matrix products use torch's CPU kernel
+        ``_weight_int8pack_mm`` where the input width is a multiple of 16, and a dequantising
+        product elsewhere).
+
+    Raises:
+        TypeError: ``model`` is not a ``PreTrainedModel``.
+        ValueError: ``model`` is not floating point, or a weight is not finite.
+
+    Example:
+        >>> import torch
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> config = LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)
+        >>> draft = int8_weight_copy(LlamaForCausalLM(config))
+        >>> draft.lm_head.weight.dtype, draft.model.norm.weight.dtype
+        (torch.int8, torch.bfloat16)
+    """
+    clone = _fresh_copy(_check_model(model))
+    if not clone.dtype.is_floating_point:
+        raise ValueError(f"model must be floating point to be quantised, got {clone.dtype}.")
+    dtype = torch.bfloat16
+    done: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(weight) -> (Q, s), for ties
+
+    def quantised(weight: torch.Tensor, transposed: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        if id(weight) not in done:
+            done[id(weight)] = quantise_rows(weight.t() if transposed else weight)
+        return done[id(weight)]
+
+    for parent in list(clone.modules()):
+        for name, child in list(parent.named_children()):
+            replacement: nn.Module | None = None
+            if isinstance(child, nn.Linear | Conv1D):
+                matrix, scales = quantised(child.weight, isinstance(child, Conv1D))
+                replacement = Int8Linear(matrix, scales, child.bias, dtype)
+            elif type(child) is nn.Embedding:
+                replacement = Int8Embedding(*quantised(child.weight, False), dtype)
+            if replacement is not None:
+                parent._modules[name] = replacement
+    nn.Module.to(clone, dtype=dtype)  # the rest: norms and any float buffer, on the copy only
     return clone
 
 

@@ -1,0 +1,127 @@
+r"""Int8 weight-only layers: int8 weights with one scale per output row, bfloat16 activations.
+
+A weight matrix ``W [out, in]`` is stored as ``Q [out, in]`` int8 and ``s [out]``:
+
+.. math::
+    s_r = \max_c |W_{rc}| / 127, \qquad Q_{rc} = \mathrm{round}(W_{rc} / s_r) \in [-127, 127],
+    \qquad y = (x Q^\top) \odot s + b
+
+(a zero row gets ``s_r = 1`` and ``Q_r = 0``). Reading 1 byte per weight instead of 4 is what
+makes a draft cheap on a CPU, where a one-token forward pass is bound by memory bandwidth.
+``Int8Linear`` computes ``x Q^T * s`` with torch's ``_weight_int8pack_mm`` kernel (the one
+gpt-fast and torchao use for int8 weight-only inference); ``Int8Embedding`` dequantises the
+rows it looks up. These are drafts' layers: what they compute only has to be *some* fixed
+function of the context, since the speculative step verifies whatever the draft proposes
+against the row it was sampled from.
+"""
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from torch.nn import functional
+
+__all__ = ["Int8Embedding", "Int8Linear", "quantise_rows"]
+
+# torch 2.13's CPU kernel reads the input dimension in blocks of 16: other widths crash it or
+# return NaN (measured over widths 7..96), so those layers take the dequantising path.
+_KERNEL_BLOCK = 16
+
+
+def quantise_rows(
+    weight: Float[Tensor, "rows columns"],
+) -> tuple[Int[Tensor, "rows columns"], Float[Tensor, " rows"]]:
+    """``(Q, s)`` with ``Q`` int8 in ``[-127, 127]`` and ``s`` float32, ``W ~ s[:, None] * Q``.
+
+    The largest entry of each row maps to ``+-127`` exactly; the error of any entry is at most
+    ``s_r / 2``. ``weight`` is read in float32 and left unchanged.
+
+    Raises:
+        TypeError: ``weight`` is not a floating tensor. ValueError: not 2-D, or not finite.
+    """
+    if not isinstance(weight, Tensor) or not weight.is_floating_point():
+        raise TypeError("weight must be a floating-point tensor [rows, columns].")
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be 2-D [rows, columns], got shape {tuple(weight.shape)}.")
+    values = weight.detach().float()
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError("weight must be finite to be quantised (found NaN or inf).")
+    peak = values.abs().amax(dim=1)
+    scales = torch.where(peak > 0, peak / 127, torch.ones_like(peak))
+    quantised = torch.round(values / scales[:, None]).clamp(-127, 127).to(torch.int8)
+    return quantised.contiguous(), scales
+
+
+class Int8Linear(nn.Module):
+    """``y = (x Q^T) * s + b``: a linear layer over int8 weights (see the module docstring).
+
+    ``weight`` is the int8 matrix ``Q [out, in]`` (so ``get_output_embeddings().weight.shape``
+    still gives the vocabulary size of a head); ``scales`` and ``bias`` have the activations'
+    dtype. Inputs are cast to that dtype; the output has it too.
+    """
+
+    qweight: Tensor
+    scales: Tensor
+    bias: Tensor | None
+
+    def __init__(
+        self,
+        quantised: Int[Tensor, "out in"],
+        scales: Float[Tensor, " out"],
+        bias: Float[Tensor, " out"] | None,
+        dtype: torch.dtype,
+    ) -> None:
+        super().__init__()
+        self.in_features = int(quantised.shape[1])
+        self.out_features = int(quantised.shape[0])
+        self.register_buffer("qweight", quantised)
+        self.register_buffer("scales", scales.to(dtype))
+        self.register_buffer("bias", None if bias is None else bias.detach().to(dtype))
+
+    @property
+    def weight(self) -> Tensor:
+        """The int8 weight matrix ``Q [out, in]``."""
+        return self.qweight
+
+    def forward(self, x: Float[Tensor, "*batch in"]) -> Float[Tensor, "*batch out"]:
+        scales = self.scales
+        rows = x.reshape(-1, self.in_features).to(scales.dtype)
+        if self.in_features % _KERNEL_BLOCK == 0 and rows.device.type == "cpu":
+            out = torch._weight_int8pack_mm(rows.contiguous(), self.qweight, scales)
+        else:
+            out = functional.linear(rows, self.qweight.to(scales.dtype)) * scales
+        out = out.reshape(*x.shape[:-1], self.out_features)
+        return out if self.bias is None else out + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights"
+
+
+class Int8Embedding(nn.Module):
+    """An embedding table stored as int8 rows: ``embed(i) = s_i * Q_i`` in ``dtype``."""
+
+    qweight: Tensor
+    scales: Tensor
+
+    def __init__(
+        self,
+        quantised: Int[Tensor, "vocab dim"],
+        scales: Float[Tensor, " vocab"],
+        dtype: torch.dtype,
+    ) -> None:
+        super().__init__()
+        self.num_embeddings = int(quantised.shape[0])
+        self.embedding_dim = int(quantised.shape[1])
+        self.register_buffer("qweight", quantised)
+        self.register_buffer("scales", scales.to(dtype))
+
+    @property
+    def weight(self) -> Tensor:
+        """The int8 table ``Q [vocab, dim]``."""
+        return self.qweight
+
+    def forward(self, ids: Int[Tensor, "*batch"]) -> Float[Tensor, "*batch dim"]:
+        scales = self.scales
+        return self.qweight[ids].to(scales.dtype) * scales[ids].unsqueeze(-1)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, int8 rows"
