@@ -1,9 +1,10 @@
 """Benchmark greedy generation on the CPU: specdec speculative vs autoregressive vs transformers.
 
-Target SmolLM2-135M-Instruct (``specdec.models.load_smollm2``); three drafts made from it
+Target SmolLM2-135M-Instruct (``specdec.models.load_smollm2``); four drafts made from it
 (``specdec.models.drafts``): a bfloat16 copy, an int8-dynamic copy sharing the target's float
-embeddings and head (``share_weights=True``) and its first 12 of 30 layers (the target's own
-modules, ``share_weights=True``: no weight copied).
+embeddings and head (``share_weights=True``), its first 12 of 30 layers (the target's own
+modules, ``share_weights=True``: no weight copied) and ``int8w``, an int8 weight-only copy
+with bfloat16 activations (``int8_weight_copy``). ``--drafts`` runs a subset.
 For each draft and ``k = 1..8``, greedy (temperature 0), batch 1, 64 new tokens, a few chat
 prompts, all measured in the same run (timings are reported, never asserted):
 
@@ -72,6 +73,7 @@ Usage::
     python benchmarks/bench_generate.py --quick   # tiny random Llama: a smoke test of seconds
     python benchmarks/bench_generate.py --out-dir DIR
     python benchmarks/bench_generate.py --ks 1,8 --prompts 1 --repeats 1   # a partial run
+    python benchmarks/bench_generate.py --drafts int8w --repeats 2          # one draft
 """
 
 import argparse
@@ -97,7 +99,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, i
 from specdec import generate_autoregressive, generate_speculative
 from specdec.models import HFModel
 from specdec.models.base import empty_context, extend
-from specdec.models.drafts import bfloat16_copy, int8_dynamic_copy, truncated_copy
+from specdec.models.drafts import (
+    bfloat16_copy,
+    int8_dynamic_copy,
+    int8_weight_copy,
+    truncated_copy,
+)
 from specdec.theory import walltime_improvement
 
 # -- constants ---------------------------------------------------------------------------------
@@ -124,20 +131,24 @@ GOAL_VS_ASSISTED = 1.0  # speculative tokens/s >= transformers assisted tokens/s
 GOAL_VS_REFINED = 0.10  # |measured / refined - 1| <= 10%
 GOAL_MEMORY = 1.2  # speculative peak <= 1.2 x autoregressive peak
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
-DRAFT_NAMES = ("bf16", "int8", "first12")
+ALL_DRAFTS = ("bf16", "int8", "first12", "int8w")
 
 # -- arguments ---------------------------------------------------------------------------------
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--quick", action="store_true", help="tiny random model: a smoke test")
 parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR, help="where to write")
 parser.add_argument("--memory-child", help="internal: comma-separated ar, spec, hf_ar, hf_assisted")
-parser.add_argument("--draft", choices=DRAFT_NAMES, default="bf16")
+parser.add_argument("--draft", choices=ALL_DRAFTS, default="bf16")
+parser.add_argument("--drafts", help="comma-separated subset of the drafts (default: all)")
 parser.add_argument("--k", type=int, default=MEMORY_K)
 parser.add_argument("--ks", help="comma-separated k values (default 1..8; a partial run)")
 parser.add_argument("--prompts", type=int, help="use only the first N prompts (a partial run)")
 parser.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
 parser.add_argument("--repeats", type=int, default=1, help="runs of each method per setting")
 args = parser.parse_args()
+DRAFT_NAMES = tuple(args.drafts.split(",")) if args.drafts else ALL_DRAFTS
+if not DRAFT_NAMES or not set(DRAFT_NAMES) <= set(ALL_DRAFTS):
+    parser.error(f"--drafts takes names from {', '.join(ALL_DRAFTS)}, got {args.drafts!r}")
 if args.threads:
     torch.set_num_threads(args.threads)
 new_tokens = QUICK_NEW_TOKENS if args.quick else NEW_TOKENS
@@ -191,6 +202,8 @@ def make_draft(model: PreTrainedModel, name: str) -> PreTrainedModel:
         return bfloat16_copy(model)
     if name == "int8":
         return int8_dynamic_copy(model, share_weights=True)
+    if name == "int8w":
+        return int8_weight_copy(model)
     layers = QUICK_TRUNCATED_LAYERS if args.quick else TRUNCATED_LAYERS
     return truncated_copy(model, layers, share_weights=True)
 
