@@ -68,6 +68,23 @@ def test_int8_linear_computes_the_dequantised_product(columns: int) -> None:
     assert layer.weight is layer.qweight and layer.weight.shape == (48, columns)
 
 
+def test_int8_layers_reject_bad_parts() -> None:
+    quantised, scales = quantise_rows(_weight(6, 16))
+    with pytest.raises(TypeError, match="2-D int8"):
+        Int8Linear(quantised.float(), scales, None, torch.bfloat16)
+    with pytest.raises(TypeError, match="scales must be a floating"):
+        Int8Embedding(quantised, scales.long(), torch.bfloat16)
+    with pytest.raises(ValueError, match=r"scales must have shape \[6\]"):
+        Int8Linear(quantised, scales[:5], None, torch.bfloat16)  # the kernel would read past it
+    with pytest.raises(ValueError, match=r"bias must have shape \[6\]"):
+        Int8Linear(quantised, scales, torch.zeros(7), torch.bfloat16)
+    with pytest.raises(TypeError, match="dtype must be a floating"):
+        Int8Linear(quantised, scales, None, torch.int8)
+    layer = Int8Linear(quantised, scales, None, torch.bfloat16)
+    with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 16\]"):
+        layer(torch.ones(2, 8))  # same number of elements as one row of 16: no silent reshape
+
+
 def test_int8_embedding_looks_up_dequantised_rows() -> None:
     table = _weight(20, 16)
     quantised, scales = quantise_rows(table)

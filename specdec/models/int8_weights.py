@@ -51,12 +51,34 @@ def quantise_rows(
     return quantised.contiguous(), scales
 
 
+def _check_layer(quantised: object, scales: object, dtype: object) -> None:
+    """A 2-D int8 matrix, one floating scale per row and a floating dtype (the kernel reads
+    them unchecked: a short ``scales`` would be read past its end)."""
+    if not isinstance(quantised, Tensor) or quantised.dtype != torch.int8 or quantised.dim() != 2:
+        raise TypeError("quantised must be a 2-D int8 tensor [rows, columns] (see quantise_rows).")
+    if not isinstance(scales, Tensor) or not scales.is_floating_point():
+        raise TypeError("scales must be a floating-point tensor [rows].")
+    if scales.shape != quantised.shape[:1]:
+        raise ValueError(
+            f"scales must have shape [{quantised.shape[0]}] (one per row of quantised), "
+            f"got {tuple(scales.shape)}."
+        )
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}.")
+
+
 class Int8Linear(nn.Module):
     """``y = (x Q^T) * s + b``: a linear layer over int8 weights (see the module docstring).
 
     ``weight`` is the int8 matrix ``Q [out, in]`` (so ``get_output_embeddings().weight.shape``
     still gives the vocabulary size of a head); ``scales`` and ``bias`` have the activations'
-    dtype. Inputs are cast to that dtype; the output has it too.
+    dtype. Inputs are cast to that dtype; the output has it too. ``quantised`` is kept, not
+    copied (``int8_weight_copy`` shares one matrix between a tied embedding and head).
+
+    Raises:
+        TypeError: ``quantised`` not 2-D int8, ``scales`` or ``bias`` not floating, ``dtype``
+            not floating; on call, ``x`` not a tensor. ValueError: ``scales`` or ``bias`` not of
+            length ``out``; on call, ``x`` whose last dimension is not ``in``.
     """
 
     qweight: Tensor
@@ -70,11 +92,19 @@ class Int8Linear(nn.Module):
         bias: Float[Tensor, " out"] | None,
         dtype: torch.dtype,
     ) -> None:
+        _check_layer(quantised, scales, dtype)
+        if bias is not None:
+            if not isinstance(bias, Tensor) or not bias.is_floating_point():
+                raise TypeError("bias must be a floating-point tensor [out] or None.")
+            if bias.shape != quantised.shape[:1]:
+                raise ValueError(
+                    f"bias must have shape [{quantised.shape[0]}], got {tuple(bias.shape)}."
+                )
         super().__init__()
         self.in_features = int(quantised.shape[1])
         self.out_features = int(quantised.shape[0])
-        self.register_buffer("qweight", quantised)
-        self.register_buffer("scales", scales.to(dtype))
+        self.register_buffer("qweight", quantised.contiguous())
+        self.register_buffer("scales", scales.detach().to(dtype))
         self.register_buffer("bias", None if bias is None else bias.detach().to(dtype))
 
     @property
@@ -83,6 +113,10 @@ class Int8Linear(nn.Module):
         return self.qweight
 
     def forward(self, x: Float[Tensor, "*batch in"]) -> Float[Tensor, "*batch out"]:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a tensor [..., {self.in_features}].")
+        if x.dim() < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape [..., {self.in_features}], got {tuple(x.shape)}.")
         scales = self.scales
         rows = x.reshape(-1, self.in_features).to(scales.dtype)
         if self.in_features % _KERNEL_BLOCK == 0 and rows.device.type == "cpu":
@@ -97,7 +131,11 @@ class Int8Linear(nn.Module):
 
 
 class Int8Embedding(nn.Module):
-    """An embedding table stored as int8 rows: ``embed(i) = s_i * Q_i`` in ``dtype``."""
+    """An embedding table stored as int8 rows: ``embed(i) = s_i * Q_i`` in ``dtype``.
+
+    Raises:
+        TypeError / ValueError: as ``Int8Linear`` for ``quantised``, ``scales`` and ``dtype``.
+    """
 
     qweight: Tensor
     scales: Tensor
@@ -108,11 +146,12 @@ class Int8Embedding(nn.Module):
         scales: Float[Tensor, " vocab"],
         dtype: torch.dtype,
     ) -> None:
+        _check_layer(quantised, scales, dtype)
         super().__init__()
         self.num_embeddings = int(quantised.shape[0])
         self.embedding_dim = int(quantised.shape[1])
         self.register_buffer("qweight", quantised)
-        self.register_buffer("scales", scales.to(dtype))
+        self.register_buffer("scales", scales.detach().to(dtype))
 
     @property
     def weight(self) -> Tensor:
