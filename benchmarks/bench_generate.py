@@ -147,7 +147,7 @@ parser.add_argument("--threads", type=int, help="torch threads (default: torch's
 parser.add_argument("--repeats", type=int, default=1, help="runs of each method per setting")
 args = parser.parse_args()
 DRAFT_NAMES = tuple(args.drafts.split(",")) if args.drafts else ALL_DRAFTS
-if not DRAFT_NAMES or not set(DRAFT_NAMES) <= set(ALL_DRAFTS):
+if not set(DRAFT_NAMES) <= set(ALL_DRAFTS):
     parser.error(f"--drafts takes names from {', '.join(ALL_DRAFTS)}, got {args.drafts!r}")
 if args.threads:
     torch.set_num_threads(args.threads)
