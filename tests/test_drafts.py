@@ -20,7 +20,12 @@ from transformers import (
 
 from specdec import generate_autoregressive, generate_speculative
 from specdec.models import HFModel
-from specdec.models.drafts import bfloat16_copy, int8_dynamic_copy, truncated_copy
+from specdec.models.drafts import (
+    bfloat16_copy,
+    int8_dynamic_copy,
+    int8_weight_copy,
+    truncated_copy,
+)
 
 VOCAB = 32
 LAYERS = 3
@@ -175,7 +180,7 @@ def test_truncated_copy_rejects_out_of_range(bad: int) -> None:
 
 
 def test_makers_reject_non_models() -> None:
-    for maker in (bfloat16_copy, int8_dynamic_copy):
+    for maker in (bfloat16_copy, int8_dynamic_copy, int8_weight_copy):
         with pytest.raises(TypeError, match="PreTrainedModel"):
             maker(torch.nn.Linear(2, 2))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="num_layers must be an int"):
@@ -286,9 +291,8 @@ def test_greedy_speculative_with_a_shared_truncated_draft_equals_autoregressive(
 
 def test_draft_makers_are_exported_by_specdec_models() -> None:
     import specdec.models
-    from specdec.models import drafts
 
     assert specdec.models.truncated_copy is truncated_copy
     assert specdec.models.int8_dynamic_copy is int8_dynamic_copy
     assert specdec.models.bfloat16_copy is bfloat16_copy
-    assert specdec.models.int8_weight_copy is drafts.int8_weight_copy
+    assert specdec.models.int8_weight_copy is int8_weight_copy
