@@ -208,6 +208,10 @@ def int8_weight_copy(model: PreTrainedModel) -> PreTrainedModel:
         >>> draft = int8_weight_copy(LlamaForCausalLM(config))
         >>> draft.lm_head.weight.dtype, draft.model.norm.weight.dtype
         (torch.int8, torch.bfloat16)
+
+    References:
+        ``proofs/theory.md`` claim 2 (lossless for any draft law: the rounding changes the
+        acceptance rate, never the output law).
     """
     clone = _fresh_copy(_check_model(model))
     if not clone.dtype.is_floating_point:

@@ -30,13 +30,33 @@ _KERNEL_BLOCK = 16
 def quantise_rows(
     weight: Float[Tensor, "rows columns"],
 ) -> tuple[Int[Tensor, "rows columns"], Float[Tensor, " rows"]]:
-    """``(Q, s)`` with ``Q`` int8 in ``[-127, 127]`` and ``s`` float32, ``W ~ s[:, None] * Q``.
+    r"""``(Q, s)``: a weight matrix as int8 rows and one scale per row, ``W ~ s[:, None] * Q``.
 
-    The largest entry of each row maps to ``+-127`` exactly; the error of any entry is at most
-    ``s_r / 2``. ``weight`` is read in float32 and left unchanged.
+    .. math::
+        s_r = \max_c |W_{rc}| / 127 \ (1 \text{ for a zero row}), \qquad
+        Q_{rc} = \mathrm{round}(W_{rc} / s_r) \in [-127, 127], \qquad
+        |s_r Q_{rc} - W_{rc}| \le s_r / 2
+
+    The largest entry of each row maps to ``+-127`` exactly.
+
+    Args:
+        weight: ``[rows, columns]`` finite floating weights, read in float32, left unchanged.
+
+    Returns:
+        ``[rows, columns]`` contiguous int8 ``Q`` and ``[rows]`` float32 ``s``.
 
     Raises:
         TypeError: ``weight`` is not a floating tensor. ValueError: not 2-D, or not finite.
+
+    Example:
+        >>> import torch
+        >>> q, s = quantise_rows(torch.tensor([[1.0, -2.0, 0.5]]))
+        >>> q.tolist(), round(float(s[0]) * 127, 6)
+        ([[64, -127, 32]], 2.0)
+
+    References:
+        ``proofs/theory.md`` claim 2: the step is lossless for any draft law, so a draft may
+        compute with rounded weights.
     """
     if not isinstance(weight, Tensor) or not weight.is_floating_point():
         raise TypeError("weight must be a floating-point tensor [rows, columns].")
@@ -68,7 +88,10 @@ def _check_layer(quantised: object, scales: object, dtype: object) -> None:
 
 
 class Int8Linear(nn.Module):
-    """``y = (x Q^T) * s + b``: a linear layer over int8 weights (see the module docstring).
+    r"""A linear layer over int8 weights (``Q, s`` from ``quantise_rows``).
+
+    .. math::
+        y = (x Q^\top) \odot s + b
 
     ``weight`` is the int8 matrix ``Q [out, in]`` (so ``get_output_embeddings().weight.shape``
     still gives the vocabulary size of a head); ``scales`` and ``bias`` have the activations'
@@ -79,6 +102,18 @@ class Int8Linear(nn.Module):
         TypeError: ``quantised`` not 2-D int8, ``scales`` or ``bias`` not floating, ``dtype``
             not floating; on call, ``x`` not a tensor. ValueError: ``scales`` or ``bias`` not of
             length ``out``; on call, ``x`` whose last dimension is not ``in``.
+
+    Args:
+        quantised: ``[out, in]`` int8 ``Q``.
+        scales: ``[out]`` floating ``s``.
+        bias: ``[out]`` floating ``b`` or ``None``.
+        dtype: the floating dtype of the activations (``int8_weight_copy``: bfloat16).
+
+    Example:
+        >>> import torch
+        >>> layer = Int8Linear(*quantise_rows(torch.eye(16)), None, torch.bfloat16)
+        >>> layer(torch.arange(16.0)).tolist() == list(range(16))
+        True
     """
 
     qweight: Tensor
@@ -131,10 +166,25 @@ class Int8Linear(nn.Module):
 
 
 class Int8Embedding(nn.Module):
-    """An embedding table stored as int8 rows: ``embed(i) = s_i * Q_i`` in ``dtype``.
+    r"""An embedding table stored as int8 rows (``Q, s`` from ``quantise_rows``).
+
+    .. math::
+        \mathrm{embed}(i) = s_i Q_i
+
+    Args:
+        quantised: ``[vocab, dim]`` int8 ``Q``.
+        scales: ``[vocab]`` floating ``s``.
+        dtype: the floating dtype of the looked-up rows.
 
     Raises:
         TypeError / ValueError: as ``Int8Linear`` for ``quantised``, ``scales`` and ``dtype``.
+
+    Example:
+        >>> import torch
+        >>> table = Int8Embedding(*quantise_rows(torch.tensor([[0.0, 2.0], [4.0, -4.0]])),
+        ...                       torch.float32)
+        >>> table(torch.tensor([1, 0])).tolist()
+        [[4.0, -4.0], [0.0, 2.0]]
     """
 
     qweight: Tensor
