@@ -8,6 +8,7 @@ from specdec.models.drafts import (
     truncated_copy,
 )
 from specdec.models.hf import HFModel
+from specdec.models.ngram import NGramDraft
 from specdec.models.smollm2 import load_smollm2
 from specdec.models.toy import ToyModel, ToyPair, make_toy_model, make_toy_pair
 from specdec.models.toy_lm import ToyLM
@@ -18,6 +19,7 @@ __all__ = [
     "Context",
     "HFModel",
     "MappedDraft",
+    "NGramDraft",
     "ToyLM",
     "ToyModel",
     "ToyPair",

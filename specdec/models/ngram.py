@@ -1,0 +1,161 @@
+"""``NGramDraft``: a draft with no weights (prompt lookup), as a pure ``CausalLM``.
+
+The draft proposes, after a context ``s``, the token that followed the most recent earlier
+occurrence of the longest suffix of ``s`` that occurred before (an n-gram of ``max_ngram``
+tokens down to ``min_ngram``): prompt lookup decoding (Saxena 2023; Yang et al. 2023,
+"Inference with Reference"). Text that copies from its prompt or repeats itself (summaries,
+code edits, lists) is drafted for the cost of a search over a few hundred integers, where a
+model draft costs a forward pass.
+
+Its law is a **point mass**: ``q(x) = 1`` on the proposed token. Speculative sampling stays
+lossless for any draft law (``proofs/theory.md``, claim 2), point masses included: the draft
+is accepted with probability ``p(x)``, and a rejection resamples from the residual
+``norm(max(0, p - q))``, which is ``p`` without ``x``. The logits are ``0`` at the proposal and
+``-inf`` elsewhere, so every warping (temperature, top-k, top-p, min-p) keeps the point mass.
+
+The "cache" is the token history itself, stored in the tuple layout of ``specdec.cache`` as
+one layer whose key and value are the ids ``[batch, 1, slots, 1]`` (int64): the library's
+cache slicing (crop, shift, drop) rolls it back like any KV cache, and the attention mask says
+which slots are live, exactly as for a model.
+"""
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from specdec.cache import KVCache, layer_tensors
+
+__all__ = ["NGramDraft", "lookup"]
+
+
+def lookup(tokens: list[int], max_ngram: int, min_ngram: int = 1) -> int | None:
+    """The token after the most recent earlier occurrence of the longest matching suffix.
+
+    For ``n = max_ngram .. min_ngram`` (longest first), the suffix ``tokens[-n:]`` is searched
+    among the earlier n-grams ``tokens[i : i + n]`` with ``i + n < len(tokens)`` (so a token
+    follows it), latest ``i`` first; the first hit gives ``tokens[i + n]``. ``None`` when no
+    suffix of ``min_ngram`` tokens or more occurred before.
+
+    Example:
+        >>> lookup([7, 1, 2, 9, 1, 2, 4, 3, 1, 2], max_ngram=2)
+        4
+        >>> lookup([7, 1, 2, 9, 1, 2, 4, 3, 1, 2], max_ngram=3)  # [3, 1, 2] is new; [1, 2] is not
+        4
+        >>> lookup([5, 6], max_ngram=2) is None
+        True
+    """
+    for n in range(min(max_ngram, len(tokens) - 1), min_ngram - 1, -1):
+        suffix = tokens[-n:]
+        for start in range(len(tokens) - n - 1, -1, -1):
+            if tokens[start : start + n] == suffix:
+                return tokens[start + n]
+    return None
+
+
+def _check_ngram(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}.")
+    return value
+
+
+class NGramDraft:
+    """A draft that looks its proposals up in the context (see the module docstring).
+
+    Args:
+        vocab_size: the target's vocabulary size (the logits' width).
+        max_ngram: longest suffix to match (3 by default).
+        min_ngram: shortest suffix to match (1 by default: the last token alone).
+
+    When no suffix of ``min_ngram`` tokens or more occurred before, the draft proposes the last
+    token again (a decided fallback: any proposal is lossless, and a point mass costs nothing).
+
+    Example:
+        >>> import torch
+        >>> from specdec.models.base import empty_context, extend
+        >>> draft = NGramDraft(10)
+        >>> logits, _ = extend(draft, empty_context(1), torch.tensor([[7, 1, 2, 9, 1]]))
+        >>> logits.argmax(dim=-1).tolist()  # new tokens repeat; after '7 1 2 9 1' the 1 recurs
+        [[7, 1, 2, 9, 2]]
+    """
+
+    def __init__(self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        self._vocab_size = _check_ngram("vocab_size", vocab_size)
+        self.max_ngram = _check_ngram("max_ngram", max_ngram)
+        self.min_ngram = _check_ngram("min_ngram", min_ngram)
+        if self.min_ngram > self.max_ngram:
+            raise ValueError(
+                f"min_ngram ({self.min_ngram}) must not exceed max_ngram ({self.max_ngram})."
+            )
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of logits per position."""
+        return self._vocab_size
+
+    def propose(self, tokens: list[int]) -> int:
+        """The proposal after ``tokens``: ``lookup``'s, else the last token (0 when empty)."""
+        found = lookup(tokens, self.max_ngram, self.min_ngram)
+        if found is not None:
+            return found
+        return tokens[-1] if tokens else 0
+
+    def forward(
+        self,
+        input_ids: Int[Tensor, "batch n"],
+        cache: KVCache | None,
+        attention_mask: Bool[Tensor, "batch total"],
+        position_ids: Int[Tensor, "batch n"],
+        logits_to_keep: int | None = None,
+    ) -> tuple[Float[Tensor, "batch m vocab"], KVCache]:
+        """Point-mass logits for the last ``m`` new positions and the extended history.
+
+        Only live slots (``attention_mask``) are read; ``position_ids`` are implied by them
+        and not needed. The history passed in is never modified (``torch.cat`` makes a new one).
+        """
+        history = _history(cache, input_ids, attention_mask)
+        del position_ids
+        batch, n = input_ids.shape
+        keep = n if logits_to_keep is None else min(logits_to_keep, n)
+        total = history.shape[2]
+        logits = torch.full((batch, keep, self._vocab_size), float("-inf"))
+        for row, (ids, live) in enumerate(
+            zip(history[:, 0, :, 0].tolist(), attention_mask.tolist(), strict=True)
+        ):
+            for column, slot in enumerate(range(total - keep, total)):
+                seen = [t for t, alive in zip(ids[: slot + 1], live[: slot + 1]) if alive]
+                logits[row, column, self.propose(seen)] = 0.0
+        return logits, ((history, history),)
+
+
+def _history(
+    cache: KVCache | None, input_ids: Tensor, attention_mask: Tensor
+) -> Int[Tensor, "batch 1 total 1"]:
+    """The checked token history after ``input_ids``: ``[batch, 1, slots, 1]`` int64."""
+    if not isinstance(input_ids, Tensor) or input_ids.dtype != torch.int64:
+        raise TypeError("input_ids must be an int64 tensor [batch, n].")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must have shape [batch, n], got {tuple(input_ids.shape)}.")
+    new = input_ids[:, None, :, None]
+    if cache is None:
+        history = new
+    else:
+        pairs = layer_tensors(cache)
+        keys = pairs[0][0]
+        if len(pairs) != 1 or keys.dtype != torch.int64 or keys.shape[1] != 1:
+            raise ValueError("cache must be an NGramDraft history (one int64 layer).")
+        if keys.shape[0] != input_ids.shape[0]:
+            raise ValueError(
+                f"cache holds {keys.shape[0]} rows, input_ids {input_ids.shape[0]}."
+            )
+        history = torch.cat([keys, new], dim=2)
+    if not isinstance(attention_mask, Tensor) or attention_mask.dtype != torch.bool:
+        raise TypeError("attention_mask must be a bool tensor [batch, total].")
+    if attention_mask.shape != (input_ids.shape[0], history.shape[2]):
+        raise ValueError(
+            f"attention_mask must have shape [{input_ids.shape[0]}, {history.shape[2]}] (cached "
+            f"and new slots), got {tuple(attention_mask.shape)}."
+        )
+    return history
+
