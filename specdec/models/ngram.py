@@ -118,14 +118,13 @@ class NGramDraft:
         del position_ids
         batch, n = input_ids.shape
         keep = n if logits_to_keep is None else min(logits_to_keep, n)
-        total = history.shape[2]
         logits = torch.full((batch, keep, self._vocab_size), float("-inf"))
         for row, (ids, live) in enumerate(
             zip(history[:, 0, :, 0].tolist(), attention_mask.tolist(), strict=True)
         ):
-            for column, slot in enumerate(range(total - keep, total)):
-                seen = [t for t, alive in zip(ids[: slot + 1], live[: slot + 1]) if alive]
-                logits[row, column, self.propose(seen)] = 0.0
+            seen = [token for token, alive in zip(ids, live, strict=True) if alive]
+            for column in range(keep):  # the new slots are live and last: drop the later ones
+                logits[row, column, self.propose(seen[: len(seen) - keep + 1 + column])] = 0.0
         return logits, ((history, history),)
 
 
@@ -146,9 +145,7 @@ def _history(
         if len(pairs) != 1 or keys.dtype != torch.int64 or keys.shape[1] != 1:
             raise ValueError("cache must be an NGramDraft history (one int64 layer).")
         if keys.shape[0] != input_ids.shape[0]:
-            raise ValueError(
-                f"cache holds {keys.shape[0]} rows, input_ids {input_ids.shape[0]}."
-            )
+            raise ValueError(f"cache holds {keys.shape[0]} rows, input_ids {input_ids.shape[0]}.")
         history = torch.cat([keys, new], dim=2)
     if not isinstance(attention_mask, Tensor) or attention_mask.dtype != torch.bool:
         raise TypeError("attention_mask must be a bool tensor [batch, total].")
@@ -158,4 +155,3 @@ def _history(
             f"and new slots), got {tuple(attention_mask.shape)}."
         )
     return history
-
