@@ -4,7 +4,13 @@ Target SmolLM2-135M-Instruct (``specdec.models.load_smollm2``); four drafts made
 (``specdec.models.drafts``): a bfloat16 copy, an int8-dynamic copy sharing the target's float
 embeddings and head (``share_weights=True``), its first 12 of 30 layers (the target's own
 modules, ``share_weights=True``: no weight copied) and ``int8w``, an int8 weight-only copy
-with bfloat16 activations (``int8_weight_copy``). ``--drafts`` runs a subset.
+with bfloat16 activations (``int8_weight_copy``); and ``ngram``, the weightless prompt-lookup
+draft ``specdec.models.NGramDraft`` (suffixes of up to 3 tokens), whose transformers
+counterpart is its own prompt lookup, ``generate(prompt_lookup_num_tokens=k,
+max_matching_ngram_size=3)``. The two lookups differ (transformers takes the *first* earlier
+occurrence and drafts fewer than ``k`` tokens, or none, when the match runs out; specdec the
+most recent one, always ``k`` tokens, repeating the last token where nothing matches), so for
+``ngram`` the comparison is of two lookup drafts, not of one pair. ``--drafts`` runs a subset.
 For each draft and ``k = 1..8``, greedy (temperature 0), batch 1, 64 new tokens, a few chat
 prompts, all measured in the same run (timings are reported, never asserted):
 
@@ -97,8 +103,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 from specdec import generate_autoregressive, generate_speculative
-from specdec.models import HFModel
-from specdec.models.base import empty_context, extend
+from specdec.models import HFModel, NGramDraft
+from specdec.models.base import CausalLM, empty_context, extend
 from specdec.models.drafts import (
     bfloat16_copy,
     int8_dynamic_copy,
@@ -131,7 +137,8 @@ GOAL_VS_ASSISTED = 1.0  # speculative tokens/s >= transformers assisted tokens/s
 GOAL_VS_REFINED = 0.10  # |measured / refined - 1| <= 10%
 GOAL_MEMORY = 1.2  # speculative peak <= 1.2 x autoregressive peak
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
-ALL_DRAFTS = ("bf16", "int8", "first12", "int8w")
+ALL_DRAFTS = ("bf16", "int8", "first12", "int8w", "ngram")
+NGRAM_MAX = 3  # longest suffix both lookups match
 
 # -- arguments ---------------------------------------------------------------------------------
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -196,16 +203,36 @@ def load_target() -> tuple[PreTrainedModel, list[Tensor], int | None]:
     return model, prompts, eos if isinstance(eos, int) else None
 
 
-def make_draft(model: PreTrainedModel, name: str) -> PreTrainedModel:
-    """One of the three drafts of ``specdec.models.drafts``."""
+def make_draft(model: PreTrainedModel, name: str) -> tuple[CausalLM, PreTrainedModel | None]:
+    """The draft for specdec and transformers' assistant model (``None`` for ``ngram``, whose
+    transformers counterpart is prompt lookup, see ``transformers_options``)."""
+    if name == "ngram":
+        return NGramDraft(HFModel(model).vocab_size, max_ngram=NGRAM_MAX), None
     if name == "bf16":
-        return bfloat16_copy(model)
-    if name == "int8":
-        return int8_dynamic_copy(model, share_weights=True)
-    if name == "int8w":
-        return int8_weight_copy(model)
-    layers = QUICK_TRUNCATED_LAYERS if args.quick else TRUNCATED_LAYERS
-    return truncated_copy(model, layers, share_weights=True)
+        assistant = bfloat16_copy(model)
+    elif name == "int8":
+        assistant = int8_dynamic_copy(model, share_weights=True)
+    elif name == "int8w":
+        assistant = int8_weight_copy(model)
+    else:
+        layers = QUICK_TRUNCATED_LAYERS if args.quick else TRUNCATED_LAYERS
+        assistant = truncated_copy(model, layers, share_weights=True)
+    return HFModel(assistant), assistant
+
+
+def transformers_options(assistant: PreTrainedModel | None, name: str, k: int) -> dict[str, Any]:
+    """``generate`` options for transformers' counterpart of draft ``name`` with ``k`` drafts:
+    assisted generation with the same draft model, or prompt lookup for ``ngram``."""
+    if name == "ngram":
+        return {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": NGRAM_MAX}
+    if assistant is None:
+        raise ValueError(f"draft {name!r} needs its assistant model.")
+    configure_assistant(assistant, k)
+    return {
+        "assistant_model": assistant,
+        "num_assistant_tokens": k,
+        "num_assistant_tokens_schedule": "constant",
+    }
 
 
 def own_bytes(draft: PreTrainedModel, target: PreTrainedModel) -> int:
@@ -233,7 +260,7 @@ def configure_assistant(draft: PreTrainedModel, k: int) -> None:
 
 
 def run_specdec(
-    target: HFModel, draft: HFModel | None, prompt: Tensor, k: int, eos: int | None, count: int
+    target: HFModel, draft: CausalLM | None, prompt: Tensor, k: int, eos: int | None, count: int
 ) -> tuple[Tensor, Tensor, tuple[int, float]]:
     """Greedy tokens ``[n]`` (``-1`` padded), accepted counts ``[steps]`` (empty for AR) and
     the tokens and seconds of every step but the first (the decode phase)."""
@@ -273,17 +300,10 @@ def produced(tokens: Tensor) -> int:
 
 
 def run_transformers(
-    model: PreTrainedModel, draft: PreTrainedModel | None, prompt: Tensor, k: int, count: int
+    model: PreTrainedModel, extra: dict[str, Any], prompt: Tensor, count: int
 ) -> Tensor:
-    """Greedy new tokens ``[n]`` of transformers' ``generate`` (assisted when ``draft``)."""
-    extra: dict[str, Any] = {}
-    if draft is not None:
-        configure_assistant(draft, k)
-        extra = {
-            "assistant_model": draft,
-            "num_assistant_tokens": k,
-            "num_assistant_tokens_schedule": "constant",
-        }
+    """Greedy new tokens ``[n]`` of transformers' ``generate`` with the options ``extra``
+    (``transformers_options``; none for plain greedy)."""
     with torch.no_grad():
         out = model.generate(
             prompt,
@@ -322,16 +342,16 @@ if args.memory_child:
     model, prompts, eos = load_target()
     target = HFModel(model)
     needs_draft = any(mode in ("spec", "hf_assisted") for mode in modes)
-    draft_model = make_draft(model, args.draft) if needs_draft else None
-    draft = HFModel(draft_model) if draft_model is not None else None
+    draft, draft_model = make_draft(model, args.draft) if needs_draft else (None, None)
 
     def generate(mode: str, count: int) -> None:
         if mode in ("ar", "spec"):
             run_specdec(target, draft if mode == "spec" else None, prompts[0], args.k, eos, count)
         else:
-            run_transformers(
-                model, draft_model if mode == "hf_assisted" else None, prompts[0], args.k, count
-            )
+            extra = {}
+            if mode == "hf_assisted":
+                extra = transformers_options(draft_model, args.draft, args.k)
+            run_transformers(model, extra, prompts[0], count)
 
     reports = []
     for mode in modes:
@@ -369,8 +389,9 @@ if args.memory_child:
 started = time.perf_counter()
 model, prompts, eos = load_target()
 target = HFModel(model)
-draft_models = {name: make_draft(model, name) for name in DRAFT_NAMES}
-drafts = {name: HFModel(draft_model) for name, draft_model in draft_models.items()}
+made = {name: make_draft(model, name) for name in DRAFT_NAMES}
+drafts = {name: pair[0] for name, pair in made.items()}
+draft_models = {name: pair[1] for name, pair in made.items()}
 results: dict[str, Any] = {
     "torch": torch.__version__,
     "python": platform.python_version(),
@@ -392,9 +413,9 @@ print(
 # warm-up: first calls pay for lazy initialisation
 for name in DRAFT_NAMES:
     run_specdec(target, drafts[name], prompts[0], ks[0], eos, 4)
-    run_transformers(model, draft_models[name], prompts[0], ks[0], 4)
+    run_transformers(model, transformers_options(draft_models[name], name, ks[0]), prompts[0], 4)
 run_specdec(target, None, prompts[0], 1, eos, 4)
-run_transformers(model, None, prompts[0], 1, 4)
+run_transformers(model, {}, prompts[0], 4)
 
 # -- cost model: c and v(k), after a context of realistic length --------------------------------
 reference_tokens, _, _ = run_specdec(target, None, prompts[0], 1, eos, COST_CONTEXT_EXTRA)
@@ -406,7 +427,7 @@ def measure_costs() -> dict[str, float]:
     """Median seconds of one ``extend`` after ``context_ids``: the target on 1 and ``k+1``
     tokens, each draft on 1. The calls are interleaved round by round (``cost_repeats``
     rounds), so a slow spell of the machine hits every quantity alike."""
-    calls = {"target_1": (target, 1)}
+    calls: dict[str, tuple[CausalLM, int]] = {"target_1": (target, 1)}
     calls.update({f"draft_{name}": (drafts[name], 1) for name in DRAFT_NAMES})
     calls.update({f"target_{k + 1}": (target, k + 1) for k in ks})
     contexts = {key: extend(lm, empty_context(1), context_ids)[1] for key, (lm, _) in calls.items()}
@@ -459,7 +480,7 @@ def measure_baselines(prompt_index: int) -> None:
     reference.setdefault(prompt_index, tokens[tokens >= 0])
     baseline["specdec_ar"].append((prompt_index, seconds))
     ar_decode.append(decode)
-    hf_tokens, seconds = timed(run_transformers, model, None, prompt, 1, new_tokens)
+    hf_tokens, seconds = timed(run_transformers, model, {}, prompt, new_tokens)
     baseline["hf_greedy"].append((prompt_index, seconds))
     mismatches["specdec_ar_vs_hf_greedy"] += differing(hf_tokens, prompt_index)
 
@@ -490,8 +511,9 @@ for prompt_index, prompt in enumerate(prompts):
                 if method == "hf":
                     target_calls.clear()
                     hook = model.register_forward_hook(count_call)  # transformers' target rounds
+                    options = transformers_options(draft_models[name], name, k)
                     hf_tokens, hf_seconds = timed(
-                        run_transformers, model, draft_models[name], prompt, k, new_tokens
+                        run_transformers, model, options, prompt, new_tokens
                     )
                     hook.remove()
                     row["hf_runs"].append(

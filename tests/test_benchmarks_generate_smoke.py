@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_generate.py"
-DRAFTS = ["bf16", "int8", "first12", "int8w"]
+DRAFTS = ["bf16", "int8", "first12", "int8w", "ngram"]
 
 
 def test_bench_generate_quick_runs_and_writes_report(tmp_path: Path) -> None:
