@@ -1,17 +1,23 @@
 """Drafts made from the target itself: a cheaper copy of the same Hugging Face causal LM.
 
 Without a model hub, the only pretrained draft for the packaged SmolLM2 is a degraded copy of
-SmolLM2. Three degradations trade agreement with the target for speed (top-1 agreement with
-SmolLM2-135M-Instruct on its own greedy text, measured on a 2-core AVX-512/AMX CPU):
+SmolLM2. Four degradations trade agreement with the target for speed; measured on SmolLM2-135M-
+Instruct by ``benchmarks/bench_generate.py`` on a 2-core AVX-512/AMX CPU (greedy acceptance
+rate ``α`` per drafted token over 6 chat prompts of 64 tokens, k = 1..8; cost ratio
+``c = T_draft / T_target`` of one token):
 
-=========================  =========  ==================================================
-draft                      agreement  why it is cheaper
-=========================  =========  ==================================================
-``bfloat16_copy``          ~0.97      half the bytes per weight; AMX/AVX-512 bf16 matmuls
-``int8_dynamic_copy``      ~0.46      int8 weights, activations quantised per call
-``truncated_copy(m, 12)``  ~0.13      12 of 30 decoder layers: 40% of the layer compute
-``int8_weight_copy``       ~0.95      int8 weights (a quarter of the bytes), bf16 activations
-=========================  =========  ==================================================
+=========================  ===========  =====  ============================================
+draft                      α            c      why it is cheaper (or is not)
+=========================  ===========  =====  ============================================
+``bfloat16_copy``          0.95 - 0.98  1.19   half the bytes per weight, but torch's bf16
+                                               matmul on one row is slower than float32 here
+``int8_dynamic_copy``      0.73 - 0.76  0.77   int8 weights, activations quantised per call
+``truncated_copy(m, 12)``  0.06         0.49   12 of 30 decoder layers
+``int8_weight_copy``       0.95 - 0.96  0.64   int8 weights (a quarter of the bytes), bf16
+                                               activations, torch's fused int8 matmul kernel
+=========================  ===========  =====  ============================================
+
+A draft with no weights at all is ``specdec.models.NGramDraft`` (prompt lookup).
 
 Every function returns a new model in eval mode and never touches the target (its parameters,
 buffers, config and generation config). By default the new model is a deep copy; weight tying
