@@ -30,7 +30,7 @@ from specdec._checks import check_same_vocabulary
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.models.vocabulary import MappedDraft, VocabularyMap
 from specdec.noise import uniforms
-from specdec.step import SamplingOptions, StepState, speculative_step
+from specdec.step import SamplingOptions, StepState, _check_stop_below, speculative_step
 from specdec.types import VerifyRule
 from specdec.verify.tokens import verify_tokens
 
@@ -48,6 +48,8 @@ class Generation:
             ``n = max_new_tokens``.
         accepted: ``[steps, b]`` drafts accepted per speculative step (``-1`` once a row has
             stopped); empty for autoregressive generation.
+        verified: ``[steps, b]`` drafts verified per step: ``k``, fewer at the budget's end or
+            where the draft stopped (``draft_stop_below``); ``-1`` once a row has stopped.
         draft_seconds: per-step drafting time.
         verify_seconds: per-step target pass and verification time (per-token forward time for
             autoregressive generation).
@@ -56,6 +58,7 @@ class Generation:
 
     tokens: Int[Tensor, "batch n"]
     accepted: Int[Tensor, "steps batch"]
+    verified: Int[Tensor, "steps batch"]
     draft_seconds: tuple[float, ...]
     verify_seconds: tuple[float, ...]
     other_seconds: tuple[float, ...]
@@ -187,6 +190,7 @@ def generate_autoregressive(
     return Generation(
         tokens=out,
         accepted=torch.zeros(0, batch, dtype=torch.int64),
+        verified=torch.zeros(0, batch, dtype=torch.int64),
         draft_seconds=tuple(0.0 for _ in verify_times),
         verify_seconds=tuple(verify_times),
         other_seconds=tuple(other_times),
@@ -209,6 +213,7 @@ def generate_speculative(
     draft_top_k: int | None = None,
     draft_top_p: float | None = None,
     draft_min_p: float | None = None,
+    draft_stop_below: float | None = None,
     rule: VerifyRule = verify_tokens,
     eos_token_id: int | None = None,
     vocabulary_map: VocabularyMap | None = None,
@@ -220,6 +225,13 @@ def generate_speculative(
     the draft is then wrapped in ``MappedDraft`` and proposes shared tokens only, with its law
     restricted to them and renormalised, which keeps the law exact (``proofs/theory.md``,
     claim 12); the draft options apply to the restricted logits.
+
+    ``draft_stop_below`` lets a step draft fewer than ``k`` tokens: a row's block ends at its
+    first draft whose probability under the draft's unwarped softmax is below it, that draft
+    included, and the draft is called until every row's block has ended. The decision depends
+    on the draft's side only, so the law stays exact (claim 13); it saves the draft calls and
+    verified positions a confident draft would waste, e.g. ``NGramDraft``'s uniform rows where
+    nothing matches (``draft_stop_below=0.5``).
 
     Raises:
         ValueError: vocabulary mismatch between draft and target (without ``vocabulary_map``,
@@ -247,6 +259,7 @@ def generate_speculative(
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = _check_prompt(prompt_ids, target.vocab_size)
     budget = _check_budget(target, prompt, max_new_tokens, k)
+    _check_stop_below(draft_stop_below)
     target_options = SamplingOptions(temperature, top_k, top_p, min_p)
     draft_options = SamplingOptions(
         temperature if draft_temperature is None else draft_temperature,
@@ -259,6 +272,7 @@ def generate_speculative(
     produced = torch.zeros(batch, dtype=torch.int64)
     done = torch.full((batch,), budget == 0)
     accepted_per_step: list[Tensor] = []
+    verified_per_step: list[Tensor] = []
     times: list[tuple[float, float, float]] = []
     state = StepState(empty_context(batch), empty_context(batch), prompt, prompt)
     while not bool(done.all()):
@@ -277,10 +291,12 @@ def generate_speculative(
             draft_uniforms=draft_uniforms[:, :width],
             verify_uniforms=verify_uniforms[:, : width + 1],
             lengths=lengths,
+            stop_below=draft_stop_below,
         )
         start = time.perf_counter()
         verdict = outcome.verification
         accepted_per_step.append(torch.where(done, -1, verdict.num_accepted))
+        verified_per_step.append(torch.where(done, -1, outcome.lengths))
         out, produced, done = _append(
             out, produced, done, verdict.tokens, verdict.num_accepted + 1, eos_token_id
         )
@@ -292,14 +308,11 @@ def generate_speculative(
                 outcome.other_seconds + time.perf_counter() - start,
             )
         )
-    accepted = (
-        torch.stack(accepted_per_step)
-        if accepted_per_step
-        else torch.zeros(0, batch, dtype=torch.int64)
-    )
+    empty = torch.zeros(0, batch, dtype=torch.int64)
     return Generation(
         tokens=out,
-        accepted=accepted,
+        accepted=torch.stack(accepted_per_step) if accepted_per_step else empty,
+        verified=torch.stack(verified_per_step) if verified_per_step else empty,
         draft_seconds=tuple(t[0] for t in times),
         verify_seconds=tuple(t[1] for t in times),
         other_seconds=tuple(t[2] for t in times),

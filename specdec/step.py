@@ -10,9 +10,17 @@ Invariants between steps, for each row whose committed text is ``s``:
   pending token, so it is folded into the next verification pass.
 * the **draft** context holds ``s[:-w]`` and its pending tokens are ``s[-w:]``: the whole prompt
   at the first step, then ``w = 1`` (the draft already read every accepted draft) unless some
-  row of the batch accepted all ``k`` drafts, where ``x_k`` never entered the draft cache: then
-  ``w = 2`` for every row, the other rows re-reading one committed token (one more position in
-  a pass the draft makes anyway, so the batch stays rectangular).
+  row of the batch accepted all ``d`` drafts of the step, where ``x_d`` never entered the draft
+  cache: then ``w = 2`` for every row, the other rows re-reading one committed token (one more
+  position in a pass the draft makes anyway, so the batch stays rectangular).
+
+Block length: a row verifies ``k`` drafts, fewer when the caller's ``lengths`` say so (the
+budget's end) or when the draft *stops*: with ``stop_below``, a row's block ends at its first
+draft whose confidence (the draft's softmax probability of that token, before warping) is below
+``stop_below``, that draft included. The decision to draft ``x_{i+1}`` then depends only on the
+draft's own tokens and rows up to ``x_i`` (a stopping time of the drafting process), which keeps
+the output law exactly the target's (``proofs/theory.md``, claim 13). The draft is called until
+every row's block has ended, so ``d <= k`` drafts are made, and the target reads ``d`` of them.
 """
 
 import time
@@ -93,11 +101,16 @@ class StepState:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """The verification, the state for the next step, and where the time went."""
+    """The verification, the state for the next step, and where the time went.
+
+    ``lengths`` holds the drafts each row verified (``k``, or fewer at the budget's end or where
+    the draft stopped); ``draft.tokens`` holds the ``d = max(lengths)`` drafts made.
+    """
 
     verification: Verification
     draft: DraftBlock
     state: StepState
+    lengths: Int[Tensor, " batch"]
     draft_seconds: float
     verify_seconds: float
     other_seconds: float
@@ -109,17 +122,27 @@ def _draft(
     pending: Tensor,
     options: SamplingOptions,
     uniforms: Tensor,
-) -> tuple[DraftBlock, Context]:
-    """Sample ``k`` tokens autoregressively, each with the row it was drawn from."""
+    lengths: Tensor,
+    stop_below: float | None,
+) -> tuple[DraftBlock, Context, Tensor]:
+    """Sample up to ``k`` tokens autoregressively, each with the row it was drawn from, until
+    every row's block has ended (at ``lengths[r]`` drafts, or at its first draft whose
+    confidence is below ``stop_below``, that draft included). Returns the block, the draft's
+    context (it read all drafts but the last) and each row's block length."""
     logits, context = extend(model, context, pending, logits_to_keep=1)
     tokens, rows = [], []
     for i in range(uniforms.shape[1]):
         token, row = options.draw(logits[:, -1], uniforms[:, i])  # x_{i+1} ~ q_i, [b], [b, V]
         tokens.append(token)
         rows.append(row)
-        if i + 1 < uniforms.shape[1]:
-            logits, context = extend(model, context, token[:, None])
-    return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), context
+        if stop_below is not None:
+            confidence = torch.softmax(logits[:, -1].double(), dim=-1).gather(1, token[:, None])
+            stops = (confidence[:, 0] < stop_below) & (lengths > i + 1)
+            lengths = torch.where(stops, i + 1, lengths)
+        if bool((lengths <= i + 1).all()):
+            break
+        logits, context = extend(model, context, token[:, None])
+    return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), context, lengths
 
 
 def _greedy_on_logits(
@@ -167,9 +190,19 @@ def _verify(
     return Verification(num_accepted=accepted, tokens=tokens)
 
 
-def _check_lengths(lengths: object, batch: int, k: int) -> Tensor | None:
-    if lengths is None:
+def _check_stop_below(stop_below: object) -> float | None:
+    if stop_below is None:
         return None
+    if isinstance(stop_below, bool) or not isinstance(stop_below, int | float):
+        raise TypeError(f"stop_below must be a float or None, got {type(stop_below).__name__}.")
+    if not 0.0 < stop_below <= 1.0:
+        raise ValueError(f"stop_below must lie in (0, 1] (a probability), got {stop_below}.")
+    return float(stop_below)
+
+
+def _check_lengths(lengths: object, batch: int, k: int) -> Tensor:
+    if lengths is None:
+        return torch.full((batch,), k, dtype=torch.int64)
     if not isinstance(lengths, Tensor) or lengths.dtype != torch.int64:
         raise TypeError("lengths must be an int64 tensor [batch] (or None).")
     if lengths.shape != (batch,):
@@ -192,6 +225,7 @@ def speculative_step(
     draft_uniforms: Float[Tensor, "batch k"],
     verify_uniforms: Float[Tensor, "batch k_plus_1"],
     lengths: Int[Tensor, " batch"] | None = None,
+    stop_below: float | None = None,
 ) -> StepOutcome:
     """One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
 
@@ -209,9 +243,14 @@ def speculative_step(
             first ``lengths[r]`` drafts, with the first ``lengths[r]`` and ``lengths[r] + 1``
             uniforms, exactly as a step with ``k = lengths[r]`` would (the generation loop
             uses it on the last step, where a row needs fewer than ``k + 1`` tokens).
+        stop_below: optional confidence in ``(0, 1]``: a row's block also ends at its first
+            draft whose probability under the draft's *unwarped* softmax is below it, that
+            draft included (a stopping time of the draft, so the law stays exact: claim 13).
+            Drafting stops once every row's block has ended.
 
     Returns:
-        ``StepOutcome``; ``verification.tokens [b, k+1]`` is the emitted block.
+        ``StepOutcome``; ``verification.tokens [b, d+1]`` is the emitted block, ``d <= k`` the
+        number of drafts made (``k`` unless every row's block ended earlier).
 
     At target temperature 0 the library rules ``verify_tokens``, ``exact_match_rule`` and
     ``greedy_rule`` all reduce to greedy verification (``proofs/theory.md`` claim 6), so the
@@ -229,27 +268,36 @@ def speculative_step(
         raise ValueError("draft_uniforms must have k >= 1 columns (one per drafted token).")
     check_shape("verify_uniforms", verify_uniforms, (batch, k + 1), "[b, k+1]")
     lengths = _check_lengths(lengths, batch, k)
+    stop_below = _check_stop_below(stop_below)
     start = time.perf_counter()
-    # 1. Draft k tokens, keeping the exact rows they were sampled from.
-    block, draft_context = _draft(
-        draft, state.draft, state.draft_pending, draft_options, draft_uniforms
+    # 1. Draft up to k tokens, keeping the exact rows they were sampled from.
+    block, draft_context, lengths = _draft(
+        draft,
+        state.draft,
+        state.draft_pending,
+        draft_options,
+        draft_uniforms,
+        lengths,
+        stop_below,
     )
+    made = block.tokens.shape[1]  # d = max(lengths) drafts
     drafted = time.perf_counter()
-    # 2. One target pass over [pending, x_1 .. x_k] gives p_0 .. p_k (its last k+1 rows).
-    target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + k]
-    target_logits, target_context = extend(target, state.target, target_input, k + 1)
+    # 2. One target pass over [pending, x_1 .. x_d] gives p_0 .. p_d (its last d+1 rows).
+    target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + d]
+    target_logits, target_context = extend(target, state.target, target_input, made + 1)
     # 3. Verify the block against the warped target.
+    uniforms = verify_uniforms[:, : made + 1]
     if target_options.temperature == 0 and rule in _ONE_HOT_RULES:
-        verdict = _verify(_greedy_on_logits, block, target_logits, verify_uniforms, lengths)
+        verdict = _verify(_greedy_on_logits, block, target_logits, uniforms, lengths)
     else:
         target_probs = target_options.probs(target_logits)
-        verdict = _verify(rule, block, target_probs, verify_uniforms, lengths)
+        verdict = _verify(rule, block, target_probs, uniforms, lengths)
     verified = time.perf_counter()
     # 4. Roll both caches back to the accepted prefix.
     accepted = verdict.num_accepted  # j, [b]
     next_target = keep_new(state.target, target_context, state.target_pending.shape[1] + accepted)
-    # The draft read x_1 .. x_{k-1}: it holds s'[:-1] unless a row accepted all k (x_k unread).
-    width = 2 if bool((accepted == k).any()) else 1
+    # The draft read x_1 .. x_{d-1}: it holds s'[:-1] unless a row accepted all d (x_d unread).
+    width = 2 if bool((accepted == made).any()) else 1
     kept = state.draft_pending.shape[1] - (width - 1) + accepted
     next_draft = keep_new(state.draft, draft_context, kept)
     # 5. The emitted token y becomes pending: it is folded into the next verification pass.
@@ -270,6 +318,7 @@ def speculative_step(
         verification=verdict,
         draft=block,
         state=next_state,
+        lengths=lengths,
         draft_seconds=drafted - start,
         verify_seconds=verified - drafted,
         other_seconds=finished - verified,

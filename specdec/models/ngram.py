@@ -7,11 +7,15 @@ tokens down to ``min_ngram``): prompt lookup decoding (Saxena 2023; Yang et al. 
 code edits, lists) is drafted for the cost of a search over a few hundred integers, where a
 model draft costs a forward pass.
 
-Its law is a **point mass**: ``q(x) = 1`` on the proposed token. Speculative sampling stays
-lossless for any draft law (``proofs/theory.md``, claim 2), point masses included: the draft
-is accepted with probability ``p(x)``, and a rejection resamples from the residual
-``norm(max(0, p - q))``, which is ``p`` without ``x``. The logits are ``0`` at the proposal and
-``-inf`` elsewhere, so every warping (temperature, top-k, top-p, min-p) keeps the point mass.
+Where a suffix matches, its law is a **point mass**: ``q(x) = 1`` on the proposed token.
+Speculative sampling stays lossless for any draft law (``proofs/theory.md``, claim 2), point
+masses included: the draft is accepted with probability ``p(x)``, and a rejection resamples from
+the residual ``norm(max(0, p - q))``, which is ``p`` without ``x``. The logits are ``0`` at the
+proposal and ``-inf`` elsewhere, so every warping (temperature, top-k, top-p, min-p) keeps the
+point mass. Where nothing matches, the draft knows nothing and its row is **uniform** (all
+logits ``0``): a sampled draft proposes a random token, a greedy one token ``0``, and with
+``generate_speculative(..., draft_stop_below=c)`` (any ``c`` above ``1 / V``) the step's block
+ends at that draft, so the target verifies only as far as the lookup reaches.
 
 The "cache" is the token history itself, stored in the tuple layout of ``specdec.cache`` as
 one layer whose key and value are the ids ``[batch, 1, slots, 1]`` (int64): the library's
@@ -68,16 +72,17 @@ class NGramDraft:
         max_ngram: longest suffix to match (3 by default).
         min_ngram: shortest suffix to match (1 by default: the last token alone).
 
-    When no suffix of ``min_ngram`` tokens or more occurred before, the draft proposes the last
-    token again (a decided fallback: any proposal is lossless, and a point mass costs nothing).
+    When no suffix of ``min_ngram`` tokens or more occurred before, the row is uniform.
 
     Example:
         >>> import torch
         >>> from specdec.models.base import empty_context, extend
         >>> draft = NGramDraft(10)
         >>> logits, _ = extend(draft, empty_context(1), torch.tensor([[7, 1, 2, 9, 1]]))
-        >>> logits.argmax(dim=-1).tolist()  # new tokens repeat; after '7 1 2 9 1' the 1 recurs
-        [[7, 1, 2, 9, 2]]
+        >>> logits[0, :4].eq(0).all().item()  # 7, 7 1, 7 1 2, 7 1 2 9: nothing recurs, uniform
+        True
+        >>> logits[0, 4].argmax().item()  # after 7 1 2 9 1: the 1 recurs, followed by 2
+        2
     """
 
     def __init__(self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1) -> None:
@@ -94,12 +99,9 @@ class NGramDraft:
         """Number of logits per position."""
         return self._vocab_size
 
-    def propose(self, tokens: list[int]) -> int:
-        """The proposal after ``tokens``: ``lookup``'s, else the last token (0 when empty)."""
-        found = lookup(tokens, self.max_ngram, self.min_ngram)
-        if found is not None:
-            return found
-        return tokens[-1] if tokens else 0
+    def propose(self, tokens: list[int]) -> int | None:
+        """The proposal after ``tokens`` (``lookup``'s), ``None`` where nothing matches."""
+        return lookup(tokens, self.max_ngram, self.min_ngram)
 
     def forward(
         self,
@@ -124,7 +126,11 @@ class NGramDraft:
         ):
             seen = [token for token, alive in zip(ids, live, strict=True) if alive]
             for column in range(keep):  # the new slots are live and last: drop the later ones
-                logits[row, column, self.propose(seen[: len(seen) - keep + 1 + column])] = 0.0
+                proposal = self.propose(seen[: len(seen) - keep + 1 + column])
+                if proposal is None:
+                    logits[row, column] = 0.0  # uniform: nothing to go on
+                else:
+                    logits[row, column, proposal] = 0.0
         return logits, ((history, history),)
 
 

@@ -86,7 +86,12 @@ CASES = [
     Case("toy-top-k", "toy", {"top_k": 3}, {"draft_temperature": 0.6}),
     Case("llama-vocabulary-map", "llama-mapped", {"temperature": 0.9}, {"draft_top_k": 4}),
     Case("toy-vocabulary-map", "toy-mapped", {"top_p": 0.9}, {}),
-    Case("llama-ngram-draft", "llama-ngram", {"temperature": 0.8, "top_k": 6}, {}),
+    Case(
+        "llama-ngram-draft",
+        "llama-ngram",
+        {"temperature": 0.8, "top_k": 6},
+        {"draft_temperature": 0},
+    ),
 ]
 MAPPED_CASES = CASES[5:7]
 NGRAM_CASE = CASES[7]
@@ -167,8 +172,9 @@ def _point_mass_law(
     *,
     resample_from_target: bool,
 ) -> torch.Tensor:
-    """``[V ** 3]`` law of ``generate_speculative(k=K)``'s first three tokens with a
-    deterministic draft, by enumerating the steps (the loop's block lengths included).
+    """``[V ** 3]`` law of ``generate_speculative(k=K)``'s first three tokens with the lookup
+    draft at draft temperature 0 (deterministic), by enumerating the steps (the loop's block
+    lengths included).
 
     Each step drafts ``x_1 .. x_L``, ``L = min(K, remaining - 1)`` (at least 1), with target
     rows ``p_0 .. p_L``. The block ``x_1 .. x_j, y`` has probability ``prod_{i<j} p_i(x_{i+1})``
@@ -186,7 +192,8 @@ def _point_mass_law(
             return
         drafts: list[int] = []
         for _ in range(max(1, min(K, remaining - 1))):
-            drafts.append(draft.propose(context + drafts))
+            proposal = draft.propose(context + drafts)  # greedy: a uniform row gives token 0
+            drafts.append(0 if proposal is None else proposal)
         reach = mass  # probability of accepting x_1 .. x_j
         for j in range(len(drafts) + 1):
             row = _row(target, context + drafts[:j], options)
@@ -322,6 +329,7 @@ def test_resampling_from_the_target_after_rejecting_a_point_mass_is_rejected() -
     )
     print(f"resample from p: TV {distance:.4f}; detects {detectable:.4f}")
     assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
-    tokens = _sample(NGRAM_CASE, NGRAM_CASE.options, seed=3, rule=mutants.resample_from_target)
+    options = {**NGRAM_CASE.options, **NGRAM_CASE.draft_options}
+    tokens = _sample(NGRAM_CASE, options, seed=3, rule=mutants.resample_from_target)
     result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
     assert result.reject, f"wrong step passed: {result}"
