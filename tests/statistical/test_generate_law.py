@@ -8,7 +8,8 @@ Design, stated before any data are drawn:
   *another vocabulary* through ``vocabulary_map`` (``specdec.models.VocabularyMap``, claim 12):
   a Llama draft of 10 tokens sharing 6 of the target's 8, in another order, and a toy draft of
   6 tokens sharing 5; the target tokens the draft lacks are never drafted. One case drafts with
-  ``NGramDraft`` (prompt lookup: a point mass on a token looked up in the context).
+  ``NGramDraft`` (prompt lookup: a point mass on a token looked up in the context), one ends
+  blocks early with ``draft_stop_below`` (claim 13) on a toy pair.
 * Sampling options per case: plain temperature, temperature with top-k, top-p with a draft
   temperature different from the target's, min-p.
 * Expected law: the joint law of the first 3 new tokens, computed by enumerating the target's
@@ -17,9 +18,9 @@ Design, stated before any data are drawn:
 * Cells: sequences with expected mass ``>= 1 / 2000``, plus one pooled cell for the rest
   (decided from the expected law only).
 * Test: the finite-sample L1 test at false-fail rate ``1e-4`` per case (Holm not needed: each
-  case is a separate claim; the 8 cases together falsely fail with probability at most ``8e-4``).
+  case is a separate claim; the 9 cases together falsely fail with probability at most ``9e-4``).
 * Power: with ``n = 40,000`` samples and ``m <= 513`` cells the test detects a total-variation
-  distance ``min_detectable_tv_by_l1(m, n, 1e-4, 1e-4)`` (printed per case; about 0.06-0.11).
+  distance ``min_detectable_tv_by_l1(m, n, 1e-4, 1e-4)`` (printed per case; about 0.04-0.11).
 * Negative controls: a step that verifies against the *unwarped* target while the intended
   target is warped; and, for the vocabulary maps, restricting the *target* to the shared tokens
   as well as the draft (a scheme that looks symmetric and is lossy: it samples the target's law
@@ -27,18 +28,25 @@ Design, stated before any data are drawn:
   the residual after a rejection (``specdec.testing.mutants.resample_from_target``), whose
   law is enumerated over the steps themselves (a deterministic draft makes every step's block
   law a closed form; the same enumeration with the correct residual must give the target law
-  exactly, which ``test_point_mass_step_enumeration_gives_the_target_law`` checks). Each wrong
-  law's distance must exceed the detectable distance before the test is required to reject it.
+  exactly, which ``test_point_mass_step_enumeration_gives_the_target_law`` checks); for the
+  stopping rule, dropping the draft that ends a block instead of verifying it (its law
+  enumerated over every draft and verdict of every step; the same enumeration keeping the
+  draft gives the target law, ``test_stopping_rule_enumeration_gives_the_target_law``). Each
+  wrong law's distance must exceed the detectable distance before the test is required to
+  reject it.
 """
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import pytest
 import torch
 
 from specdec import generate_speculative, warp_probs
+from specdec import step as step_module
 from specdec.models import (
     HFModel,
     MappedDraft,
@@ -70,6 +78,9 @@ TOY_MAP = VocabularyMap(
 )
 
 
+STOP_BELOW = 0.3  # draft_stop_below of the stopping-rule case (off the toy rows' 1/24 grid)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -92,9 +103,11 @@ CASES = [
         {"temperature": 0.8, "top_k": 6},
         {"draft_temperature": 0},
     ),
+    Case("toy-stop-below", "toy-stop", {}, {"draft_stop_below": STOP_BELOW}),
 ]
 MAPPED_CASES = CASES[5:7]
 NGRAM_CASE = CASES[7]
+STOP_CASE = CASES[8]
 K = 2
 UNWARPED_CONTROLS = [CASES[0], CASES[1], CASES[4]]  # where warping moves the law detectably
 
@@ -103,6 +116,9 @@ def _models(arch: str) -> tuple[CausalLM, CausalLM, VocabularyMap | None]:
     """Target, draft, and the vocabulary map when the draft speaks another vocabulary."""
     if arch == "toy":
         pair = make_toy_pair(8, seed=1, closeness=Fraction(1, 2))
+        return ToyLM(pair.target), ToyLM(pair.draft), None
+    if arch == "toy-stop":  # a pair where dropping the stopping draft shows (searched seeds)
+        pair = make_toy_pair(8, seed=5, closeness=Fraction(1, 2))
         return ToyLM(pair.target), ToyLM(pair.draft), None
     if arch == "toy-mapped":
         target_toy = make_toy_pair(8, seed=1, closeness=Fraction(1, 2)).target
@@ -229,6 +245,89 @@ def test_point_mass_step_enumeration_gives_the_target_law() -> None:
     assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
 
 
+def _stopping_law(target: CausalLM, draft: CausalLM, *, exclude: bool) -> torch.Tensor:
+    """``[V ** 3]`` law of ``generate_speculative(k=K, draft_stop_below=STOP_BELOW)``'s first
+    three tokens at temperature 1 (so ``q`` is the draft's softmax, the stopping rule's
+    confidence), enumerating every draft and every verdict of every step.
+
+    A block ends after the draft at its budget cap or after the first draft ``x`` with
+    ``q(x) < STOP_BELOW``, that draft included. ``exclude=True`` gives the lossy variant that
+    drops such a draft when it is not the first of its block: its position takes the bonus
+    ``y ~ p`` (mass ``q(x) p(y)``) instead of verifying ``x``.
+    """
+    vocab = target.vocab_size
+    law = torch.zeros(vocab**NEW_TOKENS, dtype=torch.float64)
+    rows: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def laws(context: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        key = tuple(context)
+        if key not in rows:
+            rows[key] = (_row(target, context, {}), _row(draft, context, {}))
+        return rows[key]
+
+    def walk(context: list[int], emitted: list[int], mass: float) -> None:
+        remaining = NEW_TOKENS - len(emitted)
+        if remaining == 0:
+            law[sum(t * vocab ** (NEW_TOKENS - 1 - i) for i, t in enumerate(emitted))] += mass
+            return
+        block(context, emitted, [], max(1, min(K, remaining - 1)), False, mass)
+
+    def finish(context: list[int], emitted: list[int], tokens: list[int], mass: float) -> None:
+        cut = tokens[: NEW_TOKENS - len(emitted)]
+        walk(context + cut, emitted + cut, mass)
+
+    def block(
+        context: list[int],
+        emitted: list[int],
+        drafts: list[int],
+        cap: int,
+        ended: bool,
+        mass: float,
+    ) -> None:
+        p, q = laws(context + drafts)
+        if ended:  # the bonus
+            for y in range(vocab):
+                if float(p[y]) > 0:
+                    finish(context, emitted, [*drafts, y], mass * float(p[y]))
+            return
+        residual = (p - q).clamp(min=0)
+        if float(residual.sum()) > 0:
+            residual = residual / residual.sum()
+        depth = len(drafts) + 1
+        for x in range(vocab):
+            q_x, p_x = float(q[x]), float(p[x])
+            if q_x == 0:
+                continue
+            low = q_x < STOP_BELOW
+            if exclude and low and depth >= 2:  # dropped: the bonus takes this position
+                for y in range(vocab):
+                    if float(p[y]) > 0:
+                        finish(context, emitted, [*drafts, y], mass * q_x * float(p[y]))
+                continue
+            accept = min(p_x, q_x)
+            if accept > 0:
+                block(context, emitted, [*drafts, x], cap, low or depth == cap, mass * accept)
+            for y in range(vocab):
+                if float(residual[y]) > 0 and q_x > accept:
+                    weight = mass * (q_x - accept) * float(residual[y])
+                    finish(context, emitted, [*drafts, y], weight)
+
+    walk(list(PROMPT), [], 1.0)
+    return law
+
+
+def test_stopping_rule_enumeration_gives_the_target_law() -> None:
+    """Exact (no sampling): claim 13 on the toy pair, and the check that makes the
+    enumeration trustworthy as the negative control's expected law."""
+    target, draft, _ = _models(STOP_CASE.arch)
+    expected = _joint_law(target, STOP_CASE.options)
+    law = _stopping_law(target, draft, exclude=False)
+    assert torch.allclose(law, expected, rtol=0, atol=1e-6)  # float32 passes, other shapes
+    wrong = _stopping_law(target, draft, exclude=True)
+    assert abs(float(wrong.sum()) - 1) < 1e-9
+    assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
+
+
 def _sample(
     case: Case,
     options: dict[str, float | int],
@@ -331,5 +430,42 @@ def test_resampling_from_the_target_after_rejecting_a_point_mass_is_rejected() -
     assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
     options = {**NGRAM_CASE.options, **NGRAM_CASE.draft_options}
     tokens = _sample(NGRAM_CASE, options, seed=3, rule=mutants.resample_from_target)
+    result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
+    assert result.reject, f"wrong step passed: {result}"
+
+
+def _excluding_draft(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``specdec.step._draft`` made lossy: a row whose block ended at a low-confidence draft
+    after its first verifies the drafts before it only (the variant claim 13 rules out)."""
+
+    def wrong(*args: Any) -> Any:
+        block, context, lengths = real(*args)
+        confidence = block.probs.gather(2, block.tokens[..., None])[..., 0]  # temperature 1
+        depth = torch.arange(1, block.tokens.shape[1] + 1)
+        low = (confidence < STOP_BELOW) & (depth[None, :] <= lengths[:, None])
+        first = torch.where(low, depth, block.tokens.shape[1] + 1).min(dim=1).values
+        return block, context, torch.where(first >= 2, first - 1, lengths)
+
+    return wrong
+
+
+@pytest.mark.slow
+def test_excluding_the_draft_that_stops_the_block_is_rejected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target, draft, _ = _models(STOP_CASE.arch)
+    expected = _joint_law(target, STOP_CASE.options)
+    wrong_law = _stopping_law(target, draft, exclude=True)
+    cells = _cells(expected)
+    pooled = _pooled(expected, cells)
+    distance = 0.5 * float((_pooled(wrong_law, cells) - pooled).abs().sum())
+    detectable = min_detectable_tv_by_l1(
+        pooled.numel(), SAMPLE_SIZE, FALSE_FAIL_RATE, FALSE_PASS_RATE
+    )
+    print(f"excluding the stopping draft: TV {distance:.4f}; detects {detectable:.4f}")
+    assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
+    monkeypatch.setattr(step_module, "_draft", _excluding_draft(step_module._draft))
+    options = {**STOP_CASE.options, **STOP_CASE.draft_options}
+    tokens = _sample(STOP_CASE, options, seed=4)
     result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
     assert result.reject, f"wrong step passed: {result}"
