@@ -7,10 +7,12 @@ modules, ``share_weights=True``: no weight copied) and ``int8w``, an int8 weight
 with bfloat16 activations (``int8_weight_copy``); and ``ngram``, the weightless prompt-lookup
 draft ``specdec.models.NGramDraft`` (suffixes of up to 3 tokens), whose transformers
 counterpart is its own prompt lookup, ``generate(prompt_lookup_num_tokens=k,
-max_matching_ngram_size=3)``. The two lookups differ (transformers takes the *first* earlier
-occurrence and drafts fewer than ``k`` tokens, or none, when the match runs out; specdec the
-most recent one, always ``k`` tokens, repeating the last token where nothing matches), so for
-``ngram`` the comparison is of two lookup drafts, not of one pair. ``--drafts`` runs a subset.
+max_matching_ngram_size=3)``. specdec runs it with ``draft_stop_below=0.5``: a block ends at
+the first draft where the lookup found nothing (a uniform row), that draft included (claim 13).
+The two lookups still differ (transformers takes the *first* earlier occurrence and drafts
+nothing when no suffix matches; specdec the most recent one, and verifies the one uniform draft
+where the block ends), so for ``ngram`` the comparison is of two lookup drafts, not of one pair.
+``--drafts`` runs a subset.
 For each draft and ``k = 1..8``, greedy (temperature 0), batch 1, 64 new tokens, a few chat
 prompts, all measured in the same run (timings are reported, never asserted):
 
@@ -33,14 +35,18 @@ prompts, all measured in the same run (timings are reported, never asserted):
 * the acceptance rate ``alpha``: the per-token acceptance estimated from the accepted counts
   ``tau`` of every step. Under greedy verification ``P(tau >= i) = alpha^i`` (i.i.d. model), so
   the maximum-likelihood estimate is accepted drafts over (accepted drafts + rejections):
-  ``sum(tau) / (sum(tau) + #{tau < k})``. The mean ``tau / k`` is reported too.
+  ``sum(tau) / (sum(tau) + #{tau < L})``, ``L`` the drafts a step verified (``k``; fewer on a
+  budget-cut last step, or where ``ngram``'s block ended). The mean ``tau / k`` and the mean
+  ``L`` are reported too.
 * the cost ratio ``c = T_draft(1 token) / T_target(1 token)`` and ``v(k) = T_target(k+1 tokens)
-  / T_target(1 token)``, medians of one ``extend`` call (the loops' own model call) after a
-  context of realistic length (the prompt plus 32 generated tokens).
+  / T_target(1 token)`` for every ``k`` up to the largest, medians of one ``extend`` call (the
+  loops' own model call) after a context of realistic length (the prompt plus 32 generated
+  tokens).
 * predictions: the textbook factor ``(1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))``
   (``specdec.theory.walltime_improvement``, Leviathan et al. Thm 3.8) and the refined one
-  ``E[tokens per step] / (k c + v(k))`` with the measured mean tokens per step (``tau + 1``); on
-  a CPU, verifying ``k+1`` tokens costs ``v(k) > 1`` target calls. Both model the steady state
+  ``E[tokens per step] / E[L c + v(L)]`` with the measured mean tokens per step (``tau + 1``)
+  and each step's ``L`` (``k c + v(k)`` for a fixed block); on a CPU, verifying ``k+1`` tokens
+  costs ``v(k) > 1`` target calls. Both model the steady state
   of decoding, one step after another; the first pass of either loop also reads the prompt
   (there is no separate prefill), which the model leaves out. So they are compared with the
   *decode* speed-up: tokens/s over every step but the first (``Generation``'s per-step times),
@@ -139,6 +145,7 @@ GOAL_MEMORY = 1.2  # speculative peak <= 1.2 x autoregressive peak
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
 ALL_DRAFTS = ("bf16", "int8", "first12", "int8w", "ngram")
 NGRAM_MAX = 3  # longest suffix both lookups match
+NGRAM_STOP_BELOW = 0.5  # ngram's draft_stop_below: a block ends where the lookup finds nothing
 
 # -- arguments ---------------------------------------------------------------------------------
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -163,6 +170,7 @@ ks = QUICK_KS if args.quick else KS
 if args.ks:
     ks = tuple(int(k) for k in args.ks.split(","))
 cost_repeats = QUICK_COST_REPEATS if args.quick else COST_REPEATS
+cost_ks = tuple(range(1, max(ks) + 1))  # v(L) for every block length a step can verify
 
 
 def load_target() -> tuple[PreTrainedModel, list[Tensor], int | None]:
@@ -261,9 +269,10 @@ def configure_assistant(draft: PreTrainedModel, k: int) -> None:
 
 def run_specdec(
     target: HFModel, draft: CausalLM | None, prompt: Tensor, k: int, eos: int | None, count: int
-) -> tuple[Tensor, Tensor, tuple[int, float]]:
-    """Greedy tokens ``[n]`` (``-1`` padded), accepted counts ``[steps]`` (empty for AR) and
-    the tokens and seconds of every step but the first (the decode phase)."""
+) -> tuple[Tensor, Tensor, Tensor, tuple[int, float]]:
+    """Greedy tokens ``[n]`` (``-1`` padded), accepted and verified drafts per step
+    (``[steps]`` each, empty for AR) and the tokens and seconds of every step but the first
+    (the decode phase). ``NGramDraft`` runs with ``draft_stop_below=NGRAM_STOP_BELOW``."""
     generator = torch.Generator().manual_seed(SEED)
     if draft is None:
         out = generate_autoregressive(
@@ -284,6 +293,7 @@ def run_specdec(
             generator=generator,
             temperature=0.0,
             eos_token_id=eos,
+            draft_stop_below=NGRAM_STOP_BELOW if isinstance(draft, NGramDraft) else None,
         )
     seconds = [
         d + v + o
@@ -291,7 +301,7 @@ def run_specdec(
     ]
     first_tokens = 1 if draft is None else int(out.accepted[0, 0]) + 1
     decode = (produced(out.tokens[0]) - first_tokens, sum(seconds[1:]))
-    return out.tokens[0], out.accepted[:, 0], decode
+    return out.tokens[0], out.accepted[:, 0], out.verified[:, 0], decode
 
 
 def produced(tokens: Tensor) -> int:
@@ -418,7 +428,7 @@ run_specdec(target, None, prompts[0], 1, eos, 4)
 run_transformers(model, {}, prompts[0], 4)
 
 # -- cost model: c and v(k), after a context of realistic length --------------------------------
-reference_tokens, _, _ = run_specdec(target, None, prompts[0], 1, eos, COST_CONTEXT_EXTRA)
+reference_tokens, _, _, _ = run_specdec(target, None, prompts[0], 1, eos, COST_CONTEXT_EXTRA)
 context_ids = torch.cat([prompts[0], reference_tokens[reference_tokens >= 0][None]], dim=1)
 probe = torch.randint(0, target.vocab_size, (1, max(ks) + 1), generator=torch.Generator())
 
@@ -429,7 +439,7 @@ def measure_costs() -> dict[str, float]:
     rounds), so a slow spell of the machine hits every quantity alike."""
     calls: dict[str, tuple[CausalLM, int]] = {"target_1": (target, 1)}
     calls.update({f"draft_{name}": (drafts[name], 1) for name in DRAFT_NAMES})
-    calls.update({f"target_{k + 1}": (target, k + 1) for k in ks})
+    calls.update({f"target_{k + 1}": (target, k + 1) for k in cost_ks})
     contexts = {key: extend(lm, empty_context(1), context_ids)[1] for key, (lm, _) in calls.items()}
     times: dict[str, list[float]] = {key: [] for key in calls}
     for _ in range(cost_repeats):
@@ -449,7 +459,8 @@ def cost_model() -> tuple[float, dict[str, float], dict[int, float]]:
         for name in DRAFT_NAMES
     }
     verify = {
-        k: statistics.median(s[f"target_{k + 1}"] / s["target_1"] for s in cost_samples) for k in ks
+        k: statistics.median(s[f"target_{k + 1}"] / s["target_1"] for s in cost_samples)
+        for k in cost_ks
     }
     return statistics.median(one), ratio, verify
 
@@ -476,7 +487,7 @@ def differing(tokens: Tensor, prompt_index: int) -> int:
 
 def measure_baselines(prompt_index: int) -> None:
     prompt = prompts[prompt_index]
-    (tokens, _, decode), seconds = timed(run_specdec, target, None, prompt, 1, eos, new_tokens)
+    (tokens, _, _, decode), seconds = timed(run_specdec, target, None, prompt, 1, eos, new_tokens)
     reference.setdefault(prompt_index, tokens[tokens >= 0])
     baseline["specdec_ar"].append((prompt_index, seconds))
     ar_decode.append(decode)
@@ -527,7 +538,7 @@ for prompt_index, prompt in enumerate(prompts):
                     )
                     rate_now = hf_tokens.numel() / hf_seconds
                 else:
-                    (tokens, accepted, decode), seconds = timed(
+                    (tokens, accepted, verified, decode), seconds = timed(
                         run_specdec, target, drafts[name], prompt, k, eos, new_tokens
                     )
                     row["runs"].append(
@@ -538,6 +549,7 @@ for prompt_index, prompt in enumerate(prompts):
                             "decode_tokens": decode[0],
                             "decode_s": decode[1],
                             "accepted": accepted.tolist(),
+                            "verified": verified.tolist(),
                             "spec_mismatch": differing(tokens[tokens >= 0], prompt_index),
                         }
                     )
@@ -574,9 +586,15 @@ hf_greedy_rate = rate(baseline["hf_greedy"], reference_counts)
 for row in rows:
     runs = row.pop("runs")
     hf_runs = row.pop("hf_runs")
-    taus = [tau for run in runs for tau in run["accepted"] if tau >= 0]
+    steps = [
+        (tau, length)
+        for run in runs
+        for tau, length in zip(run["accepted"], run["verified"], strict=True)
+        if tau >= 0
+    ]
+    taus = [tau for tau, _ in steps]
     k = row["k"]
-    rejections = sum(1 for tau in taus if tau < k)
+    rejections = sum(1 for tau, length in steps if tau < length)
     alpha = sum(taus) / max(1, sum(taus) + rejections)
     tokens_per_step = 1.0 + statistics.fmean(taus)
     spec_rate = sum(r["spec_tokens"] for r in runs) / sum(r["spec_s"] for r in runs)
@@ -584,11 +602,17 @@ for row in rows:
     measured = spec_rate / ar_rate
     spec_decode = sum(r["decode_tokens"] for r in runs) / sum(r["decode_s"] for r in runs)
     decode_speedup = spec_decode / ar_decode_rate
-    refined = tokens_per_step / (k * cost_ratio[row["draft"]] + verify_cost[k])
+    # a step verifying L drafts costs L c + v(L): k at every step but a budget-cut last one,
+    # fewer where ngram's lookup ran out (its draft calls cost ~0 whatever L)
+    step_cost = statistics.fmean(
+        length * cost_ratio[row["draft"]] + verify_cost[length] for _, length in steps
+    )
+    refined = tokens_per_step / step_cost
     row.update(
         {
             "alpha": alpha,
             "mean_accepted_over_k": statistics.fmean(taus) / k,
+            "mean_verified": statistics.fmean(length for _, length in steps),
             "tokens_per_step": tokens_per_step,
             "hf_tokens_per_round": sum(r["hf_tokens"] for r in hf_runs)
             / max(1, sum(r["hf_rounds"] for r in hf_runs)),
