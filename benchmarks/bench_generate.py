@@ -86,6 +86,7 @@ Usage::
     python benchmarks/bench_generate.py --out-dir DIR
     python benchmarks/bench_generate.py --ks 1,8 --prompts 1 --repeats 1   # a partial run
     python benchmarks/bench_generate.py --drafts int8w --repeats 2          # one draft
+    python benchmarks/bench_generate.py --drafts ngram --ngram-min 2        # lookup of 2-3 tokens
 """
 
 import argparse
@@ -159,6 +160,7 @@ parser.add_argument("--ks", help="comma-separated k values (default 1..8; a part
 parser.add_argument("--prompts", type=int, help="use only the first N prompts (a partial run)")
 parser.add_argument("--threads", type=int, help="torch threads (default: torch's, one per core)")
 parser.add_argument("--repeats", type=int, default=1, help="runs of each method per setting")
+parser.add_argument("--ngram-min", type=int, default=1, help="ngram draft's shortest suffix")
 args = parser.parse_args()
 DRAFT_NAMES = tuple(args.drafts.split(",")) if args.drafts else ALL_DRAFTS
 if not set(DRAFT_NAMES) <= set(ALL_DRAFTS):
@@ -215,7 +217,8 @@ def make_draft(model: PreTrainedModel, name: str) -> tuple[CausalLM, PreTrainedM
     """The draft for specdec and transformers' assistant model (``None`` for ``ngram``, whose
     transformers counterpart is prompt lookup, see ``transformers_options``)."""
     if name == "ngram":
-        return NGramDraft(HFModel(model).vocab_size, max_ngram=NGRAM_MAX), None
+        draft = NGramDraft(HFModel(model).vocab_size, max_ngram=NGRAM_MAX, min_ngram=args.ngram_min)
+        return draft, None
     if name == "bf16":
         assistant = bfloat16_copy(model)
     elif name == "int8":
@@ -658,6 +661,7 @@ for modes, name in memory_cases:
     command += ["--draft", name] if name != "-" else []
     command += ["--quick"] if args.quick else []
     command += ["--threads", str(args.threads)] if args.threads else []
+    command += ["--ngram-min", str(args.ngram_min)]
     child = subprocess.run(command, capture_output=True, text=True, check=True)
     for report in json.loads(child.stdout.strip().splitlines()[-1]):
         draft_name = name if report["mode"] in ("spec", "hf_assisted") else "-"
