@@ -222,3 +222,14 @@ def check_draft_block(
         )
     check_shape("draft_probs", draft, (*batch, k_plus_1 - 1, vocab), "[*b, k, V]")
     return draft_ids, draft, target, noise
+
+
+def check_stop_below(stop_below: object) -> float | None:
+    """``None`` or a probability in ``(0, 1]``: the step's draft-side stopping threshold."""
+    if stop_below is None:
+        return None
+    if isinstance(stop_below, bool) or not isinstance(stop_below, int | float):
+        raise TypeError(f"stop_below must be a float or None, got {type(stop_below).__name__}.")
+    if not 0.0 < stop_below <= 1.0:
+        raise ValueError(f"stop_below must lie in (0, 1] (a probability), got {stop_below}.")
+    return float(stop_below)

@@ -26,11 +26,11 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from specdec._checks import check_same_vocabulary
+from specdec._checks import check_same_vocabulary, check_stop_below
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.models.vocabulary import MappedDraft, VocabularyMap
 from specdec.noise import uniforms
-from specdec.step import SamplingOptions, StepState, _check_stop_below, speculative_step
+from specdec.step import SamplingOptions, StepState, speculative_step
 from specdec.types import VerifyRule
 from specdec.verify.tokens import verify_tokens
 
@@ -259,7 +259,7 @@ def generate_speculative(
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = _check_prompt(prompt_ids, target.vocab_size)
     budget = _check_budget(target, prompt, max_new_tokens, k)
-    _check_stop_below(draft_stop_below)
+    check_stop_below(draft_stop_below)
     target_options = SamplingOptions(temperature, top_k, top_p, min_p)
     draft_options = SamplingOptions(
         temperature if draft_temperature is None else draft_temperature,

@@ -31,7 +31,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_min_dim, check_same_vocabulary, check_shape, check_uniforms
+from specdec._checks import (
+    check_min_dim,
+    check_same_vocabulary,
+    check_shape,
+    check_stop_below,
+    check_uniforms,
+)
 from specdec.models.base import CausalLM, Context, extend, keep_new
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
@@ -190,16 +196,6 @@ def _verify(
     return Verification(num_accepted=accepted, tokens=tokens)
 
 
-def _check_stop_below(stop_below: object) -> float | None:
-    if stop_below is None:
-        return None
-    if isinstance(stop_below, bool) or not isinstance(stop_below, int | float):
-        raise TypeError(f"stop_below must be a float or None, got {type(stop_below).__name__}.")
-    if not 0.0 < stop_below <= 1.0:
-        raise ValueError(f"stop_below must lie in (0, 1] (a probability), got {stop_below}.")
-    return float(stop_below)
-
-
 def _check_lengths(lengths: object, batch: int, k: int) -> Tensor:
     if lengths is None:
         return torch.full((batch,), k, dtype=torch.int64)
@@ -268,7 +264,7 @@ def speculative_step(
         raise ValueError("draft_uniforms must have k >= 1 columns (one per drafted token).")
     check_shape("verify_uniforms", verify_uniforms, (batch, k + 1), "[b, k+1]")
     lengths = _check_lengths(lengths, batch, k)
-    stop_below = _check_stop_below(stop_below)
+    stop_below = check_stop_below(stop_below)
     start = time.perf_counter()
     # 1. Draft up to k tokens, keeping the exact rows they were sampled from.
     block, draft_context, lengths = _draft(

@@ -27,6 +27,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from specdec._checks import check_positive_int
 from specdec.cache import KVCache, layer_tensors
 
 __all__ = ["NGramDraft", "lookup"]
@@ -56,14 +57,6 @@ def lookup(tokens: list[int], max_ngram: int, min_ngram: int = 1) -> int | None:
     return None
 
 
-def _check_ngram(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}.")
-    return value
-
-
 class NGramDraft:
     """A draft that looks its proposals up in the context (see the module docstring).
 
@@ -86,9 +79,9 @@ class NGramDraft:
     """
 
     def __init__(self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1) -> None:
-        self._vocab_size = _check_ngram("vocab_size", vocab_size)
-        self.max_ngram = _check_ngram("max_ngram", max_ngram)
-        self.min_ngram = _check_ngram("min_ngram", min_ngram)
+        self._vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.max_ngram = check_positive_int("max_ngram", max_ngram)
+        self.min_ngram = check_positive_int("min_ngram", min_ngram)
         if self.min_ngram > self.max_ngram:
             raise ValueError(
                 f"min_ngram ({self.min_ngram}) must not exceed max_ngram ({self.max_ngram})."
