@@ -63,7 +63,8 @@ speculative_s = time.perf_counter() - start
 
 tokens = out.tokens[0][out.tokens[0] >= 0]
 print(tokenizer.decode(tokens))
-print(f"same tokens as autoregressive: {torch.equal(out.tokens, reference.tokens)}")
+same = torch.equal(out.tokens, reference.tokens)
+print(f"same tokens as autoregressive: {same}")
 print(
     f"{tokens.numel()} tokens in {out.num_steps} verification passes "
     f"({tokens.numel() / out.num_steps:.2f} per pass, k = {K}); the lookup took "
@@ -73,3 +74,5 @@ print(
     f"autoregressive {autoregressive_s:.2f} s, speculative {speculative_s:.2f} s: "
     f"{autoregressive_s / speculative_s:.2f}x"
 )
+if not same:  # greedy speculative must emit the target's greedy tokens (the smoke test fails)
+    raise SystemExit("speculative tokens differ from autoregressive ones")
