@@ -7,8 +7,9 @@ provides:
 * ``simplex_grid(vocab, max_denominator)``: every distribution on ``vocab`` tokens whose entries
   are multiples of ``1/d`` for one ``d <= max_denominator`` (zeros and one-hot rows included).
 * ``constant_model(row)`` and ``table_model(vocab, rows)``: toy models built from given exact rows.
-* ``reference_block_law``: the block law of token-level rejection sampling computed by the
-  recursion of claim 2, in pure ``Fraction`` arithmetic, with no torch and no code of specdec's.
+* ``reference_block_law``: the block law of token-level rejection sampling (optionally with a
+  claim-13 stopping rule) computed by the recursion of claim 2, in pure ``Fraction`` arithmetic,
+  with no torch and no code of specdec's.
 * ``single_step_laws``: the exact law of one step with ``k = 1`` of a torch rule for many
   context-free pairs at once, by the cell method of ``specdec.exact`` in one batched call.
 * ``z3_simplex`` / ``z3_min`` / ``z3_max`` / ``z3_holds``: a claim over all real distributions of a
@@ -46,6 +47,7 @@ from specdec.types import VerifyRule  # noqa: E402
 __all__ = [
     "ROOT",
     "Row",
+    "StopRule",
     "cdf_steps",
     "completion",
     "constant_model",
@@ -66,6 +68,7 @@ __all__ = [
 
 ROOT = _ROOT
 Row = tuple[Fraction, ...]
+StopRule = Callable[[Row, int, int], bool]  # claim 13: (draft row q, drafted token x, depth >= 1)
 ZERO = Fraction(0)
 
 
@@ -116,12 +119,21 @@ def min_row(target_row: Row, draft_row: Row) -> Row:
 # ---------------------------------------------------------------------------------------------
 
 
-def reference_block_law(target: ToyModel, draft: ToyModel, prefix: Sequence[int], k: int) -> Law:
+def reference_block_law(
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    k: int,
+    stop: StopRule | None = None,
+    depth: int = 1,
+) -> Law:
     """The block law of token-level rejection sampling by the recursion of claim 2.
 
     ``B_0(c) = p(.|c)`` (the bonus); for ``k >= 1`` the first draft ``x`` is accepted with mass
     ``min(p, q)(x|c)`` and the step continues as ``B_{k-1}(c + x)``; it is rejected with total
-    mass ``1 - alpha`` and the corrected token is drawn from ``norm(max(0, p - q))``.
+    mass ``1 - alpha`` and the corrected token is drawn from ``norm(max(0, p - q))``. With a
+    stopping rule (claim 13), a draft ``x`` accepted at depth ``i`` (``depth`` counts from 1) is
+    followed by the bonus ``B_0(c + x)`` when ``stop(q, x, i)``.
     """
     context = tuple(prefix)
     target_row, draft_row = target.probs(context), draft.probs(context)
@@ -135,7 +147,9 @@ def reference_block_law(target: ToyModel, draft: ToyModel, prefix: Sequence[int]
             law[(x,)] = reject * r_x
     for x, a_x in enumerate(accepted):
         if a_x:
-            for block, weight in reference_block_law(target, draft, (*context, x), k - 1).items():
+            rest = 0 if stop is not None and stop(draft_row, x, depth) else k - 1
+            deeper = reference_block_law(target, draft, (*context, x), rest, stop, depth + 1)
+            for block, weight in deeper.items():
                 law[(x, *block)] = law.get((x, *block), ZERO) + a_x * weight
     return law
 

@@ -14,11 +14,18 @@ block length the rule gives on the drafts it made, drafts only as many tokens as
 block, and verifies nothing beyond each row's block. See ``proofs/theory.md``, claim 13.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 
 import torch
-from _common import completion, min_row, residual_row, run_checks, target_law
+from _common import (
+    StopRule,
+    completion,
+    reference_block_law,
+    residual_row,
+    run_checks,
+    target_law,
+)
 
 from specdec.exact import Law, total_variation
 from specdec.models import ToyLM, empty_context
@@ -27,8 +34,7 @@ from specdec.step import SamplingOptions, StepState, speculative_step
 from specdec.verify import verify_tokens
 
 ZERO = Fraction(0)
-Row = tuple[Fraction, ...]
-StopRule = Callable[[Row, int, int], bool]  # (draft row q, drafted token x, depth i >= 1)
+BlockLaw = Callable[[ToyModel, ToyModel, int, StopRule], Law]  # (target, draft, k, rule)
 # (seed, V, k, closeness): 36 cases, V in 2..4, k in 1..3
 CASES = [
     (1300 + seed, 2 + seed % 3, 1 + (seed // 3) % 3, Fraction(seed % 4, 4)) for seed in range(36)
@@ -43,30 +49,6 @@ RULES: dict[str, StopRule] = {
 }
 LIBRARY_THRESHOLDS = (0.3, 0.55, 0.8)  # off the toy rows' 1/24 grid: no float ties
 LIBRARY_BATCH = 400
-
-
-def stopped_block_law(
-    target: ToyModel, draft: ToyModel, context: tuple[int, ...], k: int, stop: StopRule, depth: int
-) -> Law:
-    """Claim 2's recursion with a stopping rule: a draft ``x`` accepted at depth ``i`` is
-    followed by the bonus (``k = 0``) when ``stop(q, x, i)``, else by the rest of the block."""
-    target_row, draft_row = target.probs(context), draft.probs(context)
-    if k == 0:
-        return {(y,): p_y for y, p_y in enumerate(target_row) if p_y}
-    law: Law = {}
-    accepted = min_row(target_row, draft_row)
-    reject = 1 - sum(accepted, ZERO)
-    for y, r_y in enumerate(residual_row(target_row, draft_row)):
-        if reject * r_y:
-            law[(y,)] = reject * r_y
-    for x, a_x in enumerate(accepted):
-        if a_x:
-            rest = 0 if stop(draft_row, x, depth) else k - 1
-            for block, weight in stopped_block_law(
-                target, draft, (*context, x), rest, stop, depth + 1
-            ).items():
-                law[(x, *block)] = law.get((x, *block), ZERO) + a_x * weight
-    return law
 
 
 def excluding_block_law(
@@ -101,32 +83,38 @@ def excluding_block_law(
     return law
 
 
-def check_stopping_time_is_lossless() -> int:
-    """Claim 13: the recursion with a stopping rule completes to the target law (==)."""
-    cases = 0
+def completed_laws(block_law_of: BlockLaw) -> Iterator[tuple[tuple[int, str], Law, Law]]:
+    """For every case and rule: a label, the block law ``block_law_of(target, draft, k, rule)``
+    after ``PREFIX`` completed to ``k + 1`` tokens, and the target's law of those tokens (each
+    block law is checked to sum to 1 first)."""
     for seed, vocab, k, closeness in CASES:
         pair = make_toy_pair(vocab, seed=seed, closeness=closeness)
         expected = target_law(pair.target, PREFIX, k + 1)
         for name, stop in RULES.items():
-            law = stopped_block_law(pair.target, pair.draft, PREFIX, k, stop, 1)
+            law = block_law_of(pair.target, pair.draft, k, stop)
             assert sum(law.values(), ZERO) == 1, (seed, name)
-            assert completion(law, pair.target, PREFIX, k + 1) == expected, (seed, name)
-            cases += 1
+            yield (seed, name), completion(law, pair.target, PREFIX, k + 1), expected
+
+
+def check_stopping_time_is_lossless() -> int:
+    """Claim 13: the recursion with a stopping rule completes to the target law (==)."""
+    cases = 0
+    for label, completed, expected in completed_laws(
+        lambda target, draft, k, stop: reference_block_law(target, draft, PREFIX, k, stop)
+    ):
+        assert completed == expected, label
+        cases += 1
     return cases
 
 
 def check_excluding_the_stopping_draft_is_lossy() -> int:
     """Excluding the draft that triggers the stop: an exact positive distance, often."""
     cases = lossy = 0
-    for seed, vocab, k, closeness in CASES:
-        pair = make_toy_pair(vocab, seed=seed, closeness=closeness)
-        expected = target_law(pair.target, PREFIX, k + 1)
-        for name, stop in RULES.items():
-            law = excluding_block_law(pair.target, pair.draft, PREFIX, k, stop, 1)
-            assert sum(law.values(), ZERO) == 1, (seed, name)
-            distance = total_variation(completion(law, pair.target, PREFIX, k + 1), expected)
-            lossy += distance > 0
-            cases += 1
+    for _, completed, expected in completed_laws(
+        lambda target, draft, k, stop: excluding_block_law(target, draft, PREFIX, k, stop, 1)
+    ):
+        lossy += total_variation(completed, expected) > 0
+        cases += 1
     assert lossy >= cases // 2, f"only {lossy} of {cases} cases lossy"
     return cases
 
