@@ -375,23 +375,42 @@ def test_speculative_generation_matches_target_law(case: Case) -> None:
     assert not result.reject, result
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", UNWARPED_CONTROLS, ids=[c.name for c in UNWARPED_CONTROLS])
-def test_step_verifying_against_the_unwarped_target_is_rejected(case: Case) -> None:
-    target, _, _ = _models(case.arch)
-    expected = _joint_law(target, case.options)
-    wrong_law = _joint_law(target, {})  # what a step verifying against unwarped logits emits
+def _assert_control_rejected(
+    label: str,
+    expected: torch.Tensor,
+    wrong_law: torch.Tensor,
+    sample: Callable[[], torch.Tensor],
+    vocab: int,
+) -> None:
+    """A negative control: ``wrong_law`` must lie at least the detectable distance from
+    ``expected`` (checked before any sampling), then the L1 test must reject the tokens that
+    ``sample()`` draws from the wrong implementation."""
     cells = _cells(expected)
     pooled = _pooled(expected, cells)
     distance = 0.5 * float((_pooled(wrong_law, cells) - pooled).abs().sum())
     detectable = min_detectable_tv_by_l1(
         pooled.numel(), SAMPLE_SIZE, FALSE_FAIL_RATE, FALSE_PASS_RATE
     )
+    print(f"{label}: TV {distance:.4f}; detects {detectable:.4f}")
     assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
-    draft_options = {f"draft_{key}": value for key, value in case.options.items()}
-    tokens = _sample(case, draft_options, seed=1)  # target unwarped, draft warped as intended
-    result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
+    result = l1_test(_counts(sample(), cells, vocab), pooled, FALSE_FAIL_RATE)
     assert result.reject, f"wrong step passed: {result}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", UNWARPED_CONTROLS, ids=[c.name for c in UNWARPED_CONTROLS])
+def test_step_verifying_against_the_unwarped_target_is_rejected(case: Case) -> None:
+    target, _, _ = _models(case.arch)
+    expected = _joint_law(target, case.options)
+    wrong_law = _joint_law(target, {})  # what a step verifying against unwarped logits emits
+    draft_options = {f"draft_{key}": value for key, value in case.options.items()}
+    _assert_control_rejected(
+        f"{case.name}: unwarped target",
+        expected,
+        wrong_law,
+        lambda: _sample(case, draft_options, seed=1),  # target unwarped, draft warped
+        target.vocab_size,
+    )
 
 
 @pytest.mark.slow
@@ -401,17 +420,14 @@ def test_restricting_the_target_to_the_shared_tokens_is_rejected(case: Case) -> 
     assert vocabulary_map is not None
     expected = _joint_law(target, case.options)
     wrong_law = _joint_law(_restricted(target, vocabulary_map), case.options)
-    cells = _cells(expected)
-    pooled = _pooled(expected, cells)
-    distance = 0.5 * float((_pooled(wrong_law, cells) - pooled).abs().sum())
-    detectable = min_detectable_tv_by_l1(
-        pooled.numel(), SAMPLE_SIZE, FALSE_FAIL_RATE, FALSE_PASS_RATE
+    options = {**case.options, **case.draft_options}
+    _assert_control_rejected(
+        f"{case.name}: restricted target",
+        expected,
+        wrong_law,
+        lambda: _sample(case, options, seed=2, restrict_target=True),
+        target.vocab_size,
     )
-    print(f"{case.name}: restricted target at TV {distance:.4f}; detects {detectable:.4f}")
-    assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
-    tokens = _sample(case, {**case.options, **case.draft_options}, seed=2, restrict_target=True)
-    result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
-    assert result.reject, f"wrong step passed: {result}"
 
 
 @pytest.mark.slow
@@ -420,18 +436,14 @@ def test_resampling_from_the_target_after_rejecting_a_point_mass_is_rejected() -
     assert isinstance(draft, NGramDraft)
     expected = _joint_law(target, NGRAM_CASE.options)
     wrong_law = _point_mass_law(target, draft, NGRAM_CASE.options, resample_from_target=True)
-    cells = _cells(expected)
-    pooled = _pooled(expected, cells)
-    distance = 0.5 * float((_pooled(wrong_law, cells) - pooled).abs().sum())
-    detectable = min_detectable_tv_by_l1(
-        pooled.numel(), SAMPLE_SIZE, FALSE_FAIL_RATE, FALSE_PASS_RATE
-    )
-    print(f"resample from p: TV {distance:.4f}; detects {detectable:.4f}")
-    assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
     options = {**NGRAM_CASE.options, **NGRAM_CASE.draft_options}
-    tokens = _sample(NGRAM_CASE, options, seed=3, rule=mutants.resample_from_target)
-    result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
-    assert result.reject, f"wrong step passed: {result}"
+    _assert_control_rejected(
+        "resample from p",
+        expected,
+        wrong_law,
+        lambda: _sample(NGRAM_CASE, options, seed=3, rule=mutants.resample_from_target),
+        target.vocab_size,
+    )
 
 
 def _excluding_draft(real: Callable[..., Any]) -> Callable[..., Any]:
@@ -456,16 +468,12 @@ def test_excluding_the_draft_that_stops_the_block_is_rejected(
     target, draft, _ = _models(STOP_CASE.arch)
     expected = _joint_law(target, STOP_CASE.options)
     wrong_law = _stopping_law(target, draft, exclude=True)
-    cells = _cells(expected)
-    pooled = _pooled(expected, cells)
-    distance = 0.5 * float((_pooled(wrong_law, cells) - pooled).abs().sum())
-    detectable = min_detectable_tv_by_l1(
-        pooled.numel(), SAMPLE_SIZE, FALSE_FAIL_RATE, FALSE_PASS_RATE
-    )
-    print(f"excluding the stopping draft: TV {distance:.4f}; detects {detectable:.4f}")
-    assert distance >= detectable, f"control only {distance:.4f} away; detects {detectable:.4f}"
-    monkeypatch.setattr(step_module, "_draft", _excluding_draft(step_module._draft))
     options = {**STOP_CASE.options, **STOP_CASE.draft_options}
-    tokens = _sample(STOP_CASE, options, seed=4)
-    result = l1_test(_counts(tokens, cells, target.vocab_size), pooled, FALSE_FAIL_RATE)
-    assert result.reject, f"wrong step passed: {result}"
+
+    def sample() -> torch.Tensor:
+        monkeypatch.setattr(step_module, "_draft", _excluding_draft(step_module._draft))
+        return _sample(STOP_CASE, options, seed=4)
+
+    _assert_control_rejected(
+        "excluding the stopping draft", expected, wrong_law, sample, target.vocab_size
+    )
