@@ -159,6 +159,12 @@ def test_bad_arguments_are_refused() -> None:
         draft.forward(ids, None, torch.ones(1, 3, dtype=torch.bool), positions)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="attention_mask must be a bool"):
         draft.forward(ids, None, mask.long(), positions)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must not exceed"):
+        lookup([1, 2, 1], max_ngram=1, min_ngram=2)
+    with pytest.raises(ValueError, match="min_ngram"):
+        lookup([1, 2, 1], max_ngram=2, min_ngram=0)
+    with pytest.raises(ValueError, match="NGramDraft history"):
+        draft.forward(ids, (), mask, positions)  # type: ignore[arg-type]
     kv = torch.zeros(1, 2, 2, 4)
     with pytest.raises(ValueError, match="NGramDraft history"):
         draft.forward(ids, ((kv, kv),), torch.ones(1, 4, dtype=torch.bool), positions)  # type: ignore[arg-type]

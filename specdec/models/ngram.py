@@ -41,6 +41,10 @@ def lookup(tokens: list[int], max_ngram: int, min_ngram: int = 1) -> int | None:
     follows it), latest ``i`` first; the first hit gives ``tokens[i + n]``. ``None`` when no
     suffix of ``min_ngram`` tokens or more occurred before.
 
+    Raises:
+        TypeError, ValueError: ``max_ngram`` or ``min_ngram`` not an int ``>= 1``, or
+            ``min_ngram > max_ngram``.
+
     Example:
         >>> lookup([7, 1, 2, 9, 1, 2, 4, 3, 1, 2], max_ngram=2)
         4
@@ -49,12 +53,20 @@ def lookup(tokens: list[int], max_ngram: int, min_ngram: int = 1) -> int | None:
         >>> lookup([5, 6], max_ngram=2) is None
         True
     """
+    _check_sizes(max_ngram, min_ngram)
     for n in range(min(max_ngram, len(tokens) - 1), min_ngram - 1, -1):
         suffix = tokens[-n:]
         for start in range(len(tokens) - n - 1, -1, -1):
             if tokens[start : start + n] == suffix:
                 return tokens[start + n]
     return None
+
+
+def _check_sizes(max_ngram: int, min_ngram: int) -> None:
+    check_positive_int("max_ngram", max_ngram)
+    check_positive_int("min_ngram", min_ngram)
+    if min_ngram > max_ngram:
+        raise ValueError(f"min_ngram ({min_ngram}) must not exceed max_ngram ({max_ngram}).")
 
 
 class NGramDraft:
@@ -80,12 +92,8 @@ class NGramDraft:
 
     def __init__(self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1) -> None:
         self._vocab_size = check_positive_int("vocab_size", vocab_size)
-        self.max_ngram = check_positive_int("max_ngram", max_ngram)
-        self.min_ngram = check_positive_int("min_ngram", min_ngram)
-        if self.min_ngram > self.max_ngram:
-            raise ValueError(
-                f"min_ngram ({self.min_ngram}) must not exceed max_ngram ({self.max_ngram})."
-            )
+        _check_sizes(max_ngram, min_ngram)
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     @property
     def vocab_size(self) -> int:
@@ -104,7 +112,8 @@ class NGramDraft:
         position_ids: Int[Tensor, "batch n"],
         logits_to_keep: int | None = None,
     ) -> tuple[Float[Tensor, "batch m vocab"], KVCache]:
-        """Point-mass logits for the last ``m`` new positions and the extended history.
+        """Logits for the last ``m`` new positions (a point mass where a suffix matches,
+        uniform where none does) and the extended history.
 
         Only live slots (``attention_mask``) are read; ``position_ids`` are implied by them
         and not needed. The history passed in is never modified (``torch.cat`` makes a new one).
@@ -140,9 +149,9 @@ def _history(
         history = new
     else:
         pairs = layer_tensors(cache)
-        keys = pairs[0][0]
-        if len(pairs) != 1 or keys.dtype != torch.int64 or keys.shape[1] != 1:
+        if len(pairs) != 1 or pairs[0][0].dtype != torch.int64 or pairs[0][0].shape[1] != 1:
             raise ValueError("cache must be an NGramDraft history (one int64 layer).")
+        keys = pairs[0][0]
         if keys.shape[0] != input_ids.shape[0]:
             raise ValueError(f"cache holds {keys.shape[0]} rows, input_ids {input_ids.shape[0]}.")
         history = torch.cat([keys, new], dim=2)
