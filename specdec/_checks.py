@@ -224,12 +224,12 @@ def check_draft_block(
     return draft_ids, draft, target, noise
 
 
-def check_stop_below(stop_below: object) -> float | None:
-    """``None`` or a probability in ``(0, 1]``: the step's draft-side stopping threshold."""
+def check_stop_below(stop_below: object, name: str = "stop_below") -> float | None:
+    """``None`` or a probability in ``(0, 1]``: a draft-side stopping threshold."""
     if stop_below is None:
         return None
     if isinstance(stop_below, bool) or not isinstance(stop_below, int | float):
-        raise TypeError(f"stop_below must be a float or None, got {type(stop_below).__name__}.")
+        raise TypeError(f"{name} must be a float or None, got {type(stop_below).__name__}.")
     if not 0.0 < stop_below <= 1.0:
-        raise ValueError(f"stop_below must lie in (0, 1] (a probability), got {stop_below}.")
+        raise ValueError(f"{name} must lie in (0, 1] (a probability), got {stop_below}.")
     return float(stop_below)

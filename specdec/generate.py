@@ -10,8 +10,9 @@ Stopping: a row stops after ``max_new_tokens`` tokens or after emitting ``eos_to
 after an EOS is emitted, even inside an accepted block, and the budget is never overshot (the
 emitted block is cut). When fewer than ``k+1`` tokens remain, the step drafts only
 ``max(remaining) - 1`` tokens and each row verifies only the drafts it can still emit
-(``speculative_step``'s ``lengths``); every row still draws ``k`` and ``k+1`` uniforms per step,
-so a row's randomness and tokens never depend on the other rows.
+(``speculative_step``'s ``lengths``); with one token left the draft is not called and the step
+is one target pass, as in autoregressive decoding. Every row still draws ``k`` and ``k+1``
+uniforms per step, so a row's randomness and tokens never depend on the other rows.
 
 Prefill: there is none. The prompt is the pending input of the first model pass (the first
 verification pass for the target, the first drafting pass for the draft), and models return
@@ -48,8 +49,9 @@ class Generation:
             ``n = max_new_tokens``.
         accepted: ``[steps, b]`` drafts accepted per speculative step (``-1`` once a row has
             stopped); empty for autoregressive generation.
-        verified: ``[steps, b]`` drafts verified per step: ``k``, fewer at the budget's end or
-            where the draft stopped (``draft_stop_below``); ``-1`` once a row has stopped.
+        verified: ``[steps, b]`` drafts verified per step: ``k``, fewer (down to 0) at the
+            budget's end or where the draft stopped (``draft_stop_below``,
+            ``draft_stop_peak_below``); ``-1`` once a row has stopped.
         draft_seconds: per-step drafting time.
         verify_seconds: per-step target pass and verification time (per-token forward time for
             autoregressive generation).
@@ -214,6 +216,7 @@ def generate_speculative(
     draft_top_p: float | None = None,
     draft_min_p: float | None = None,
     draft_stop_below: float | None = None,
+    draft_stop_peak_below: float | None = None,
     rule: VerifyRule = verify_tokens,
     eos_token_id: int | None = None,
     vocabulary_map: VocabularyMap | None = None,
@@ -230,8 +233,10 @@ def generate_speculative(
     first draft whose probability under the draft's unwarped softmax is below it, that draft
     included, and the draft is called until every row's block has ended. The decision depends
     on the draft's side only, so the law stays exact (claim 13); it saves the draft calls and
-    verified positions a confident draft would waste, e.g. ``NGramDraft``'s uniform rows where
-    nothing matches (``draft_stop_below=0.5``).
+    verified positions a confident draft would waste. ``draft_stop_peak_below`` ends a row's
+    block *before* a draft whose row (unwarped) has its largest probability below it, so a step
+    may verify no draft at all and be one target pass: ``NGramDraft`` with
+    ``draft_stop_peak_below=0.5`` drafts only where its lookup found a match.
 
     Raises:
         ValueError: vocabulary mismatch between draft and target (without ``vocabulary_map``,
@@ -259,7 +264,8 @@ def generate_speculative(
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = _check_prompt(prompt_ids, target.vocab_size)
     budget = _check_budget(target, prompt, max_new_tokens, k)
-    check_stop_below(draft_stop_below)
+    check_stop_below(draft_stop_below, "draft_stop_below")
+    check_stop_below(draft_stop_peak_below, "draft_stop_peak_below")
     target_options = SamplingOptions(temperature, top_k, top_p, min_p)
     draft_options = SamplingOptions(
         temperature if draft_temperature is None else draft_temperature,
@@ -278,9 +284,10 @@ def generate_speculative(
     while not bool(done.all()):
         draft_uniforms = _draw(generator, batch, k)  # k and k + 1 per row, whatever is used
         verify_uniforms = _draw(generator, batch, k + 1)
-        usable = (budget - produced - 1).clamp(min=1, max=k)  # drafts a row can still emit
+        usable = (budget - produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
         width = int(usable[~done].max())
         lengths = torch.where(done, width, usable)  # finished rows: anything, one group
+        columns = max(width, 1)  # the step takes k >= 1 uniforms; lengths 0 draft nothing
         outcome = speculative_step(
             target,
             draft,
@@ -288,10 +295,11 @@ def generate_speculative(
             rule=rule,
             target_options=target_options,
             draft_options=draft_options,
-            draft_uniforms=draft_uniforms[:, :width],
-            verify_uniforms=verify_uniforms[:, : width + 1],
+            draft_uniforms=draft_uniforms[:, :columns],
+            verify_uniforms=verify_uniforms[:, : columns + 1],
             lengths=lengths,
             stop_below=draft_stop_below,
+            stop_peak_below=draft_stop_peak_below,
         )
         start = time.perf_counter()
         verdict = outcome.verification

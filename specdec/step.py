@@ -15,12 +15,20 @@ Invariants between steps, for each row whose committed text is ``s``:
   position in a pass the draft makes anyway, so the batch stays rectangular).
 
 Block length: a row verifies ``k`` drafts, fewer when the caller's ``lengths`` say so (the
-budget's end) or when the draft *stops*: with ``stop_below``, a row's block ends at its first
+budget's end) or when the draft *stops*. With ``stop_below``, a row's block ends at its first
 draft whose confidence (the draft's softmax probability of that token, before warping) is below
-``stop_below``, that draft included. The decision to draft ``x_{i+1}`` then depends only on the
-draft's own tokens and rows up to ``x_i`` (a stopping time of the drafting process), which keeps
-the output law exactly the target's (``proofs/theory.md``, claim 13). The draft is called until
-every row's block has ended, so ``d <= k`` drafts are made, and the target reads ``d`` of them.
+``stop_below``, that draft included; with ``stop_peak_below``, it ends *before* a draft whose
+row has its largest probability (before warping) below ``stop_peak_below``, so a block may hold
+no draft at all. Either way the decision to draft ``x_{i+1}`` depends only on the draft's own
+tokens and rows up to ``x_i`` (a stopping time of the drafting process), which keeps the output
+law exactly the target's (``proofs/theory.md``, claim 13). The draft is called until every
+row's block has ended, so ``d <= k`` drafts are made, and the target reads ``d`` of them.
+
+Empty blocks (``L = 0``): the row has nothing to verify and emits the token target-only
+decoding would, drawn from its warped ``p_0`` with the first verification uniform (what every
+lossless rule does with ``k = 0``). When every row's block is empty before any drafting (the
+caller's ``lengths`` are all 0), the draft is not called at all: its context stays as it was
+and the emitted token joins its pending tokens (``w`` grows by one).
 """
 
 import time
@@ -130,25 +138,42 @@ def _draft(
     uniforms: Tensor,
     lengths: Tensor,
     stop_below: float | None,
-) -> tuple[DraftBlock, Context, Tensor]:
+    stop_peak_below: float | None,
+) -> tuple[DraftBlock, Context | None, Tensor]:
     """Sample up to ``k`` tokens autoregressively, each with the row it was drawn from, until
-    every row's block has ended (at ``lengths[r]`` drafts, or at its first draft whose
-    confidence is below ``stop_below``, that draft included). Returns the block, the draft's
-    context (it read all drafts but the last) and each row's block length."""
-    logits, context = extend(model, context, pending, logits_to_keep=1)
+    every row's block has ended: at ``lengths[r]`` drafts, at its first draft whose confidence
+    is below ``stop_below`` (that draft included), or before a draft whose row's peak is below
+    ``stop_peak_below``. Returns the block (``d`` drafts, possibly 0), the draft's context (it
+    read the pending tokens and all drafts but the last; ``None`` when every length was 0
+    before drafting, so the draft was not called) and each row's block length."""
+    batch, k = uniforms.shape
+    empty = DraftBlock(
+        torch.zeros(batch, 0, dtype=torch.int64),
+        torch.zeros(batch, 0, model.vocab_size, dtype=torch.float64),
+    )
+    if bool((lengths == 0).all()):
+        return empty, None, lengths
+    logits, after = extend(model, context, pending, logits_to_keep=1)
     tokens, rows = [], []
-    for i in range(uniforms.shape[1]):
+    for i in range(k):
+        unwarped = torch.softmax(logits[:, -1].double(), dim=-1)  # the draft's own q_i, [b, V]
+        if stop_peak_below is not None:  # decided before x_{i+1} is sampled
+            ends = (unwarped.amax(dim=-1) < stop_peak_below) & (lengths > i)
+            lengths = torch.where(ends, i, lengths)
+        if bool((lengths <= i).all()):
+            break
         token, row = options.draw(logits[:, -1], uniforms[:, i])  # x_{i+1} ~ q_i, [b], [b, V]
         tokens.append(token)
         rows.append(row)
-        if stop_below is not None:
-            confidence = torch.softmax(logits[:, -1].double(), dim=-1).gather(1, token[:, None])
-            stops = (confidence[:, 0] < stop_below) & (lengths > i + 1)
-            lengths = torch.where(stops, i + 1, lengths)
+        if stop_below is not None:  # decided on x_{i+1}, which stays in the block
+            confidence = unwarped.gather(1, token[:, None])[:, 0]
+            lengths = torch.where((confidence < stop_below) & (lengths > i + 1), i + 1, lengths)
         if bool((lengths <= i + 1).all()):
             break
-        logits, context = extend(model, context, token[:, None])
-    return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), context, lengths
+        logits, after = extend(model, after, token[:, None])
+    if not tokens:  # every row's block ended before its first draft
+        return empty, after, lengths
+    return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), after, lengths
 
 
 def _greedy_on_logits(
@@ -157,6 +182,12 @@ def _greedy_on_logits(
     """``verify_greedy`` with the ``VerifyRule`` arguments, reading target *logits*."""
     del draft_probs, uniforms
     return verify_greedy(draft_tokens, target_logits)
+
+
+def _argmax(target_logits: Tensor, uniforms: Tensor) -> Tensor:
+    """The token target-only decoding draws at temperature 0 (``point_mass``), for every ``u``."""
+    del uniforms
+    return point_mass(target_logits)[0]
 
 
 # Against a one-hot target (temperature 0) each of these rules is greedy verification, for any
@@ -170,21 +201,26 @@ def _verify(
     block: DraftBlock,
     target_rows: Tensor,
     uniforms: Tensor,
-    lengths: Tensor | None,
+    lengths: Tensor,
+    draw: Callable[[Tensor, Tensor], Tensor],
 ) -> Verification:
-    """``rule`` on the block and the target rows (``[b, k+1, V]``: probabilities, or logits for
+    """``rule`` on the block and the target rows (``[b, d+1, V]``: probabilities, or logits for
     ``_greedy_on_logits``); row ``r`` verifies its first ``lengths[r]`` drafts only.
 
     Rows sharing a length are verified together on their sliced inputs, so row ``r``'s verdict
     is exactly the one a step drafting ``lengths[r]`` tokens would give with the same uniforms.
+    A row with no drafts emits ``draw(its row 0, u_0)``, the target-only token.
     """
     width = block.tokens.shape[1]
-    if lengths is None or bool((lengths == width).all()):
+    if width > 0 and bool((lengths == width).all()):
         return rule(block.tokens, block.probs, target_rows, uniforms)
     tokens = torch.full((block.tokens.shape[0], width + 1), -1, dtype=torch.int64)
     accepted = torch.zeros(block.tokens.shape[0], dtype=torch.int64)
     for length in torch.unique(lengths).tolist():
         rows = (lengths == length).nonzero(as_tuple=True)[0]
+        if length == 0:  # nothing to verify: the token target-only decoding draws with u_0
+            tokens[rows, 0] = draw(target_rows[rows, 0], uniforms[rows, 0])
+            continue
         verdict = rule(
             block.tokens[rows, :length],
             block.probs[rows, :length],
@@ -203,9 +239,9 @@ def _check_lengths(lengths: object, batch: int, k: int) -> Tensor:
         raise TypeError("lengths must be an int64 tensor [batch] (or None).")
     if lengths.shape != (batch,):
         raise ValueError(f"lengths must have shape [{batch}], got {tuple(lengths.shape)}.")
-    if bool(((lengths < 1) | (lengths > k)).any()):
+    if bool(((lengths < 0) | (lengths > k)).any()):
         raise ValueError(
-            f"lengths must lie in [1, {k}] (the drafted block), got {lengths.tolist()}."
+            f"lengths must lie in [0, {k}] (the drafted block), got {lengths.tolist()}."
         )
     return lengths
 
@@ -222,6 +258,7 @@ def speculative_step(
     verify_uniforms: Float[Tensor, "batch k_plus_1"],
     lengths: Int[Tensor, " batch"] | None = None,
     stop_below: float | None = None,
+    stop_peak_below: float | None = None,
 ) -> StepOutcome:
     """One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
 
@@ -235,18 +272,24 @@ def speculative_step(
         draft_options: the draft's own options (any; losslessness does not depend on them).
         draft_uniforms: ``[b, k]`` uniforms for drafting.
         verify_uniforms: ``[b, k+1]`` uniforms for the rule.
-        lengths: optional ``[b]`` block lengths in ``[1, k]``: row ``r`` verifies only its
+        lengths: optional ``[b]`` block lengths in ``[0, k]``: row ``r`` verifies only its
             first ``lengths[r]`` drafts, with the first ``lengths[r]`` and ``lengths[r] + 1``
             uniforms, exactly as a step with ``k = lengths[r]`` would (the generation loop
-            uses it on the last step, where a row needs fewer than ``k + 1`` tokens).
+            uses it on the last step, where a row needs fewer than ``k + 1`` tokens). A row
+            with length 0 emits one token from its warped ``p_0`` with ``u_0``; if every row
+            has length 0 the draft is not called.
         stop_below: optional confidence in ``(0, 1]``: a row's block also ends at its first
             draft whose probability under the draft's *unwarped* softmax is below it, that
             draft included (a stopping time of the draft, so the law stays exact: claim 13).
             Drafting stops once every row's block has ended.
+        stop_peak_below: optional probability in ``(0, 1]``: a row's block also ends *before*
+            a draft whose row (the draft's unwarped softmax) has its largest probability below
+            it, so the block may be empty (e.g. ``NGramDraft``'s uniform rows where nothing
+            matches are never drafted). Also a stopping time (claim 13).
 
     Returns:
-        ``StepOutcome``; ``verification.tokens [b, d+1]`` is the emitted block, ``d <= k`` the
-        number of drafts made (``k`` unless every row's block ended earlier).
+        ``StepOutcome``; ``verification.tokens [b, d+1]`` is the emitted block, ``0 <= d <= k``
+        the number of drafts made (``k`` unless every row's block ended earlier).
 
     At target temperature 0 the library rules ``verify_tokens``, ``exact_match_rule`` and
     ``greedy_rule`` all reduce to greedy verification (``proofs/theory.md`` claim 6), so the
@@ -265,6 +308,7 @@ def speculative_step(
     check_shape("verify_uniforms", verify_uniforms, (batch, k + 1), "[b, k+1]")
     lengths = _check_lengths(lengths, batch, k)
     stop_below = check_stop_below(stop_below)
+    stop_peak_below = check_stop_below(stop_peak_below, "stop_peak_below")
     start = time.perf_counter()
     # 1. Draft up to k tokens, keeping the exact rows they were sampled from.
     block, draft_context, lengths = _draft(
@@ -275,8 +319,9 @@ def speculative_step(
         draft_uniforms,
         lengths,
         stop_below,
+        stop_peak_below,
     )
-    made = block.tokens.shape[1]  # d = max(lengths) drafts
+    made = block.tokens.shape[1]  # d = max(lengths) drafts, possibly 0
     drafted = time.perf_counter()
     # 2. One target pass over [pending, x_1 .. x_d] gives p_0 .. p_d (its last d+1 rows).
     target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + d]
@@ -284,21 +329,25 @@ def speculative_step(
     # 3. Verify the block against the warped target.
     uniforms = verify_uniforms[:, : made + 1]
     if target_options.temperature == 0 and rule in _ONE_HOT_RULES:
-        verdict = _verify(_greedy_on_logits, block, target_logits, uniforms, lengths)
+        verdict = _verify(_greedy_on_logits, block, target_logits, uniforms, lengths, _argmax)
     else:
         target_probs = target_options.probs(target_logits)
-        verdict = _verify(rule, block, target_probs, uniforms, lengths)
+        verdict = _verify(rule, block, target_probs, uniforms, lengths, sample)
     verified = time.perf_counter()
     # 4. Roll both caches back to the accepted prefix.
     accepted = verdict.num_accepted  # j, [b]
     next_target = keep_new(state.target, target_context, state.target_pending.shape[1] + accepted)
     # The draft read x_1 .. x_{d-1}: it holds s'[:-1] unless a row accepted all d (x_d unread).
-    width = 2 if bool((accepted == made).any()) else 1
-    kept = state.draft_pending.shape[1] - (width - 1) + accepted
-    next_draft = keep_new(state.draft, draft_context, kept)
+    width = 2 if made > 0 and bool((accepted == made).any()) else 1
     # 5. The emitted token y becomes pending: it is folded into the next verification pass.
     emitted = verdict.tokens.gather(1, accepted[:, None])  # y, [b, 1]
     draft_pending = emitted
+    if draft_context is None:  # the draft was not called: it still has its pending tokens
+        next_draft = state.draft
+        draft_pending = torch.cat([state.draft_pending, emitted], dim=1)
+    else:
+        kept = state.draft_pending.shape[1] - (width - 1) + accepted
+        next_draft = keep_new(state.draft, draft_context, kept)
     if width == 2:
         before = block.tokens.gather(1, (accepted - 1).clamp(min=0)[:, None])
         before = torch.where(accepted[:, None] > 0, before, state.target_pending[:, -1:])

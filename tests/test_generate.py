@@ -248,8 +248,8 @@ def _first_step(
 @pytest.mark.parametrize(
     ("lengths", "error", "message"),
     [
-        (torch.tensor([1, 2, 3]), ValueError, r"lie in \[1, 2\]"),
-        (torch.tensor([0, 1, 2]), ValueError, r"lie in \[1, 2\]"),
+        (torch.tensor([1, 2, 3]), ValueError, r"lie in \[0, 2\]"),
+        (torch.tensor([-1, 1, 2]), ValueError, r"lie in \[0, 2\]"),
         (torch.tensor([1, 2]), ValueError, r"shape \[3\]"),
         (torch.tensor([1.0, 2.0, 2.0]), TypeError, "int64"),
     ],

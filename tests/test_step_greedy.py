@@ -3,7 +3,8 @@
 * ``SamplingOptions(temperature=0).draw`` (``warp.point_mass``) returns ``(sample(row, u), row)``
   for every ``u`` without the inverse-CDF pass.
 * At target temperature 0 the library rules reduce to greedy verification on the logits
-  (``proofs/theory.md`` claim 6), for any draft law, any uniforms and any per-row lengths.
+  (``proofs/theory.md`` claim 6), for any draft law, any uniforms and any per-row lengths
+  (an empty block emits the argmax, the one-hot row sampled).
 """
 
 import math
@@ -18,7 +19,14 @@ from hypothesis import strategies as st
 import specdec.step
 from specdec import generate_speculative, sample, warp_probs
 from specdec.models import CausalLM, HFModel, ToyLM, make_toy_pair
-from specdec.step import _ONE_HOT_RULES, DraftBlock, SamplingOptions, _greedy_on_logits, _verify
+from specdec.step import (
+    _ONE_HOT_RULES,
+    DraftBlock,
+    SamplingOptions,
+    _argmax,
+    _greedy_on_logits,
+    _verify,
+)
 from specdec.types import Verification
 from specdec.verify import exact_match_rule, greedy_rule, verify_tokens
 from specdec.warp import point_mass
@@ -88,9 +96,9 @@ def test_point_mass_refuses_bad_logits(value: list[list[float]], message: str) -
 
 
 @st.composite
-def blocks(draw: st.DrawFn) -> tuple[DraftBlock, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def blocks(draw: st.DrawFn) -> tuple[DraftBlock, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A draft block with any draft law (tokens sampled from it), target logits with ties,
-    uniforms and optional per-row lengths."""
+    uniforms and per-row lengths (all ``k``, or any in ``[0, k]``)."""
     batch, k, vocab = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 5))
     temperature = draw(st.sampled_from([0.0, 0.5, 1.0]))
     draft_probs = warp_probs(_rows(draw, (batch, k), vocab), temperature=temperature)
@@ -112,22 +120,23 @@ def blocks(draw: st.DrawFn) -> tuple[DraftBlock, torch.Tensor, torch.Tensor, tor
         draw(st.lists(UNIFORMS, min_size=batch * (k + 1), max_size=batch * (k + 1))),
         dtype=torch.float64,
     ).reshape(batch, k + 1)
-    lengths = None
-    if draw(st.booleans()):
-        lengths = torch.tensor(draw(st.lists(st.integers(1, k), min_size=batch, max_size=batch)))
+    lengths = torch.full((batch,), k)
+    if draw(st.booleans()):  # ragged, empty blocks (length 0) included
+        lengths = torch.tensor(draw(st.lists(st.integers(0, k), min_size=batch, max_size=batch)))
     return DraftBlock(tokens, draft_probs), target_logits, uniforms, lengths
 
 
 @settings(max_examples=400, deadline=None)
 @given(case=blocks())
 def test_library_rules_against_a_one_hot_target_are_greedy_on_the_logits(
-    case: tuple[DraftBlock, torch.Tensor, torch.Tensor, torch.Tensor | None],
+    case: tuple[DraftBlock, torch.Tensor, torch.Tensor, torch.Tensor],
 ) -> None:
+    """Empty blocks too: the argmax of the logits equals sampling the one-hot row."""
     block, target_logits, uniforms, lengths = case
-    shortcut = _verify(_greedy_on_logits, block, target_logits, uniforms, lengths)
+    shortcut = _verify(_greedy_on_logits, block, target_logits, uniforms, lengths, _argmax)
     one_hot = warp_probs(target_logits, temperature=0.0)
     for rule in _ONE_HOT_RULES:
-        general = _verify(rule, block, one_hot, uniforms, lengths)
+        general = _verify(rule, block, one_hot, uniforms, lengths, sample)
         assert torch.equal(general.num_accepted, shortcut.num_accepted), rule
         assert torch.equal(general.tokens, shortcut.tokens), rule
 
