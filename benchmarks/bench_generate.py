@@ -7,11 +7,12 @@ modules, ``share_weights=True``: no weight copied) and ``int8w``, an int8 weight
 with bfloat16 activations (``int8_weight_copy``); and ``ngram``, the weightless prompt-lookup
 draft ``specdec.models.NGramDraft`` (suffixes of up to 3 tokens), whose transformers
 counterpart is its own prompt lookup, ``generate(prompt_lookup_num_tokens=k,
-max_matching_ngram_size=3)``. specdec runs it with ``draft_stop_below=0.5``: a block ends at
-the first draft where the lookup found nothing (a uniform row), that draft included (claim 13).
-The two lookups still differ (transformers takes the *first* earlier occurrence and drafts
-nothing when no suffix matches; specdec the most recent one, and verifies the one uniform draft
-where the block ends), so for ``ngram`` the comparison is of two lookup drafts, not of one pair.
+max_matching_ngram_size=3)``. specdec runs it with ``draft_stop_peak_below=0.5``: a block ends
+before the first row where the lookup found nothing (a uniform row), so, like transformers, a
+step with no hit verifies no draft (claim 13). The two lookups still differ (transformers takes
+the *first* earlier occurrence and copies its continuation; specdec looks up the most recent
+one again after every drafted token), so for ``ngram`` the comparison is of two lookup drafts,
+not of one pair.
 ``--drafts`` runs a subset.
 For each draft and ``k = 1..8``, greedy (temperature 0), batch 1, 64 new tokens, a few chat
 prompts, all measured in the same run (timings are reported, never asserted):
@@ -146,7 +147,7 @@ GOAL_MEMORY = 1.2  # speculative peak <= 1.2 x autoregressive peak
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
 ALL_DRAFTS = ("bf16", "int8", "first12", "int8w", "ngram")
 NGRAM_MAX = 3  # longest suffix both lookups match
-NGRAM_STOP_BELOW = 0.5  # ngram's draft_stop_below: a block ends where the lookup finds nothing
+NGRAM_STOP_PEAK_BELOW = 0.5  # ngram's draft_stop_peak_below: a block ends before a no-hit row
 
 # -- arguments ---------------------------------------------------------------------------------
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -275,7 +276,7 @@ def run_specdec(
 ) -> tuple[Tensor, Tensor, Tensor, tuple[int, float]]:
     """Greedy tokens ``[n]`` (``-1`` padded), accepted and verified drafts per step
     (``[steps]`` each, empty for AR) and the tokens and seconds of every step but the first
-    (the decode phase). ``NGramDraft`` runs with ``draft_stop_below=NGRAM_STOP_BELOW``."""
+    (the decode phase). ``NGramDraft`` runs with ``draft_stop_peak_below=NGRAM_STOP_PEAK_BELOW``."""
     generator = torch.Generator().manual_seed(SEED)
     if draft is None:
         out = generate_autoregressive(
@@ -296,7 +297,7 @@ def run_specdec(
             generator=generator,
             temperature=0.0,
             eos_token_id=eos,
-            draft_stop_below=NGRAM_STOP_BELOW if isinstance(draft, NGramDraft) else None,
+            draft_stop_peak_below=NGRAM_STOP_PEAK_BELOW if isinstance(draft, NGramDraft) else None,
         )
     seconds = [
         d + v + o
@@ -461,7 +462,7 @@ def cost_model() -> tuple[float, dict[str, float], dict[int, float]]:
         name: statistics.median(s[f"draft_{name}"] / s["target_1"] for s in cost_samples)
         for name in DRAFT_NAMES
     }
-    verify = {
+    verify = {0: 1.0} | {  # v(0) = 1: an empty block is one target token
         k: statistics.median(s[f"target_{k + 1}"] / s["target_1"] for s in cost_samples)
         for k in cost_ks
     }

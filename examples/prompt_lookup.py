@@ -3,7 +3,8 @@
 ``NGramDraft`` proposes the token that followed the latest earlier occurrence of the context's
 last few tokens: a point mass, which speculative sampling verifies losslessly (claim 2). Asked to
 repeat a passage, the target copies long runs of its prompt, and each verification pass emits
-several of them; where the lookup finds nothing, ``draft_stop_below`` ends the block. The
+several of them; where the lookup finds nothing, ``draft_stop_peak_below`` ends the block
+before that row (a step with no hit is one target token). The
 script runs greedy autoregressive and speculative generation side by side, checks that they
 emit the same tokens, and prints both times (one run each on a shared machine: a ratio, not a
 benchmark; see ``benchmarks/bench_generate.py``).
@@ -57,7 +58,7 @@ out = specdec.generate_speculative(
     generator=torch.Generator(),
     temperature=0.0,
     eos_token_id=eos,
-    draft_stop_below=0.5,  # a block ends where the lookup finds nothing (claim 13)
+    draft_stop_peak_below=0.5,  # a block ends before a row with no hit (claim 13)
 )
 speculative_s = time.perf_counter() - start
 

@@ -47,6 +47,7 @@ from specdec.types import VerifyRule  # noqa: E402
 __all__ = [
     "ROOT",
     "Row",
+    "StopBefore",
     "StopRule",
     "cdf_steps",
     "completion",
@@ -69,6 +70,7 @@ __all__ = [
 ROOT = _ROOT
 Row = tuple[Fraction, ...]
 StopRule = Callable[[Row, int, int], bool]  # claim 13: (draft row q, drafted token x, depth >= 1)
+StopBefore = Callable[[Row, int], bool]  # claim 13: (draft row q, depth >= 1), before sampling
 ZERO = Fraction(0)
 
 
@@ -126,6 +128,7 @@ def reference_block_law(
     k: int,
     stop: StopRule | None = None,
     depth: int = 1,
+    stop_before: StopBefore | None = None,
 ) -> Law:
     """The block law of token-level rejection sampling by the recursion of claim 2.
 
@@ -133,11 +136,13 @@ def reference_block_law(
     ``min(p, q)(x|c)`` and the step continues as ``B_{k-1}(c + x)``; it is rejected with total
     mass ``1 - alpha`` and the corrected token is drawn from ``norm(max(0, p - q))``. With a
     stopping rule (claim 13), a draft ``x`` accepted at depth ``i`` (``depth`` counts from 1) is
-    followed by the bonus ``B_0(c + x)`` when ``stop(q, x, i)``.
+    followed by the bonus ``B_0(c + x)`` when ``stop(q, x, i)``; with ``stop_before``, the
+    block is the bonus ``B_0(c)`` when ``stop_before(q, i)`` for the row ``q`` the ``i``-th draft
+    would be sampled from (so at depth 1 the block may hold no draft).
     """
     context = tuple(prefix)
     target_row, draft_row = target.probs(context), draft.probs(context)
-    if k == 0:
+    if k == 0 or (stop_before is not None and stop_before(draft_row, depth)):
         return {(x,): p_x for x, p_x in enumerate(target_row) if p_x}
     law: Law = {}
     accepted = min_row(target_row, draft_row)
@@ -148,7 +153,9 @@ def reference_block_law(
     for x, a_x in enumerate(accepted):
         if a_x:
             rest = 0 if stop is not None and stop(draft_row, x, depth) else k - 1
-            deeper = reference_block_law(target, draft, (*context, x), rest, stop, depth + 1)
+            deeper = reference_block_law(
+                target, draft, (*context, x), rest, stop, depth + 1, stop_before
+            )
             for block, weight in deeper.items():
                 law[(x, *block)] = law.get((x, *block), ZERO) + a_x * weight
     return law

@@ -1,24 +1,31 @@
-"""Claim 13 (draft-side stopping): a step may verify fewer than ``k`` drafts when the decision
-to draft ``x_{i+1}`` depends only on the draft's side up to ``x_i`` (a stopping time of the
-drafting process); the block then ends at the draft that triggered the stop, that draft
-included, and the output law is still exactly the target's. Excluding the triggering draft
-instead (so its inclusion depends on its own value) is lossy.
+"""Claim 13 (draft-side stopping): a step may verify fewer than ``k`` drafts, none at all
+included, when the decision to draft ``x_{i+1}`` depends only on the draft's side up to ``x_i``
+(a stopping time of the drafting process); the block then ends at the draft that triggered the
+stop (a rule on the sampled draft, that draft included) or before the draft a rule on the row
+declined to sample, and the output law is still exactly the target's. Excluding a triggering
+draft instead (so its inclusion depends on its own value) is lossy.
 
-Checked exactly, on seeded context-dependent toy pairs and five stopping rules (confidence
-``q(x) < c`` for three ``c``, "stop after token 0", "stop after an odd token at depth >= 2"):
-the block law of the claim's recursion completes to the target's law (``==`` on Fractions);
-the excluding variant's completed law is at an exact positive distance in most cases (and
-equal only where the rule never fires on a reachable draft or ``p = q`` there); the library's
-``speculative_step(..., stop_below=c)`` reports, for every row of a large seeded batch, the
-block length the rule gives on the drafts it made, drafts only as many tokens as the longest
-block, and verifies nothing beyond each row's block. See ``proofs/theory.md``, claim 13.
+Checked exactly, on seeded context-dependent toy pairs and eight stopping rules: five on the
+sampled draft (confidence ``q(x) < c`` for three ``c``, "stop after token 0", "stop after an
+odd token at depth >= 2") and three on the row before sampling (peak ``max q < c`` for two
+``c``, "q(0) > 1/3 at depth >= 2"), which end some blocks with no draft: the block law of the
+claim's recursion completes to the target's law (``==`` on Fractions); the excluding variant's
+completed law is at an exact positive distance in most cases (and equal only where the rule
+never fires on a reachable draft or ``p = q`` there); the library's ``speculative_step(...,
+stop_below=c)`` and ``speculative_step(..., stop_peak_below=c)`` report, for every row of a
+large seeded batch, the block length the rule gives on the drafts it made (0 included), draft
+only as many tokens as the longest block, and verify nothing beyond each row's block. See
+``proofs/theory.md``, claim 13.
 """
 
+import itertools
 from collections.abc import Callable, Iterator
 from fractions import Fraction
+from typing import NamedTuple
 
 import torch
 from _common import (
+    StopBefore,
     StopRule,
     completion,
     reference_block_law,
@@ -34,18 +41,35 @@ from specdec.step import SamplingOptions, StepState, speculative_step
 from specdec.verify import verify_tokens
 
 ZERO = Fraction(0)
-BlockLaw = Callable[[ToyModel, ToyModel, int, StopRule], Law]  # (target, draft, k, rule)
+
+
+class Rule(NamedTuple):
+    """A stopping rule: on the sampled draft (``after``) or on the row before sampling."""
+
+    after: StopRule | None = None
+    before: StopBefore | None = None
+
+
+BlockLaw = Callable[[ToyModel, ToyModel, int, Rule], Law]  # (target, draft, k, rule)
 # (seed, V, k, closeness): 36 cases, V in 2..4, k in 1..3
 CASES = [
     (1300 + seed, 2 + seed % 3, 1 + (seed // 3) % 3, Fraction(seed % 4, 4)) for seed in range(36)
 ]
 PREFIX = (0, 1)
-RULES: dict[str, StopRule] = {
+AFTER: dict[str, StopRule] = {
     "q(x) < 3/10": lambda q, x, i: q[x] < Fraction(3, 10),
     "q(x) < 11/20": lambda q, x, i: q[x] < Fraction(11, 20),
     "q(x) < 4/5": lambda q, x, i: q[x] < Fraction(4, 5),
     "x == 0": lambda q, x, i: x == 0,
     "odd x at depth >= 2": lambda q, x, i: i >= 2 and x % 2 == 1,
+}
+BEFORE: dict[str, StopBefore] = {
+    "max q < 11/20": lambda q, i: max(q) < Fraction(11, 20),
+    "max q < 4/5": lambda q, i: max(q) < Fraction(4, 5),
+    "q(0) > 1/3 at depth >= 2": lambda q, i: i >= 2 and q[0] > Fraction(1, 3),
+}
+RULES = {name: Rule(after=stop) for name, stop in AFTER.items()} | {
+    name: Rule(before=stop) for name, stop in BEFORE.items()
 }
 LIBRARY_THRESHOLDS = (0.3, 0.55, 0.8)  # off the toy rows' 1/24 grid: no float ties
 LIBRARY_BATCH = 400
@@ -83,35 +107,49 @@ def excluding_block_law(
     return law
 
 
-def completed_laws(block_law_of: BlockLaw) -> Iterator[tuple[tuple[int, str], Law, Law]]:
+def completed_laws(
+    block_law_of: BlockLaw, rules: dict[str, Rule]
+) -> Iterator[tuple[tuple[int, str], Law, Law]]:
     """For every case and rule: a label, the block law ``block_law_of(target, draft, k, rule)``
     after ``PREFIX`` completed to ``k + 1`` tokens, and the target's law of those tokens (each
     block law is checked to sum to 1 first)."""
     for seed, vocab, k, closeness in CASES:
         pair = make_toy_pair(vocab, seed=seed, closeness=closeness)
         expected = target_law(pair.target, PREFIX, k + 1)
-        for name, stop in RULES.items():
+        for name, stop in rules.items():
             law = block_law_of(pair.target, pair.draft, k, stop)
             assert sum(law.values(), ZERO) == 1, (seed, name)
             yield (seed, name), completion(law, pair.target, PREFIX, k + 1), expected
 
 
 def check_stopping_time_is_lossless() -> int:
-    """Claim 13: the recursion with a stopping rule completes to the target law (==)."""
-    cases = 0
+    """Claim 13: the recursion with a stopping rule completes to the target law (==); the
+    rules on the row end some blocks with no draft (checked to happen)."""
+    cases = empty = 0
     for label, completed, expected in completed_laws(
-        lambda target, draft, k, stop: reference_block_law(target, draft, PREFIX, k, stop)
+        lambda target, draft, k, rule: reference_block_law(
+            target, draft, PREFIX, k, rule.after, 1, rule.before
+        ),
+        RULES,
     ):
         assert completed == expected, label
         cases += 1
+    for seed, vocab, _k, closeness in CASES:
+        draft = make_toy_pair(vocab, seed=seed, closeness=closeness).draft
+        empty += sum(stop(draft.probs(PREFIX), 1) for stop in BEFORE.values())
+    assert empty > 0, "no rule on the row ended a block before its first draft"
     return cases
 
 
 def check_excluding_the_stopping_draft_is_lossy() -> int:
     """Excluding the draft that triggers the stop: an exact positive distance, often."""
     cases = lossy = 0
+    after = {name: rule for name, rule in RULES.items() if rule.after is not None}
     for _, completed, expected in completed_laws(
-        lambda target, draft, k, stop: excluding_block_law(target, draft, PREFIX, k, stop, 1)
+        lambda target, draft, k, rule: excluding_block_law(
+            target, draft, PREFIX, k, rule.after or (lambda q, x, i: False), 1
+        ),
+        after,
     ):
         lossy += total_variation(completed, expected) > 0
         cases += 1
@@ -120,13 +158,16 @@ def check_excluding_the_stopping_draft_is_lossy() -> int:
 
 
 def check_library_block_lengths() -> int:
-    """``speculative_step(stop_below=c)``: each row's length is the rule's, on its own drafts."""
-    rows = 0
+    """``speculative_step(stop_below=c)`` and ``speculative_step(stop_peak_below=c)``: each row's
+    length is the rule's, on its own drafts (0 included for the rule on the row)."""
+    rows = empty = 0
     for seed, vocab, k, closeness in CASES[::3]:
         pair = make_toy_pair(vocab, seed=seed, closeness=closeness)
         generator = torch.Generator().manual_seed(seed)
         prompt = torch.randint(0, vocab, (LIBRARY_BATCH, 2), generator=generator)
-        for threshold in LIBRARY_THRESHOLDS:
+        for kind, threshold in itertools.product(
+            ("stop_below", "stop_peak_below"), LIBRARY_THRESHOLDS
+        ):
             state = StepState(
                 empty_context(LIBRARY_BATCH), empty_context(LIBRARY_BATCH), prompt, prompt
             )
@@ -139,24 +180,30 @@ def check_library_block_lengths() -> int:
                 draft_options=SamplingOptions(),
                 draft_uniforms=torch.rand(LIBRARY_BATCH, k, generator=generator),
                 verify_uniforms=torch.rand(LIBRARY_BATCH, k + 1, generator=generator),
-                stop_below=threshold,
+                **{kind: threshold},  # type: ignore[arg-type]
             )
             drafts = outcome.draft.tokens.tolist()
             lengths = outcome.lengths.tolist()
+            limit = Fraction(threshold)
             for row in range(LIBRARY_BATCH):
                 context = tuple(prompt[row].tolist())
                 expected = k
-                for i, x in enumerate(drafts[row][:k]):
+                for i in range(k):
                     q = pair.draft.probs((*context, *drafts[row][:i]))
-                    if q[x] < Fraction(threshold):
+                    if kind == "stop_peak_below" and max(q) < limit:
+                        expected = i
+                        break
+                    if kind == "stop_below" and q[drafts[row][i]] < limit:
                         expected = i + 1
                         break
-                assert lengths[row] == expected, (seed, threshold, row)
+                assert lengths[row] == expected, (seed, kind, threshold, row)
                 emitted = outcome.verification.tokens[row]
-                assert bool((emitted[expected + 1 :] == -1).all()), (seed, threshold, row)
+                assert bool((emitted[expected + 1 :] == -1).all()), (seed, kind, threshold, row)
                 assert int(outcome.verification.num_accepted[row]) <= expected
                 rows += 1
-            assert len(drafts[0]) == max(lengths), (seed, threshold)
+                empty += expected == 0
+            assert len(drafts[0]) == max(lengths), (seed, kind, threshold)
+    assert empty > 0, "no row's block was empty"
     return rows
 
 

@@ -155,9 +155,11 @@ def _draft(
         return empty, None, lengths
     logits, after = extend(model, context, pending, logits_to_keep=1)
     tokens, rows = [], []
+    unwarped = logits[:, -1]  # replaced by the draft's own row q_i where a rule reads it
     for i in range(k):
-        unwarped = torch.softmax(logits[:, -1].double(), dim=-1)  # the draft's own q_i, [b, V]
-        if stop_peak_below is not None:  # decided before x_{i+1} is sampled
+        if stop_below is not None or stop_peak_below is not None:
+            unwarped = torch.softmax(logits[:, -1].double(), dim=-1)  # q_i, [b, V]
+        if stop_peak_below is not None:  # on q_i, the draft's own row: before x_{i+1} is sampled
             ends = (unwarped.amax(dim=-1) < stop_peak_below) & (lengths > i)
             lengths = torch.where(ends, i, lengths)
         if bool((lengths <= i).all()):

@@ -9,7 +9,9 @@ Design, stated before any data are drawn:
   a Llama draft of 10 tokens sharing 6 of the target's 8, in another order, and a toy draft of
   6 tokens sharing 5; the target tokens the draft lacks are never drafted. One case drafts with
   ``NGramDraft`` (prompt lookup: a point mass on a token looked up in the context), one ends
-  blocks early with ``draft_stop_below`` (claim 13) on a toy pair.
+  blocks early with ``draft_stop_below`` (claim 13) on a toy pair, and one with
+  ``draft_stop_peak_below`` on another toy pair, where about a quarter of the blocks are empty
+  (the step is one target token).
 * Sampling options per case: plain temperature, temperature with top-k, top-p with a draft
   temperature different from the target's, min-p.
 * Expected law: the joint law of the first 3 new tokens, computed by enumerating the target's
@@ -18,7 +20,8 @@ Design, stated before any data are drawn:
 * Cells: sequences with expected mass ``>= 1 / 2000``, plus one pooled cell for the rest
   (decided from the expected law only).
 * Test: the finite-sample L1 test at false-fail rate ``1e-4`` per case (Holm not needed: each
-  case is a separate claim; the 9 cases together falsely fail with probability at most ``9e-4``).
+  case is a separate claim; the 10 cases together falsely fail with probability at most
+  ``1e-3``).
 * Power: with ``n = 40,000`` samples and ``m <= 513`` cells the test detects a total-variation
   distance ``min_detectable_tv_by_l1(m, n, 1e-4, 1e-4)`` (printed per case; about 0.04-0.11).
 * Negative controls: a step that verifies against the *unwarped* target while the intended
@@ -31,7 +34,9 @@ Design, stated before any data are drawn:
   exactly, which ``test_point_mass_step_enumeration_gives_the_target_law`` checks); for the
   stopping rule, dropping the draft that ends a block instead of verifying it (its law
   enumerated over every draft and verdict of every step; the same enumeration keeping the
-  draft gives the target law, ``test_stopping_rule_enumeration_gives_the_target_law``). Each
+  draft gives the target law, ``test_stopping_rule_enumeration_gives_the_target_law``); for the
+  rule on the row, checking it one draft late (dropping the draft whose own row peaks low,
+  enumerated the same way; ``test_peak_rule_enumeration_gives_the_target_law``). Each
   wrong law's distance must exceed the detectable distance before the test is required to
   reject it.
 """
@@ -79,6 +84,7 @@ TOY_MAP = VocabularyMap(
 
 
 STOP_BELOW = 0.3  # draft_stop_below of the stopping-rule case (off the toy rows' 1/24 grid)
+STOP_PEAK_BELOW = 0.3  # draft_stop_peak_below of the empty-block case (off the grid too)
 
 
 @dataclass(frozen=True)
@@ -104,10 +110,13 @@ CASES = [
         {"draft_temperature": 0},
     ),
     Case("toy-stop-below", "toy-stop", {}, {"draft_stop_below": STOP_BELOW}),
+    Case("toy-stop-peak-below", "toy-peak", {}, {"draft_stop_peak_below": STOP_PEAK_BELOW}),
 ]
 MAPPED_CASES = CASES[5:7]
 NGRAM_CASE = CASES[7]
 STOP_CASE = CASES[8]
+PEAK_CASE = CASES[9]
+PEAK_SEED = 15  # lengths 0, 1 and 2 all common (23%, 52%, 25% of the steps that may draft)
 K = 2
 UNWARPED_CONTROLS = [CASES[0], CASES[1], CASES[4]]  # where warping moves the law detectably
 
@@ -119,6 +128,9 @@ def _models(arch: str) -> tuple[CausalLM, CausalLM, VocabularyMap | None]:
         return ToyLM(pair.target), ToyLM(pair.draft), None
     if arch == "toy-stop":  # a pair where dropping the stopping draft shows (searched seeds)
         pair = make_toy_pair(8, seed=5, closeness=Fraction(1, 2))
+        return ToyLM(pair.target), ToyLM(pair.draft), None
+    if arch == "toy-peak":  # empty and full blocks common; the late check shows (searched seeds)
+        pair = make_toy_pair(8, seed=PEAK_SEED, closeness=Fraction(1, 2))
         return ToyLM(pair.target), ToyLM(pair.draft), None
     if arch == "toy-mapped":
         target_toy = make_toy_pair(8, seed=1, closeness=Fraction(1, 2)).target
@@ -192,11 +204,12 @@ def _point_mass_law(
     draft at draft temperature 0 (deterministic), by enumerating the steps (the loop's block
     lengths included).
 
-    Each step drafts ``x_1 .. x_L``, ``L = min(K, remaining - 1)`` (at least 1), with target
-    rows ``p_0 .. p_L``. The block ``x_1 .. x_j, y`` has probability ``prod_{i<j} p_i(x_{i+1})``
-    times ``p_L(y)`` when ``j = L`` (the bonus), else the rejection of ``x_{j+1}`` followed by
-    ``y``: ``p_j(y) [y != x_{j+1}]`` with the residual (``1 - p_j(x)`` times
-    ``norm(max(0, p_j - q_j))``), ``(1 - p_j(x_{j+1})) p_j(y)`` when resampling from ``p_j``.
+    Each step drafts ``x_1 .. x_L``, ``L = min(K, remaining - 1)`` (0 for the last token), with
+    target rows ``p_0 .. p_L``. The block ``x_1 .. x_j, y`` has probability
+    ``prod_{i<j} p_i(x_{i+1})`` times ``p_L(y)`` when ``j = L`` (the bonus), else the rejection
+    of ``x_{j+1}`` followed by ``y``: ``p_j(y) [y != x_{j+1}]`` with the residual
+    (``1 - p_j(x)`` times ``norm(max(0, p_j - q_j))``), ``(1 - p_j(x_{j+1})) p_j(y)`` when
+    resampling from ``p_j``.
     """
     vocab = target.vocab_size
     law = torch.zeros(vocab**NEW_TOKENS, dtype=torch.float64)
@@ -207,7 +220,7 @@ def _point_mass_law(
             law[sum(t * vocab ** (NEW_TOKENS - 1 - i) for i, t in enumerate(emitted))] += mass
             return
         drafts: list[int] = []
-        for _ in range(max(1, min(K, remaining - 1))):
+        for _ in range(min(K, remaining - 1)):  # none for the last token (the loop's rule)
             proposal = draft.propose(context + drafts)  # greedy: a uniform row gives token 0
             drafts.append(0 if proposal is None else proposal)
         reach = mass  # probability of accepting x_1 .. x_j
@@ -245,15 +258,20 @@ def test_point_mass_step_enumeration_gives_the_target_law() -> None:
     assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
 
 
-def _stopping_law(target: CausalLM, draft: CausalLM, *, exclude: bool) -> torch.Tensor:
-    """``[V ** 3]`` law of ``generate_speculative(k=K, draft_stop_below=STOP_BELOW)``'s first
-    three tokens at temperature 1 (so ``q`` is the draft's softmax, the stopping rule's
-    confidence), enumerating every draft and every verdict of every step.
+def _stopping_law(target: CausalLM, draft: CausalLM, *, peak: bool, exclude: bool) -> torch.Tensor:
+    """``[V ** 3]`` law of ``generate_speculative(k=K)``'s first three tokens with
+    ``draft_stop_below=STOP_BELOW`` (``peak=False``) or ``draft_stop_peak_below=STOP_PEAK_BELOW``
+    (``peak=True``) at temperature 1 (so ``q`` is the draft's softmax, the rules' measure),
+    enumerating every draft and every verdict of every step.
 
-    A block ends after the draft at its budget cap or after the first draft ``x`` with
-    ``q(x) < STOP_BELOW``, that draft included. ``exclude=True`` gives the lossy variant that
-    drops such a draft when it is not the first of its block: its position takes the bonus
-    ``y ~ p`` (mass ``q(x) p(y)``) instead of verifying ``x``.
+    A block ends at its budget cap (``min(K, remaining - 1)``, 0 for the last token), after the
+    first draft ``x`` with ``q(x) < STOP_BELOW`` (that draft included), or, with ``peak``,
+    before a draft whose row peaks below ``STOP_PEAK_BELOW`` (possibly before the first: the
+    block is then the bonus). ``exclude=True`` gives a lossy variant that drops the draft the
+    rule looked at after sampling it, its position taking the bonus ``y ~ p`` (mass
+    ``q(x) p(y)``) instead of verifying ``x``: without ``peak``, a low-confidence draft that is
+    not the first of its block; with ``peak``, a draft whose *next* row peaks low (the rule
+    checked one draft late), below the cap.
     """
     vocab = target.vocab_size
     law = torch.zeros(vocab**NEW_TOKENS, dtype=torch.float64)
@@ -265,12 +283,16 @@ def _stopping_law(target: CausalLM, draft: CausalLM, *, exclude: bool) -> torch.
             rows[key] = (_row(target, context, {}), _row(draft, context, {}))
         return rows[key]
 
+    def peaks_low(context: list[int]) -> bool:
+        return peak and float(laws(context)[1].max()) < STOP_PEAK_BELOW
+
     def walk(context: list[int], emitted: list[int], mass: float) -> None:
         remaining = NEW_TOKENS - len(emitted)
         if remaining == 0:
             law[sum(t * vocab ** (NEW_TOKENS - 1 - i) for i, t in enumerate(emitted))] += mass
             return
-        block(context, emitted, [], max(1, min(K, remaining - 1)), False, mass)
+        cap = min(K, remaining - 1)
+        block(context, emitted, [], cap, cap == 0 or peaks_low(context), mass)
 
     def finish(context: list[int], emitted: list[int], tokens: list[int], mass: float) -> None:
         cut = tokens[: NEW_TOKENS - len(emitted)]
@@ -298,8 +320,13 @@ def _stopping_law(target: CausalLM, draft: CausalLM, *, exclude: bool) -> torch.
             q_x, p_x = float(q[x]), float(p[x])
             if q_x == 0:
                 continue
-            low = q_x < STOP_BELOW
-            if exclude and low and depth >= 2:  # dropped: the bonus takes this position
+            if peak:  # the block ends before the next draft: decided on the next row
+                low = depth < cap and peaks_low([*context, *drafts, x])
+                dropped = exclude and low
+            else:
+                low = q_x < STOP_BELOW
+                dropped = exclude and low and depth >= 2
+            if dropped:  # the bonus takes this position
                 for y in range(vocab):
                     if float(p[y]) > 0:
                         finish(context, emitted, [*drafts, y], mass * q_x * float(p[y]))
@@ -321,9 +348,21 @@ def test_stopping_rule_enumeration_gives_the_target_law() -> None:
     enumeration trustworthy as the negative control's expected law."""
     target, draft, _ = _models(STOP_CASE.arch)
     expected = _joint_law(target, STOP_CASE.options)
-    law = _stopping_law(target, draft, exclude=False)
+    law = _stopping_law(target, draft, peak=False, exclude=False)
     assert torch.allclose(law, expected, rtol=0, atol=1e-6)  # float32 passes, other shapes
-    wrong = _stopping_law(target, draft, exclude=True)
+    wrong = _stopping_law(target, draft, peak=False, exclude=True)
+    assert abs(float(wrong.sum()) - 1) < 1e-9
+    assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
+
+
+def test_peak_rule_enumeration_gives_the_target_law() -> None:
+    """Exact (no sampling): claim 13 with empty blocks, and the check that makes the
+    enumeration trustworthy as the negative control's expected law."""
+    target, draft, _ = _models(PEAK_CASE.arch)
+    expected = _joint_law(target, PEAK_CASE.options)
+    law = _stopping_law(target, draft, peak=True, exclude=False)
+    assert torch.allclose(law, expected, rtol=0, atol=1e-6)
+    wrong = _stopping_law(target, draft, peak=True, exclude=True)
     assert abs(float(wrong.sum()) - 1) < 1e-9
     assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
 
@@ -452,6 +491,8 @@ def _excluding_draft(real: Callable[..., Any]) -> Callable[..., Any]:
 
     def wrong(*args: Any) -> Any:
         block, context, lengths = real(*args)
+        if block.tokens.shape[1] == 0:  # no draft made (the last token): nothing to drop
+            return block, context, lengths
         confidence = block.probs.gather(2, block.tokens[..., None])[..., 0]  # temperature 1
         depth = torch.arange(1, block.tokens.shape[1] + 1)
         low = (confidence < STOP_BELOW) & (depth[None, :] <= lengths[:, None])
@@ -467,7 +508,7 @@ def test_excluding_the_draft_that_stops_the_block_is_rejected(
 ) -> None:
     target, draft, _ = _models(STOP_CASE.arch)
     expected = _joint_law(target, STOP_CASE.options)
-    wrong_law = _stopping_law(target, draft, exclude=True)
+    wrong_law = _stopping_law(target, draft, peak=False, exclude=True)
     options = {**STOP_CASE.options, **STOP_CASE.draft_options}
 
     def sample() -> torch.Tensor:
@@ -476,4 +517,34 @@ def test_excluding_the_draft_that_stops_the_block_is_rejected(
 
     _assert_control_rejected(
         "excluding the stopping draft", expected, wrong_law, sample, target.vocab_size
+    )
+
+
+def _late_peak_draft(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``specdec.step._draft`` made lossy: a row whose block the peak rule ended after ``L >= 1``
+    drafts verifies ``L - 1`` of them, dropping ``x_L``, the draft whose own row peaked low (the
+    rule checked one draft late, after sampling; ``_stopping_law(peak=True, exclude=True)``)."""
+
+    def wrong(*args: Any) -> Any:
+        block, context, lengths = real(*args)
+        capped = args[5]  # the caller's lengths: a shorter block was ended by the rule
+        late = (lengths < capped) & (lengths >= 1)
+        return block, context, torch.where(late, lengths - 1, lengths)
+
+    return wrong
+
+
+@pytest.mark.slow
+def test_checking_the_peak_one_draft_late_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    target, draft, _ = _models(PEAK_CASE.arch)
+    expected = _joint_law(target, PEAK_CASE.options)
+    wrong_law = _stopping_law(target, draft, peak=True, exclude=True)
+    options = {**PEAK_CASE.options, **PEAK_CASE.draft_options}
+
+    def sample() -> torch.Tensor:
+        monkeypatch.setattr(step_module, "_draft", _late_peak_draft(step_module._draft))
+        return _sample(PEAK_CASE, options, seed=5)
+
+    _assert_control_rejected(
+        "checking the peak one draft late", expected, wrong_law, sample, target.vocab_size
     )
