@@ -26,7 +26,9 @@ prompts, all measured in the same run (timings are reported, never asserted):
   ``generate`` keyword arguments, and the default threshold 0.4 stops drafting early; so the
   script sets ``num_assistant_tokens=k``, schedule ``"constant"`` and threshold ``0`` on the
   draft's config (and passes the first two to ``generate`` too). A forward hook counts the
-  target's calls, so the table shows transformers' tokens per round as a check.
+  target's calls and reads their widths, so the table shows transformers' tokens per round and
+  drafts verified per round (the width less the pending token, less the prompt in the first
+  round) beside specdec's.
 * milliseconds per step (specdec) and per round (transformers: one target call each, counted by
   a forward hook), the whole call over the number of steps or rounds: the cost of one draft-and-
   verify cycle, whatever the acceptance. Greedy acceptance depends on the draft's exact numbers
@@ -500,11 +502,12 @@ def measure_baselines(prompt_index: int) -> None:
     mismatches["specdec_ar_vs_hf_greedy"] += differing(hf_tokens, prompt_index)
 
 
-target_calls: list[int] = []
+target_calls: list[int] = []  # the width (new positions) of each transformers target call
 
 
-def count_call(*_: Any) -> None:
-    target_calls.append(1)
+def count_call(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any], __: Any) -> None:
+    ids = kwargs.get("input_ids", args[0] if args else None)
+    target_calls.append(int(ids.shape[1]) if isinstance(ids, Tensor) else 0)
 
 
 for name in DRAFT_NAMES:
@@ -525,7 +528,7 @@ for prompt_index, prompt in enumerate(prompts):
                 row = next(r for r in rows if r["draft"] == name and r["k"] == k)
                 if method == "hf":
                     target_calls.clear()
-                    hook = model.register_forward_hook(count_call)  # transformers' target rounds
+                    hook = model.register_forward_hook(count_call, with_kwargs=True)  # rounds
                     options = transformers_options(draft_models[name], name, k)
                     hf_tokens, hf_seconds = timed(
                         run_transformers, model, options, prompt, new_tokens
@@ -537,6 +540,10 @@ for prompt_index, prompt in enumerate(prompts):
                             "hf_tokens": int(hf_tokens.numel()),
                             "hf_s": hf_seconds,
                             "hf_rounds": len(target_calls),
+                            # drafts verified per round: the width less the prompt (first
+                            # round) or less the pending token
+                            "hf_verified": [target_calls[0] - prompt.shape[1]]
+                            + [width - 1 for width in target_calls[1:]],
                             "hf_mismatch": differing(hf_tokens, prompt_index),
                         }
                     )
@@ -617,6 +624,9 @@ for row in rows:
             "alpha": alpha,
             "mean_accepted_over_k": statistics.fmean(taus) / k,
             "mean_verified": statistics.fmean(length for _, length in steps),
+            "hf_mean_verified": statistics.fmean(
+                length for r in hf_runs for length in r["hf_verified"]
+            ),
             "tokens_per_step": tokens_per_step,
             "hf_tokens_per_round": sum(r["hf_tokens"] for r in hf_runs)
             / max(1, sum(r["hf_rounds"] for r in hf_runs)),
@@ -703,15 +713,18 @@ lines = [
     + ", ".join(f"{k}: {value:.2f}" for k, value in verify_cost.items())
     + ".",
     "",
-    "| draft | k | α | E[tok/step] | HF tok/round | specdec tok/s | HF assisted tok/s | "
-    "specdec/HF | ms per step (spec, HF) | speed-up | HF speed-up | textbook | refined | "
-    "decode speed-up | decode/refined | mismatches (spec, HF) |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| draft | k | α | E[tok/step] | HF tok/round | drafts verified per step (spec, HF) | "
+    "specdec tok/s | HF assisted tok/s | specdec/HF | ms per step (spec, HF) | speed-up | "
+    "HF speed-up | textbook | refined | decode speed-up | decode/refined | "
+    "mismatches (spec, HF) |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 for row in rows:
     lines.append(
         f"| {row['draft']} | {row['k']} | {row['alpha']:.3f} | {row['tokens_per_step']:.2f} | "
-        f"{row['hf_tokens_per_round']:.2f} | {row['spec_tokens_per_s']:.2f} | "
+        f"{row['hf_tokens_per_round']:.2f} | "
+        f"{row['mean_verified']:.2f}, {row['hf_mean_verified']:.2f} | "
+        f"{row['spec_tokens_per_s']:.2f} | "
         f"{row['hf_assisted_tokens_per_s']:.2f} | {row['spec_over_hf']:.2f} | "
         f"{row['spec_ms_per_step']:.0f}, {row['hf_ms_per_round']:.0f} | "
         f"{row['measured_speedup']:.2f} | {row['hf_speedup']:.2f} | {row['textbook']:.2f} | "
