@@ -1,5 +1,7 @@
 """Draft-side stopping (``stop_below`` / ``draft_stop_below``, claim 13): block lengths, draft
-calls, batch equals rows alone, greedy equality, the statistics and bad input.
+calls, batch equals rows alone, greedy equality, the statistics and bad input; the loop-level
+tests run the rule on the row (``draft_stop_peak_below``) too, whose own step-level tests are in
+``tests/test_stop_peak_below.py``.
 
 The law of sampled generation with a stopping rule, and the rejection of the lossy variant
 that drops the stopping draft, are in ``tests/statistical/test_generate_law.py``; the exact
@@ -16,26 +18,11 @@ from specdec.models import HFModel, NGramDraft, ToyLM, empty_context, make_toy_p
 from specdec.models.base import CausalLM
 from specdec.step import SamplingOptions, StepOutcome, StepState, speculative_step
 from specdec.verify import verify_tokens
+from tests._counting import CountingLM
 from tests._tiny_models import noisy_copy, tiny_model
 
 PAIR = make_toy_pair(6, seed=2, closeness=Fraction(1, 2))
 TARGET, DRAFT = ToyLM(PAIR.target), ToyLM(PAIR.draft)
-
-
-class _Counter:
-    """A ``CausalLM`` that counts its forward calls."""
-
-    def __init__(self, model: CausalLM) -> None:
-        self.model = model
-        self.calls = 0
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.vocab_size
-
-    def forward(self, *args: object) -> object:
-        self.calls += 1
-        return self.model.forward(*args)  # type: ignore[arg-type]
 
 
 def _step(
@@ -60,7 +47,7 @@ def _step(
 def test_stop_below_one_ends_every_block_after_its_first_uncertain_draft() -> None:
     """Every toy draft row has ``q(x) < 1``: with ``stop_below=1`` each block is one draft, and
     the draft is called once (the prompt pass), not ``k`` times."""
-    draft = _Counter(DRAFT)
+    draft = CountingLM(DRAFT)
     prompt = torch.randint(0, 6, (50, 2), generator=torch.Generator().manual_seed(1))
     outcome = _step(draft, prompt, 4, 1.0, seed=3)  # type: ignore[arg-type]  # a counter
     assert outcome.lengths.tolist() == [1] * 50
@@ -70,7 +57,7 @@ def test_stop_below_one_ends_every_block_after_its_first_uncertain_draft() -> No
 
 
 def test_without_stop_below_the_block_has_k_drafts() -> None:
-    draft = _Counter(DRAFT)
+    draft = CountingLM(DRAFT)
     prompt = torch.randint(0, 6, (50, 2), generator=torch.Generator().manual_seed(1))
     outcome = _step(draft, prompt, 4, None, seed=3)  # type: ignore[arg-type]
     assert outcome.lengths.tolist() == [4] * 50
@@ -95,10 +82,15 @@ def test_lengths_follow_the_rule_and_the_same_uniforms_give_the_same_drafts() ->
         assert bool((emitted[length + 1 :] == -1).all())
 
 
-def test_batch_equals_rows_alone_with_a_stopping_rule() -> None:
+# (generate_speculative's rule, its threshold): one rule on the sampled draft, one on the row
+RULES = [("draft_stop_below", 0.4), ("draft_stop_peak_below", 0.42)]
+
+
+@pytest.mark.parametrize(("rule", "threshold"), RULES)
+def test_batch_equals_rows_alone_with_a_stopping_rule(rule: str, threshold: float) -> None:
     prompt = torch.randint(0, 6, (4, 2), generator=torch.Generator().manual_seed(6))
     seeds = [30, 31, 32, 33]
-    options = {"k": 3, "max_new_tokens": 12, "draft_stop_below": 0.4}
+    options = {"k": 3, "max_new_tokens": 12, rule: threshold}
     batch = generate_speculative(
         TARGET,
         DRAFT,
@@ -119,10 +111,13 @@ def test_batch_equals_rows_alone_with_a_stopping_rule() -> None:
         assert torch.equal(alone.verified[:, 0], live), row
     ragged = [step for step in batch.verified.tolist() if len(set(step) - {-1}) > 1]
     assert ragged, "rows should verify different numbers of drafts in some step"
+    if rule == "draft_stop_peak_below":  # beyond the last step, which is empty for any rule
+        assert bool((batch.verified[:-1] == 0).any()), "some block should be empty"
 
 
 @pytest.mark.parametrize("k", [2, 5])
-def test_greedy_with_a_stopping_rule_equals_autoregressive(k: int) -> None:
+@pytest.mark.parametrize("rule", ["draft_stop_below", "draft_stop_peak_below"])
+def test_greedy_with_a_stopping_rule_equals_autoregressive(k: int, rule: str) -> None:
     target = HFModel(tiny_model("llama", vocab=16, seed=3))
     draft = HFModel(noisy_copy(target.model, scale=0.3, seed=4))
     prompt = torch.randint(0, 16, (3, 4), generator=torch.Generator().manual_seed(7))
@@ -137,32 +132,46 @@ def test_greedy_with_a_stopping_rule_equals_autoregressive(k: int) -> None:
         max_new_tokens=20,
         generator=torch.Generator(),
         temperature=0.0,
-        draft_stop_below=0.6,
+        **{rule: 0.6},  # type: ignore[arg-type]
     )
     assert torch.equal(out.tokens, reference.tokens)
-    live = out.verified[out.verified >= 0]
+    live = out.verified[:-1][out.verified[:-1] >= 0]  # the last step: the budget's
     assert bool((live < k).any()), "some block should end early"
+    if rule == "draft_stop_peak_below":
+        assert bool((live == 0).any()), "some block should be empty"
 
 
-def test_ngram_draft_with_stop_below_verifies_only_what_the_lookup_found() -> None:
-    """A uniform row (no match) has probability 1/V < 0.5: the block ends at that draft."""
-    target = HFModel(tiny_model("llama", vocab=12, seed=5))
+def test_ngram_draft_verifies_lookup_hits_only_with_the_rule_on_the_row() -> None:
+    """Point masses peak at 1, uniform rows (no match) at 1/V: with ``stop_peak_below=0.5``
+    every verified draft is a lookup hit, so the target reads one position per step plus the
+    hits, fewer than with ``stop_below`` (which verifies the uniform draft that ends a block);
+    both emit the greedy tokens."""
+    model = HFModel(tiny_model("llama", vocab=12, seed=5))
     prompt = torch.tensor([[1, 2, 3, 1, 2, 3, 1]])
     reference = generate_autoregressive(
-        target, prompt, max_new_tokens=16, generator=torch.Generator(), temperature=0.0
+        model, prompt, max_new_tokens=16, generator=torch.Generator(), temperature=0.0
     )
-    out = generate_speculative(
-        target,
-        NGramDraft(12),
-        prompt,
-        k=6,
-        max_new_tokens=16,
-        generator=torch.Generator(),
-        temperature=0.0,
-        draft_stop_below=0.5,
-    )
-    assert torch.equal(out.tokens, reference.tokens)
-    assert bool((out.verified[:, 0] < 6).any())
+    read = {}
+    for rule in ("draft_stop_peak_below", "draft_stop_below"):
+        target = CountingLM(model)
+        out = generate_speculative(
+            target,  # type: ignore[arg-type]
+            NGramDraft(12),
+            prompt,
+            k=6,
+            max_new_tokens=16,
+            generator=torch.Generator(),
+            temperature=0.0,
+            **{rule: 0.5},  # type: ignore[arg-type]
+        )
+        assert torch.equal(out.tokens, reference.tokens), rule
+        assert bool((out.verified[:, 0] < 6).any()), rule
+        read[rule] = target.positions - prompt.shape[1]
+        if rule == "draft_stop_peak_below":
+            hits = out.verified[:, 0]
+            assert bool((hits[:-1] == 0).any()) and bool((hits > 0).any())
+            assert read[rule] == int(out.num_steps + hits.sum()) - 1
+    assert read["draft_stop_peak_below"] < read["draft_stop_below"], read
 
 
 def test_verified_is_recorded() -> None:
@@ -178,18 +187,20 @@ def test_verified_is_recorded() -> None:
     assert ar.verified.shape == (0, 1)
 
 
+@pytest.mark.parametrize("name", ["stop_below", "stop_peak_below"])
 @pytest.mark.parametrize(
     ("value", "error", "message"),
     [
-        (0.0, ValueError, r"stop_below must lie in \(0, 1\]"),
-        (1.5, ValueError, r"stop_below must lie in \(0, 1\]"),
-        (float("nan"), ValueError, r"stop_below must lie in \(0, 1\]"),
-        (True, TypeError, "stop_below must be a float"),
-        ("0.5", TypeError, "stop_below must be a float"),
+        (0.0, ValueError, r"must lie in \(0, 1\]"),
+        (1.5, ValueError, r"must lie in \(0, 1\]"),
+        (float("nan"), ValueError, r"must lie in \(0, 1\]"),
+        (True, TypeError, "must be a float"),
+        ("0.5", TypeError, "must be a float"),
     ],
 )
-def test_bad_stop_below_is_refused(value: object, error: type, message: str) -> None:
-    with pytest.raises(error, match=message):
+def test_bad_thresholds_are_refused(name: str, value: object, error: type, message: str) -> None:
+    """Both rules' thresholds, in the loop (``draft_`` prefix) and in the step."""
+    with pytest.raises(error, match=f"^draft_{name} {message}"):
         generate_speculative(
             TARGET,
             DRAFT,
@@ -197,7 +208,18 @@ def test_bad_stop_below_is_refused(value: object, error: type, message: str) -> 
             k=2,
             max_new_tokens=0,  # refused before any step
             generator=torch.Generator(),
-            draft_stop_below=value,  # type: ignore[arg-type]
+            **{f"draft_{name}": value},  # type: ignore[arg-type]
         )
-    with pytest.raises(error, match=message):
-        _step(DRAFT, torch.tensor([[1, 2]]), 2, value, seed=0)  # type: ignore[arg-type]
+    prompt = torch.tensor([[1, 2]])
+    with pytest.raises(error, match=f"^{name} {message}"):
+        speculative_step(
+            TARGET,
+            DRAFT,
+            StepState(empty_context(1), empty_context(1), prompt, prompt),
+            rule=verify_tokens,
+            target_options=SamplingOptions(),
+            draft_options=SamplingOptions(),
+            draft_uniforms=torch.full((1, 2), 0.5),
+            verify_uniforms=torch.full((1, 3), 0.5),
+            **{name: value},  # type: ignore[arg-type]
+        )

@@ -1,6 +1,8 @@
 """Empty blocks and the pre-sampling stopping rule (``stop_peak_below`` /
 ``draft_stop_peak_below``, claim 13): block lengths, which model calls are made, the state after
-a step that did not call the draft, batch equals rows alone, greedy equality and bad input.
+a step that did not call the draft, rows alone over two steps. Batch equals rows alone, greedy
+equality, the lookup draft and bad thresholds under this rule are tested with the other rule's
+in ``tests/test_stop_below.py``.
 
 The law of sampled generation with this rule (empty blocks included) and the rejection of its
 lossy variant are in ``tests/statistical/test_generate_law.py``; the exact recursion is
@@ -9,36 +11,17 @@ lossy variant are in ``tests/statistical/test_generate_law.py``; the exact recur
 
 from fractions import Fraction
 
-import pytest
 import torch
 
 from specdec import generate_autoregressive, generate_speculative, sample, warp_probs
-from specdec.models import HFModel, NGramDraft, ToyLM, empty_context, make_toy_pair
+from specdec.models import ToyLM, empty_context, make_toy_pair
 from specdec.models.base import CausalLM, extend
 from specdec.step import SamplingOptions, StepOutcome, StepState, speculative_step
 from specdec.verify import verify_tokens
-from tests._tiny_models import noisy_copy, tiny_model
+from tests._counting import CountingLM
 
 PAIR = make_toy_pair(6, seed=2, closeness=Fraction(1, 2))
 TARGET, DRAFT = ToyLM(PAIR.target), ToyLM(PAIR.draft)
-
-
-class _Counter:
-    """A ``CausalLM`` that counts its forward calls and the positions it reads."""
-
-    def __init__(self, model: CausalLM) -> None:
-        self.model = model
-        self.calls = 0
-        self.positions = 0
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.vocab_size
-
-    def forward(self, *args: object) -> object:
-        self.calls += 1
-        self.positions += args[0].shape[1]  # type: ignore[attr-defined]
-        return self.model.forward(*args)  # type: ignore[arg-type]
 
 
 def _step(
@@ -91,7 +74,7 @@ def test_peak_one_empties_every_block_and_emits_the_target_only_token() -> None:
     """No toy draft row is a point mass, so with ``stop_peak_below=1`` no row drafts: the draft
     reads its pending tokens once (to see ``q_0``), the target reads them once, and each row
     emits the token target-only decoding draws with ``u_0``."""
-    draft, target = _Counter(DRAFT), _Counter(TARGET)
+    draft, target = CountingLM(DRAFT), CountingLM(TARGET)
     outcome = _step(target, draft, _first(PROMPT), 3, seed=5, stop_peak_below=1.0)  # type: ignore[arg-type]
     assert outcome.lengths.tolist() == [0] * 200
     assert outcome.draft.tokens.shape == (200, 0) and outcome.draft.probs.shape == (200, 0, 6)
@@ -127,7 +110,7 @@ def test_all_empty_lengths_skip_the_draft_and_the_next_step_sees_the_whole_text(
     joins its pending tokens; the next step drafts exactly what a fresh draft reading the whole
     text would (same uniforms)."""
     prompt = PROMPT[:20]
-    draft = _Counter(DRAFT)
+    draft = CountingLM(DRAFT)
     first = _step(
         TARGET, draft, _first(prompt), 2, seed=6, lengths=torch.zeros(20, dtype=torch.int64)
     )  # type: ignore[arg-type]
@@ -187,7 +170,7 @@ def test_mixed_empty_and_full_rows_roll_back_like_rows_alone() -> None:
 
 def test_the_last_step_with_one_token_left_does_not_call_the_draft() -> None:
     """``max_new_tokens = 1``: one target pass, no draft call; ``verified`` records 0."""
-    draft, target = _Counter(DRAFT), _Counter(TARGET)
+    draft, target = CountingLM(DRAFT), CountingLM(TARGET)
     out = generate_speculative(
         target,  # type: ignore[arg-type]
         draft,  # type: ignore[arg-type]
@@ -204,7 +187,7 @@ def test_the_last_step_with_one_token_left_does_not_call_the_draft() -> None:
 def test_without_a_rule_a_generation_calls_the_draft_only_for_drafts_it_can_emit() -> None:
     """k = 3, 9 tokens, greedy with a draft equal to the target: steps emit 4, 4, then one token
     is left, so the last step is one target pass (3 draft calls per full step, none after)."""
-    draft = _Counter(TARGET)
+    draft = CountingLM(TARGET)
     out = generate_speculative(
         TARGET,
         draft,  # type: ignore[arg-type]
@@ -220,110 +203,3 @@ def test_without_a_rule_a_generation_calls_the_draft_only_for_drafts_it_can_emit
         TARGET, PROMPT[:1], max_new_tokens=9, generator=torch.Generator(), temperature=0.0
     )
     assert torch.equal(out.tokens, reference.tokens)
-
-
-def test_batch_equals_rows_alone_with_the_peak_rule() -> None:
-    prompt = torch.randint(0, 6, (4, 2), generator=torch.Generator().manual_seed(6))
-    seeds = [40, 41, 42, 43]
-    options = {"k": 3, "max_new_tokens": 12, "draft_stop_peak_below": 0.42}
-    batch = generate_speculative(
-        TARGET,
-        DRAFT,
-        prompt,
-        generator=[torch.Generator().manual_seed(s) for s in seeds],
-        **options,  # type: ignore[arg-type]
-    )
-    for row, seed in enumerate(seeds):
-        alone = generate_speculative(
-            TARGET,
-            DRAFT,
-            prompt[row : row + 1],
-            generator=[torch.Generator().manual_seed(seed)],
-            **options,  # type: ignore[arg-type]
-        )
-        assert torch.equal(alone.tokens[0], batch.tokens[row]), row
-        live = batch.verified[:, row][batch.verified[:, row] >= 0]
-        assert torch.equal(alone.verified[:, 0], live), row
-    assert bool((batch.verified == 0).any()), "some block should be empty"
-    ragged = [step for step in batch.verified.tolist() if len(set(step) - {-1}) > 1]
-    assert ragged, "rows should verify different numbers of drafts in some step"
-
-
-@pytest.mark.parametrize("k", [2, 5])
-def test_greedy_with_the_peak_rule_equals_autoregressive(k: int) -> None:
-    target = HFModel(tiny_model("llama", vocab=16, seed=3))
-    draft = HFModel(noisy_copy(target.model, scale=0.3, seed=4))
-    prompt = torch.randint(0, 16, (3, 4), generator=torch.Generator().manual_seed(7))
-    reference = generate_autoregressive(
-        target, prompt, max_new_tokens=20, generator=torch.Generator(), temperature=0.0
-    )
-    out = generate_speculative(
-        target,
-        draft,
-        prompt,
-        k=k,
-        max_new_tokens=20,
-        generator=torch.Generator(),
-        temperature=0.0,
-        draft_stop_peak_below=0.6,
-    )
-    assert torch.equal(out.tokens, reference.tokens)
-    live = out.verified[out.verified >= 0]
-    assert bool((live == 0).any()) and bool((live > 0).any()), "empty and non-empty blocks"
-
-
-def test_ngram_draft_with_the_peak_rule_never_verifies_a_uniform_row() -> None:
-    """Point masses peak at 1, uniform rows (no match) at 1/V: with ``stop_peak_below=0.5``
-    every verified draft is a lookup hit, so the target reads one position per emitted token
-    that was not a hit, and fewer positions than with ``stop_below`` (which verifies the
-    uniform draft that ends a block)."""
-    model = HFModel(tiny_model("llama", vocab=12, seed=5))
-    prompt = torch.tensor([[1, 2, 3, 1, 2, 3, 1]])
-    reference = generate_autoregressive(
-        model, prompt, max_new_tokens=16, generator=torch.Generator(), temperature=0.0
-    )
-    read = {}
-    for name, rule in (("peak", "draft_stop_peak_below"), ("token", "draft_stop_below")):
-        target = _Counter(model)
-        out = generate_speculative(
-            target,  # type: ignore[arg-type]
-            NGramDraft(12),
-            prompt,
-            k=6,
-            max_new_tokens=16,
-            generator=torch.Generator(),
-            temperature=0.0,
-            **{rule: 0.5},  # type: ignore[arg-type]
-        )
-        assert torch.equal(out.tokens, reference.tokens), name
-        read[name] = target.positions - prompt.shape[1]
-        if name == "peak":
-            hits = out.verified[:, 0]
-            assert bool((hits == 0).any()) and bool((hits > 0).any())
-            assert read[name] == int(out.num_steps + hits.sum()) - 1
-    assert read["peak"] < read["token"], read
-
-
-@pytest.mark.parametrize(
-    ("value", "error", "message"),
-    [
-        (0.0, ValueError, r"stop_peak_below must lie in \(0, 1\]"),
-        (1.5, ValueError, r"stop_peak_below must lie in \(0, 1\]"),
-        (float("nan"), ValueError, r"stop_peak_below must lie in \(0, 1\]"),
-        (True, TypeError, "stop_peak_below must be a float"),
-        ("0.5", TypeError, "stop_peak_below must be a float"),
-    ],
-)
-def test_bad_stop_peak_below_is_refused(value: object, error: type, message: str) -> None:
-    with pytest.raises(error, match="draft_" + message):
-        generate_speculative(
-            TARGET,
-            DRAFT,
-            torch.tensor([[1, 2]]),
-            k=2,
-            max_new_tokens=0,  # refused before any step
-            generator=torch.Generator(),
-            draft_stop_peak_below=value,  # type: ignore[arg-type]
-        )
-    with pytest.raises(error, match=message):
-        _step(TARGET, DRAFT, _first(torch.tensor([[1, 2]])), 2, seed=0, stop_peak_below=value)  # type: ignore[arg-type]

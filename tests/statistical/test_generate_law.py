@@ -36,7 +36,7 @@ Design, stated before any data are drawn:
   enumerated over every draft and verdict of every step; the same enumeration keeping the
   draft gives the target law, ``test_stopping_rule_enumeration_gives_the_target_law``); for the
   rule on the row, checking it one draft late (dropping the draft whose own row peaks low,
-  enumerated the same way; ``test_peak_rule_enumeration_gives_the_target_law``). Each
+  enumerated the same way; ``test_stopping_rule_enumeration_gives_the_target_law``). Each
   wrong law's distance must exceed the detectable distance before the test is required to
   reject it.
 """
@@ -343,26 +343,16 @@ def _stopping_law(target: CausalLM, draft: CausalLM, *, peak: bool, exclude: boo
     return law
 
 
-def test_stopping_rule_enumeration_gives_the_target_law() -> None:
-    """Exact (no sampling): claim 13 on the toy pair, and the check that makes the
-    enumeration trustworthy as the negative control's expected law."""
-    target, draft, _ = _models(STOP_CASE.arch)
-    expected = _joint_law(target, STOP_CASE.options)
-    law = _stopping_law(target, draft, peak=False, exclude=False)
+@pytest.mark.parametrize(("case", "peak"), [(STOP_CASE, False), (PEAK_CASE, True)])
+def test_stopping_rule_enumeration_gives_the_target_law(case: Case, peak: bool) -> None:
+    """Exact (no sampling): claim 13 on the toy pairs (empty blocks included with ``peak``),
+    and the check that makes the enumeration trustworthy as the negative control's expected
+    law."""
+    target, draft, _ = _models(case.arch)
+    expected = _joint_law(target, case.options)
+    law = _stopping_law(target, draft, peak=peak, exclude=False)
     assert torch.allclose(law, expected, rtol=0, atol=1e-6)  # float32 passes, other shapes
-    wrong = _stopping_law(target, draft, peak=False, exclude=True)
-    assert abs(float(wrong.sum()) - 1) < 1e-9
-    assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
-
-
-def test_peak_rule_enumeration_gives_the_target_law() -> None:
-    """Exact (no sampling): claim 13 with empty blocks, and the check that makes the
-    enumeration trustworthy as the negative control's expected law."""
-    target, draft, _ = _models(PEAK_CASE.arch)
-    expected = _joint_law(target, PEAK_CASE.options)
-    law = _stopping_law(target, draft, peak=True, exclude=False)
-    assert torch.allclose(law, expected, rtol=0, atol=1e-6)
-    wrong = _stopping_law(target, draft, peak=True, exclude=True)
+    wrong = _stopping_law(target, draft, peak=peak, exclude=True)
     assert abs(float(wrong.sum()) - 1) < 1e-9
     assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
 
@@ -502,24 +492,6 @@ def _excluding_draft(real: Callable[..., Any]) -> Callable[..., Any]:
     return wrong
 
 
-@pytest.mark.slow
-def test_excluding_the_draft_that_stops_the_block_is_rejected(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    target, draft, _ = _models(STOP_CASE.arch)
-    expected = _joint_law(target, STOP_CASE.options)
-    wrong_law = _stopping_law(target, draft, peak=False, exclude=True)
-    options = {**STOP_CASE.options, **STOP_CASE.draft_options}
-
-    def sample() -> torch.Tensor:
-        monkeypatch.setattr(step_module, "_draft", _excluding_draft(step_module._draft))
-        return _sample(STOP_CASE, options, seed=4)
-
-    _assert_control_rejected(
-        "excluding the stopping draft", expected, wrong_law, sample, target.vocab_size
-    )
-
-
 def _late_peak_draft(real: Callable[..., Any]) -> Callable[..., Any]:
     """``specdec.step._draft`` made lossy: a row whose block the peak rule ended after ``L >= 1``
     drafts verifies ``L - 1`` of them, dropping ``x_L``, the draft whose own row peaked low (the
@@ -534,17 +506,33 @@ def _late_peak_draft(real: Callable[..., Any]) -> Callable[..., Any]:
     return wrong
 
 
+# (label, case, the rule on the row?, the lossy ``_draft``, seed): each wrong law enumerated
+# by ``_stopping_law(..., exclude=True)``
+DRAFT_CONTROLS = [
+    ("excluding the stopping draft", STOP_CASE, False, _excluding_draft, 4),
+    ("checking the peak one draft late", PEAK_CASE, True, _late_peak_draft, 5),
+]
+
+
 @pytest.mark.slow
-def test_checking_the_peak_one_draft_late_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    target, draft, _ = _models(PEAK_CASE.arch)
-    expected = _joint_law(target, PEAK_CASE.options)
-    wrong_law = _stopping_law(target, draft, peak=True, exclude=True)
-    options = {**PEAK_CASE.options, **PEAK_CASE.draft_options}
+@pytest.mark.parametrize(
+    ("label", "case", "peak", "lossy", "seed"), DRAFT_CONTROLS, ids=[c[0] for c in DRAFT_CONTROLS]
+)
+def test_lossy_stopping_rules_are_rejected(
+    monkeypatch: pytest.MonkeyPatch,
+    label: str,
+    case: Case,
+    peak: bool,
+    lossy: Callable[[Callable[..., Any]], Callable[..., Any]],
+    seed: int,
+) -> None:
+    target, draft, _ = _models(case.arch)
+    expected = _joint_law(target, case.options)
+    wrong_law = _stopping_law(target, draft, peak=peak, exclude=True)
+    options = {**case.options, **case.draft_options}
 
     def sample() -> torch.Tensor:
-        monkeypatch.setattr(step_module, "_draft", _late_peak_draft(step_module._draft))
-        return _sample(PEAK_CASE, options, seed=5)
+        monkeypatch.setattr(step_module, "_draft", lossy(step_module._draft))
+        return _sample(case, options, seed=seed)
 
-    _assert_control_rejected(
-        "checking the peak one draft late", expected, wrong_law, sample, target.vocab_size
-    )
+    _assert_control_rejected(label, expected, wrong_law, sample, target.vocab_size)
