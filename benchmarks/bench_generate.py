@@ -191,14 +191,15 @@ def load_target() -> tuple[PreTrainedModel, list[Tensor], int | None]:
             num_key_value_heads=2,
             max_position_embeddings=128,
         )
-        model = LlamaForCausalLM(config).eval()
+        quick = LlamaForCausalLM(config)
+        quick.eval()  # type: ignore[no-untyped-call]
         generator = torch.Generator().manual_seed(SEED)
         prompts = [
             torch.randint(3, QUICK_VOCAB, (1, QUICK_PROMPT_LENGTH), generator=generator)
             for _ in range(QUICK_QUESTIONS)
         ]
-        model.generation_config.eos_token_id = None
-        return model, prompts, None
+        quick.generation_config.eos_token_id = None
+        return quick, prompts, None
     from specdec.models import load_smollm2
 
     model, tokenizer = load_smollm2()
@@ -321,7 +322,7 @@ def run_transformers(
     """Greedy new tokens ``[n]`` of transformers' ``generate`` with the options ``extra``
     (``transformers_options``; none for plain greedy)."""
     with torch.no_grad():
-        out = model.generate(
+        out: Tensor = model.generate(  # type: ignore[operator]  # transformers' annotation
             prompt,
             attention_mask=torch.ones_like(prompt),
             do_sample=False,
@@ -434,7 +435,7 @@ run_specdec(target, None, prompts[0], 1, eos, 4)
 run_transformers(model, {}, prompts[0], 4)
 
 # -- cost model: c and v(k), after a context of realistic length --------------------------------
-reference_tokens, _, _, _ = run_specdec(target, None, prompts[0], 1, eos, COST_CONTEXT_EXTRA)
+reference_tokens = run_specdec(target, None, prompts[0], 1, eos, COST_CONTEXT_EXTRA)[0]
 context_ids = torch.cat([prompts[0], reference_tokens[reference_tokens >= 0][None]], dim=1)
 probe = torch.randint(0, target.vocab_size, (1, max(ks) + 1), generator=torch.Generator())
 
