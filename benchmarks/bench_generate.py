@@ -29,6 +29,10 @@ prompts, all measured in the same run (timings are reported, never asserted):
   target's calls and reads their widths, so the table shows transformers' tokens per round and
   drafts verified per round (the width less the pending token, less the prompt in the first
   round) beside specdec's.
+* specdec / transformers tokens/s per setting, over all prompts, and a 95% confidence interval
+  for it paired by prompt (each prompt's median specdec rate over its median transformers
+  rate; a Student t interval on the log ratios, the prompts as independent units): a setting is
+  "slower beyond noise" when the whole interval lies below 1.
 * milliseconds per step (specdec) and per round (transformers: one target call each, counted by
   a forward hook), the whole call over the number of steps or rounds: the cost of one draft-and-
   verify cycle, whatever the acceptance. Greedy acceptance depends on the draft's exact numbers
@@ -107,6 +111,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import scipy.stats
 import torch
 from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
@@ -573,6 +578,25 @@ for prompt_index, prompt in enumerate(prompts):
                 )
 
 
+def paired_interval(
+    runs: list[dict[str, Any]], hf_runs: list[dict[str, Any]]
+) -> tuple[float, float]:
+    """A 95% confidence interval for specdec / transformers tokens/s, paired by prompt: the
+    geometric mean over prompts of (median specdec rate / median transformers rate), with a
+    Student t interval on the log ratios (prompts as the independent units; ``(nan, nan)``
+    with fewer than 2 prompts)."""
+    logs = []
+    for index in sorted({r["prompt"] for r in runs}):
+        mine = [r["spec_tokens"] / r["spec_s"] for r in runs if r["prompt"] == index]
+        theirs = [r["hf_tokens"] / r["hf_s"] for r in hf_runs if r["prompt"] == index]
+        logs.append(math.log(statistics.median(mine) / statistics.median(theirs)))
+    if len(logs) < 2:
+        return math.nan, math.nan
+    half = scipy.stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / len(logs) ** 0.5
+    centre = statistics.fmean(logs)
+    return math.exp(centre - half), math.exp(centre + half)
+
+
 def rate(pairs: list[tuple[int, float]], tokens_per_prompt: dict[int, int]) -> float:
     """Tokens per second over prompts: each prompt's median time, tokens summed."""
     total_tokens = total_seconds = 0.0
@@ -611,6 +635,7 @@ for row in rows:
     tokens_per_step = 1.0 + statistics.fmean(taus)
     spec_rate = sum(r["spec_tokens"] for r in runs) / sum(r["spec_s"] for r in runs)
     hf_rate = sum(r["hf_tokens"] for r in hf_runs) / sum(r["hf_s"] for r in hf_runs)
+    low, high = paired_interval(runs, hf_runs)
     measured = spec_rate / ar_rate
     spec_decode = sum(r["decode_tokens"] for r in runs) / sum(r["decode_s"] for r in runs)
     decode_speedup = spec_decode / ar_decode_rate
@@ -634,6 +659,9 @@ for row in rows:
             "spec_tokens_per_s": spec_rate,
             "hf_assisted_tokens_per_s": hf_rate,
             "spec_over_hf": spec_rate / hf_rate,
+            "spec_over_hf_interval": [low, high],
+            "slower_beyond_noise": high < 1.0,
+            "faster_beyond_noise": low > 1.0,
             "spec_ms_per_step": 1e3
             * sum(r["spec_s"] for r in runs)
             / sum(len(r["accepted"]) for r in runs),
@@ -715,10 +743,11 @@ lines = [
     + ".",
     "",
     "| draft | k | α | E[tok/step] | HF tok/round | drafts verified per step (spec, HF) | "
-    "specdec tok/s | HF assisted tok/s | specdec/HF | ms per step (spec, HF) | speed-up | "
+    "specdec tok/s | HF assisted tok/s | specdec/HF | specdec/HF 95% CI | "
+    "ms per step (spec, HF) | speed-up | "
     "HF speed-up | textbook | refined | decode speed-up | decode/refined | "
     "mismatches (spec, HF) |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 for row in rows:
     lines.append(
@@ -727,6 +756,7 @@ for row in rows:
         f"{row['mean_verified']:.2f}, {row['hf_mean_verified']:.2f} | "
         f"{row['spec_tokens_per_s']:.2f} | "
         f"{row['hf_assisted_tokens_per_s']:.2f} | {row['spec_over_hf']:.2f} | "
+        f"{row['spec_over_hf_interval'][0]:.2f}-{row['spec_over_hf_interval'][1]:.2f} | "
         f"{row['spec_ms_per_step']:.0f}, {row['hf_ms_per_round']:.0f} | "
         f"{row['measured_speedup']:.2f} | {row['hf_speedup']:.2f} | {row['textbook']:.2f} | "
         f"{row['refined']:.2f} | {row['decode_speedup']:.2f} | {row['decode_over_refined']:.2f} | "
@@ -762,7 +792,10 @@ lines += [
     f"{statistics.median(r['spec_over_hf'] for r in rows):.3f}); ms per step / ms per round "
     f"{geometric_mean([r['spec_ms_per_step'] / r['hf_ms_per_round'] for r in rows]):.3f}; "
     "tokens per step / tokens per round "
-    f"{geometric_mean([r['tokens_per_step'] / r['hf_tokens_per_round'] for r in rows]):.3f}.",
+    f"{geometric_mean([r['tokens_per_step'] / r['hf_tokens_per_round'] for r in rows]):.3f}. "
+    "Per setting, the 95% interval of specdec / transformers (paired by prompt) lies below 1 "
+    f"(slower beyond noise) in {sum(r['slower_beyond_noise'] for r in rows)}/{len(rows)} and "
+    f"above 1 in {sum(r['faster_beyond_noise'] for r in rows)}/{len(rows)}.",
 ]
 lines += [
     "",
