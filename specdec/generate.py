@@ -287,7 +287,6 @@ def generate_speculative(
         usable = (budget - produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
         width = int(usable[~done].max())
         lengths = torch.where(done, width, usable)  # finished rows: anything, one group
-        columns = max(width, 1)  # the step takes k >= 1 uniforms; lengths 0 draft nothing
         outcome = speculative_step(
             target,
             draft,
@@ -295,8 +294,8 @@ def generate_speculative(
             rule=rule,
             target_options=target_options,
             draft_options=draft_options,
-            draft_uniforms=draft_uniforms[:, :columns],
-            verify_uniforms=verify_uniforms[:, : columns + 1],
+            draft_uniforms=draft_uniforms,  # the step drafts max(lengths) and uses their uniforms
+            verify_uniforms=verify_uniforms,
             lengths=lengths,
             stop_below=draft_stop_below,
             stop_peak_below=draft_stop_peak_below,

@@ -146,36 +146,38 @@ def _draft(
     ``stop_peak_below``. Returns the block (``d`` drafts, possibly 0), the draft's context (it
     read the pending tokens and all drafts but the last; ``None`` when every length was 0
     before drafting, so the draft was not called) and each row's block length."""
-    batch, k = uniforms.shape
-    empty = DraftBlock(
-        torch.zeros(batch, 0, dtype=torch.int64),
-        torch.zeros(batch, 0, model.vocab_size, dtype=torch.float64),
-    )
     if bool((lengths == 0).all()):
-        return empty, None, lengths
+        return _no_drafts(model, lengths), None, lengths
     logits, after = extend(model, context, pending, logits_to_keep=1)
     tokens, rows = [], []
-    unwarped = logits[:, -1]  # replaced by the draft's own row q_i where a rule reads it
-    for i in range(k):
-        if stop_below is not None or stop_peak_below is not None:
-            unwarped = torch.softmax(logits[:, -1].double(), dim=-1)  # q_i, [b, V]
+    for i in range(uniforms.shape[1]):
         if stop_peak_below is not None:  # on q_i, the draft's own row: before x_{i+1} is sampled
-            ends = (unwarped.amax(dim=-1) < stop_peak_below) & (lengths > i)
-            lengths = torch.where(ends, i, lengths)
+            peak = torch.softmax(logits[:, -1].double(), dim=-1).amax(dim=-1)  # [b]
+            lengths = torch.where((peak < stop_peak_below) & (lengths > i), i, lengths)
         if bool((lengths <= i).all()):
             break
         token, row = options.draw(logits[:, -1], uniforms[:, i])  # x_{i+1} ~ q_i, [b], [b, V]
         tokens.append(token)
         rows.append(row)
-        if stop_below is not None:  # decided on x_{i+1}, which stays in the block
-            confidence = unwarped.gather(1, token[:, None])[:, 0]
+        if stop_below is not None:  # on x_{i+1} under q_i, unwarped; x_{i+1} stays in the block
+            own = torch.softmax(logits[:, -1].double(), dim=-1)  # [b, V]
+            confidence = own.gather(1, token[:, None])[:, 0]
             lengths = torch.where((confidence < stop_below) & (lengths > i + 1), i + 1, lengths)
         if bool((lengths <= i + 1).all()):
             break
         logits, after = extend(model, after, token[:, None])
     if not tokens:  # every row's block ended before its first draft
-        return empty, after, lengths
+        return _no_drafts(model, lengths), after, lengths
     return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), after, lengths
+
+
+def _no_drafts(model: CausalLM, lengths: Tensor) -> DraftBlock:
+    """An empty block: ``[b, 0]`` tokens and ``[b, 0, V]`` rows."""
+    batch = lengths.shape[0]
+    return DraftBlock(
+        torch.zeros(batch, 0, dtype=torch.int64),
+        torch.zeros(batch, 0, model.vocab_size, dtype=torch.float64),
+    )
 
 
 def _greedy_on_logits(

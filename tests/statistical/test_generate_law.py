@@ -178,6 +178,11 @@ def _cells(expected: torch.Tensor) -> torch.Tensor:
     return cells
 
 
+def _code(tokens: list[int], vocab: int) -> int:
+    """The index of a 3-token sequence in a ``[V ** 3]`` law (first token most significant)."""
+    return sum(t * vocab ** (NEW_TOKENS - 1 - i) for i, t in enumerate(tokens))
+
+
 def _counts(tokens: torch.Tensor, cells: torch.Tensor, vocab: int) -> torch.Tensor:
     codes = (tokens * vocab ** torch.arange(NEW_TOKENS - 1, -1, -1)).sum(dim=1)
     return torch.bincount(cells[codes], minlength=int(cells.max()) + 1)
@@ -217,7 +222,7 @@ def _point_mass_law(
     def walk(context: list[int], emitted: list[int], mass: float) -> None:
         remaining = NEW_TOKENS - len(emitted)
         if remaining == 0:
-            law[sum(t * vocab ** (NEW_TOKENS - 1 - i) for i, t in enumerate(emitted))] += mass
+            law[_code(emitted, vocab)] += mass
             return
         drafts: list[int] = []
         for _ in range(min(K, remaining - 1)):  # none for the last token (the loop's rule)
@@ -289,7 +294,7 @@ def _stopping_law(target: CausalLM, draft: CausalLM, *, peak: bool, exclude: boo
     def walk(context: list[int], emitted: list[int], mass: float) -> None:
         remaining = NEW_TOKENS - len(emitted)
         if remaining == 0:
-            law[sum(t * vocab ** (NEW_TOKENS - 1 - i) for i, t in enumerate(emitted))] += mass
+            law[_code(emitted, vocab)] += mass
             return
         cap = min(K, remaining - 1)
         block(context, emitted, [], cap, cap == 0 or peaks_low(context), mass)
