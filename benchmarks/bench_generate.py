@@ -39,6 +39,16 @@ prompts, all measured in the same run (timings are reported, never asserted):
   (the int8 draft quantises each call's activations with one scale for all its tokens, so how
   a library groups tokens into calls changes near-ties), so tokens per round can differ between
   the two libraries on the same pair; the cost per round cannot hide behind that.
+* where the time goes, from forward hooks on the transformers modules (the same hooks for
+  both libraries, ``Ledger``): the seconds inside the top-level forward calls of the target and
+  the draft model per emitted token ("model ms per token"), the rest of the call per step or
+  round ("own ms per step": the library's own work around the model calls: sampling,
+  verification, cache slicing, transformers' candidate generator; ``ngram``'s lookups), and
+  the positions the draft model reads per emitted token (after a rejection specdec's draft
+  reads one new position, transformers' assistant re-reads two). The two libraries make the
+  same kind of model calls, so these say whether a tokens/s difference comes from the calls
+  (how many, how wide) or from the code around them; the autoregressive baselines get the
+  same split per token.
 * the acceptance rate ``alpha``: the per-token acceptance estimated from the accepted counts
   ``tau`` of every step. Under greedy verification ``P(tau >= i) = alpha^i`` (i.i.d. model), so
   the maximum-likelihood estimate is accepted drafts over (accepted drafts + rejections):
@@ -484,6 +494,8 @@ print("  v(k) = " + ", ".join(f"{k}: {value:.2f}" for k, value in verify_cost.it
 
 # -- generation timings ---------------------------------------------------------------------------
 baseline: dict[str, list[tuple[int, float]]] = {"specdec_ar": [], "hf_greedy": []}  # per prompt
+# (seconds outside the model calls, target calls) of every baseline run
+baseline_own: dict[str, list[tuple[float, int]]] = {"specdec_ar": [], "hf_greedy": []}
 ar_decode: list[tuple[int, float]] = []  # (tokens, seconds) of every AR step but the first
 reference: dict[int, Tensor] = {}  # greedy tokens per prompt (specdec autoregressive)
 rows: list[dict[str, Any]] = []
@@ -499,21 +511,63 @@ def differing(tokens: Tensor, prompt_index: int) -> int:
 
 def measure_baselines(prompt_index: int) -> None:
     prompt = prompts[prompt_index]
+    ledger.clear()
     (tokens, _, _, decode), seconds = timed(run_specdec, target, None, prompt, 1, eos, new_tokens)
     reference.setdefault(prompt_index, tokens[tokens >= 0])
     baseline["specdec_ar"].append((prompt_index, seconds))
+    baseline_own["specdec_ar"].append((seconds - ledger.seconds, len(ledger.widths["target"])))
     ar_decode.append(decode)
+    ledger.clear()
     hf_tokens, seconds = timed(run_transformers, model, {}, prompt, new_tokens)
     baseline["hf_greedy"].append((prompt_index, seconds))
+    baseline_own["hf_greedy"].append((seconds - ledger.seconds, len(ledger.widths["target"])))
     mismatches["specdec_ar_vs_hf_greedy"] += differing(hf_tokens, prompt_index)
 
 
-target_calls: list[int] = []  # the width (new positions) of each transformers target call
+class Ledger:
+    """What one generation asked of the models: every top-level forward call of the target and
+    of the draft models (their width, the new positions it reads) and the wall seconds spent
+    inside them, from forward hooks on the transformers modules; the rest of a generation's
+    time is the library's own work around the model calls (the same hooks time both
+    libraries). ``ngram`` has no model: its lookups count as the library's own work."""
+
+    def __init__(self, target_model: PreTrainedModel, others: list[PreTrainedModel]) -> None:
+        self.widths: dict[str, list[int]] = {"target": [], "draft": []}
+        self.seconds = 0.0
+        self._started: list[float] = []
+        roles = [("target", target_model)] + [("draft", other) for other in others]
+        for role, module in roles:
+            module.register_forward_pre_hook(self._enter(role), with_kwargs=True)
+            module.register_forward_hook(self._leave)
+
+    def _enter(self, role: str) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], None]:
+        def enter(_: Any, call_args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            ids = kwargs.get("input_ids", call_args[0] if call_args else None)
+            self.widths[role].append(int(ids.shape[1]) if isinstance(ids, Tensor) else 0)
+            self._started.append(time.perf_counter())
+
+        return enter
+
+    def _leave(self, *_: Any) -> None:
+        elapsed = time.perf_counter() - self._started.pop()
+        if not self._started:  # an outermost call (a draft sharing modules nests none here)
+            self.seconds += elapsed
+
+    def clear(self) -> None:
+        self.widths = {"target": [], "draft": []}
+        self.seconds = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """Calls and positions read per model, and seconds inside the models' forward."""
+        return {
+            "target_widths": list(self.widths["target"]),
+            "draft_calls": len(self.widths["draft"]),
+            "draft_positions": sum(self.widths["draft"]),
+            "forward_s": self.seconds,
+        }
 
 
-def count_call(_: Any, args: tuple[Any, ...], kwargs: dict[str, Any], __: Any) -> None:
-    ids = kwargs.get("input_ids", args[0] if args else None)
-    target_calls.append(int(ids.shape[1]) if isinstance(ids, Tensor) else 0)
+ledger = Ledger(model, [m for m in draft_models.values() if m is not None])
 
 
 for name in DRAFT_NAMES:
@@ -532,25 +586,26 @@ for prompt_index, prompt in enumerate(prompts):
             order = order[::-1] if prompt_index % 2 else order
             for method in order:
                 row = next(r for r in rows if r["draft"] == name and r["k"] == k)
+                ledger.clear()
                 if method == "hf":
-                    target_calls.clear()
-                    hook = model.register_forward_hook(count_call, with_kwargs=True)  # rounds
                     options = transformers_options(draft_models[name], name, k)
                     hf_tokens, hf_seconds = timed(
                         run_transformers, model, options, prompt, new_tokens
                     )
-                    hook.remove()
+                    work = ledger.summary()
+                    widths = work["target_widths"]  # one target call per round
                     row["hf_runs"].append(
                         {
                             "prompt": prompt_index,
                             "hf_tokens": int(hf_tokens.numel()),
                             "hf_s": hf_seconds,
-                            "hf_rounds": len(target_calls),
+                            "hf_rounds": len(widths),
                             # drafts verified per round: the width less the prompt (first
                             # round) or less the pending token
-                            "hf_verified": [target_calls[0] - prompt.shape[1]]
-                            + [width - 1 for width in target_calls[1:]],
+                            "hf_verified": [widths[0] - prompt.shape[1]]
+                            + [width - 1 for width in widths[1:]],
                             "hf_mismatch": differing(hf_tokens, prompt_index),
+                            "hf_work": work,
                         }
                     )
                     rate_now = hf_tokens.numel() / hf_seconds
@@ -568,6 +623,7 @@ for prompt_index, prompt in enumerate(prompts):
                             "accepted": accepted.tolist(),
                             "verified": verified.tolist(),
                             "spec_mismatch": differing(tokens[tokens >= 0], prompt_index),
+                            "spec_work": ledger.summary(),
                         }
                     )
                     rate_now = produced(tokens) / seconds
@@ -645,8 +701,28 @@ for row in rows:
         length * cost_ratio[row["draft"]] + verify_cost[length] for _, length in steps
     )
     refined = tokens_per_step / step_cost
+    spec_work = [r["spec_work"] for r in runs]
+    hf_work = [r["hf_work"] for r in hf_runs]
+    spec_tokens = sum(r["spec_tokens"] for r in runs)
+    hf_tokens_all = sum(r["hf_tokens"] for r in hf_runs)
+    spec_steps = sum(len(r["accepted"]) for r in runs)
+    hf_rounds = max(1, sum(r["hf_rounds"] for r in hf_runs))
     row.update(
         {
+            # the library's own time (outside the model calls) per step or round, and the
+            # time inside the model calls and the draft positions read per emitted token
+            "spec_own_ms_per_step": 1e3
+            * sum(r["spec_s"] - w["forward_s"] for r, w in zip(runs, spec_work, strict=True))
+            / spec_steps,
+            "hf_own_ms_per_round": 1e3
+            * sum(r["hf_s"] - w["forward_s"] for r, w in zip(hf_runs, hf_work, strict=True))
+            / hf_rounds,
+            "spec_model_ms_per_token": 1e3 * sum(w["forward_s"] for w in spec_work) / spec_tokens,
+            "hf_model_ms_per_token": 1e3 * sum(w["forward_s"] for w in hf_work) / hf_tokens_all,
+            "spec_draft_positions_per_token": sum(w["draft_positions"] for w in spec_work)
+            / spec_tokens,
+            "hf_draft_positions_per_token": sum(w["draft_positions"] for w in hf_work)
+            / hf_tokens_all,
             "alpha": alpha,
             "mean_accepted_over_k": statistics.fmean(taus) / k,
             "mean_verified": statistics.fmean(length for _, length in steps),
@@ -680,7 +756,13 @@ for row in rows:
             "goal_vs_refined": abs(decode_speedup / refined - 1.0) <= GOAL_VS_REFINED,
         }
     )
+own_ms = {  # the library's own time per target call of the autoregressive baselines
+    key: 1e3 * sum(own for own, _ in pairs) / sum(calls for _, calls in pairs)
+    for key, pairs in baseline_own.items()
+}
 results["autoregressive"] = {
+    "specdec_own_ms_per_token": own_ms["specdec_ar"],
+    "hf_greedy_own_ms_per_token": own_ms["hf_greedy"],
     "specdec_tokens_per_s": ar_rate,
     "specdec_decode_tokens_per_s": ar_decode_rate,
     "hf_greedy_tokens_per_s": hf_greedy_rate,
@@ -731,7 +813,9 @@ lines = [
     "",
     f"Autoregressive: specdec {ar_rate:.2f} tok/s (decode phase {ar_decode_rate:.2f}), "
     f"transformers greedy {hf_greedy_rate:.2f} tok/s "
-    f"({mismatches['specdec_ar_vs_hf_greedy']} mismatched tokens between them).",
+    f"({mismatches['specdec_ar_vs_hf_greedy']} mismatched tokens between them); own time "
+    f"outside the model calls {own_ms['specdec_ar']:.2f} ms per token (specdec) and "
+    f"{own_ms['hf_greedy']:.2f} (transformers).",
     "",
     f"Cost model at context {context_ids.shape[1]} (medians over {len(cost_samples)} "
     f"interleaved measurements, one before each prompt): target 1 token "
@@ -744,10 +828,12 @@ lines = [
     "",
     "| draft | k | α | E[tok/step] | HF tok/round | drafts verified per step (spec, HF) | "
     "specdec tok/s | HF assisted tok/s | specdec/HF | specdec/HF 95% CI | "
-    "ms per step (spec, HF) | speed-up | "
+    "ms per step (spec, HF) | own ms per step (spec, HF) | model ms per token (spec, HF) | "
+    "draft positions per token (spec, HF) | speed-up | "
     "HF speed-up | textbook | refined | decode speed-up | decode/refined | "
     "mismatches (spec, HF) |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "---:|---:|---:|",
 ]
 for row in rows:
     lines.append(
@@ -758,6 +844,10 @@ for row in rows:
         f"{row['hf_assisted_tokens_per_s']:.2f} | {row['spec_over_hf']:.2f} | "
         f"{row['spec_over_hf_interval'][0]:.2f}-{row['spec_over_hf_interval'][1]:.2f} | "
         f"{row['spec_ms_per_step']:.0f}, {row['hf_ms_per_round']:.0f} | "
+        f"{row['spec_own_ms_per_step']:.1f}, {row['hf_own_ms_per_round']:.1f} | "
+        f"{row['spec_model_ms_per_token']:.1f}, {row['hf_model_ms_per_token']:.1f} | "
+        f"{row['spec_draft_positions_per_token']:.2f}, "
+        f"{row['hf_draft_positions_per_token']:.2f} | "
         f"{row['measured_speedup']:.2f} | {row['hf_speedup']:.2f} | {row['textbook']:.2f} | "
         f"{row['refined']:.2f} | {row['decode_speedup']:.2f} | {row['decode_over_refined']:.2f} | "
         f"{row['mismatched_tokens']}, {row['hf_mismatched_tokens']} |"
@@ -785,6 +875,14 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
+def ratio_mean(mine: str, theirs: str) -> str:
+    """The geometric mean over the settings of ``row[mine] / row[theirs]``, formatted (``-``
+    where a setting has no such quantity, as the draft positions of ``ngram``)."""
+    if any(row[theirs] <= 0 or row[mine] <= 0 for row in rows):
+        return "-"
+    return f"{geometric_mean([row[mine] / row[theirs] for row in rows]):.3f}"
+
+
 lines += [
     "",
     "Over the settings, specdec / transformers assisted: tokens/s geometric mean "
@@ -795,7 +893,14 @@ lines += [
     f"{geometric_mean([r['tokens_per_step'] / r['hf_tokens_per_round'] for r in rows]):.3f}. "
     "Per setting, the 95% interval of specdec / transformers (paired by prompt) lies below 1 "
     f"(slower beyond noise) in {sum(r['slower_beyond_noise'] for r in rows)}/{len(rows)} and "
-    f"above 1 in {sum(r['faster_beyond_noise'] for r in rows)}/{len(rows)}.",
+    f"above 1 in {sum(r['faster_beyond_noise'] for r in rows)}/{len(rows)}. Split of the "
+    "time, specdec / transformers as geometric means: model calls per emitted token "
+    f"{ratio_mean('spec_model_ms_per_token', 'hf_model_ms_per_token')}; the library's own time "
+    f"per step / per round {ratio_mean('spec_own_ms_per_step', 'hf_own_ms_per_round')} "
+    f"(specdec's below transformers' in "
+    f"{sum(r['spec_own_ms_per_step'] < r['hf_own_ms_per_round'] for r in rows)}/{len(rows)}); "
+    "draft positions read per token "
+    f"{ratio_mean('spec_draft_positions_per_token', 'hf_draft_positions_per_token')}.",
 ]
 lines += [
     "",
