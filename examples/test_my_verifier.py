@@ -8,19 +8,22 @@ probabilities, p == q, disjoint supports, one-hot rows, near-underflow masses).
 
 import torch
 from hypothesis import given, settings
+from torch import Tensor
 
 import specdec
-from specdec.testing import draft_blocks, nested_support_pairs, prob_pairs
+from specdec.testing import DraftBlock, draft_blocks, nested_support_pairs, prob_pairs
 
 
-def my_verifier(draft_tokens, draft_probs, target_probs, uniforms):  # type: ignore[no-untyped-def]
+def my_verifier(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> specdec.Verification:
     """The verifier under test: here, specdec's own rule."""
     return specdec.verify_tokens(draft_tokens, draft_probs, target_probs, uniforms)
 
 
 @settings(max_examples=200, deadline=None)
 @given(draft_blocks(max_k=4, max_vocab=6))
-def test_block_is_well_formed_and_agrees_with_the_oracle(block) -> None:  # type: ignore[no-untyped-def]
+def test_block_is_well_formed_and_agrees_with_the_oracle(block: DraftBlock) -> None:
     mine = my_verifier(block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms)
     oracle = specdec.verify_tokens(
         block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms
@@ -30,7 +33,7 @@ def test_block_is_well_formed_and_agrees_with_the_oracle(block) -> None:  # type
 
 @settings(max_examples=200, deadline=None)
 @given(prob_pairs(max_vocab=6))
-def test_equal_rows_are_always_accepted(pair) -> None:  # type: ignore[no-untyped-def]
+def test_equal_rows_are_always_accepted(pair: tuple[Tensor, Tensor]) -> None:
     target, _ = pair
     token = int(target.argmax())
     rows = torch.stack([target, target])
@@ -40,7 +43,7 @@ def test_equal_rows_are_always_accepted(pair) -> None:  # type: ignore[no-untype
 
 @settings(max_examples=200, deadline=None)
 @given(nested_support_pairs(draft_larger=True))
-def test_tokens_the_target_forbids_are_never_accepted(pair) -> None:  # type: ignore[no-untyped-def]
+def test_tokens_the_target_forbids_are_never_accepted(pair: tuple[Tensor, Tensor]) -> None:
     target, draft = pair
     forbidden = ((target == 0) & (draft > 0)).nonzero().flatten()
     for token in forbidden.tolist():
