@@ -33,6 +33,18 @@ def test_bench_generate_quick_runs_and_writes_report(tmp_path: Path) -> None:
         assert 0.0 <= row["alpha"] <= 1.0
         assert row["spec_tokens_per_s"] > 0 and row["hf_assisted_tokens_per_s"] > 0
         assert row["mismatched_tokens"] == 0  # greedy: the same tokens as autoregressive
+        # the forward hooks' split: time inside the model calls and the library's own rest
+        for mine, total in (
+            ("spec", row["spec_tokens_per_s"]),
+            ("hf", row["hf_assisted_tokens_per_s"]),
+        ):
+            assert 0 < row[f"{mine}_model_ms_per_token"] < 1e3 / total
+        assert row["spec_own_ms_per_step"] > 0 and row["hf_own_ms_per_round"] > 0
+        positions = (row["spec_draft_positions_per_token"], row["hf_draft_positions_per_token"])
+        if row["draft"] == "ngram":  # no draft model: no draft forward calls
+            assert positions == (0.0, 0.0)
+        else:
+            assert min(positions) > 0
     assert {entry["mode"] for entry in results["memory"]} == {"ar", "spec"}
     assert all(entry["peak"] >= entry["before"] > 0 for entry in results["memory"])
     assert set(results["cost_model"]["c"]) == set(DRAFTS)
