@@ -730,20 +730,15 @@ for row in rows:
                 length for r in hf_runs for length in r["hf_verified"]
             ),
             "tokens_per_step": tokens_per_step,
-            "hf_tokens_per_round": sum(r["hf_tokens"] for r in hf_runs)
-            / max(1, sum(r["hf_rounds"] for r in hf_runs)),
+            "hf_tokens_per_round": hf_tokens_all / hf_rounds,
             "spec_tokens_per_s": spec_rate,
             "hf_assisted_tokens_per_s": hf_rate,
             "spec_over_hf": spec_rate / hf_rate,
             "spec_over_hf_interval": [low, high],
             "slower_beyond_noise": high < 1.0,
             "faster_beyond_noise": low > 1.0,
-            "spec_ms_per_step": 1e3
-            * sum(r["spec_s"] for r in runs)
-            / sum(len(r["accepted"]) for r in runs),
-            "hf_ms_per_round": 1e3
-            * sum(r["hf_s"] for r in hf_runs)
-            / max(1, sum(r["hf_rounds"] for r in hf_runs)),
+            "spec_ms_per_step": 1e3 * sum(r["spec_s"] for r in runs) / spec_steps,
+            "hf_ms_per_round": 1e3 * sum(r["hf_s"] for r in hf_runs) / hf_rounds,
             "measured_speedup": measured,
             "hf_speedup": hf_rate / ar_rate,
             "textbook": walltime_improvement(min(alpha, 1.0), k, cost_ratio[row["draft"]]),
