@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_logits
+from specdec._checks import check_logits, check_logits_argmax
 
 __all__ = ["point_mass", "warp_probs"]
 
@@ -36,15 +36,11 @@ def _check_options(
             raise ValueError(f"{name} must lie in (0, 1] (or None to disable), got {value!r}.")
 
 
-def _point_mass(checked: Tensor) -> tuple[Tensor, Tensor]:
-    """Checked logits ``[*b, V]`` -> their argmax ``[*b]`` (first maximal index on ties) and its
-    one-hot float64 row: the law ``warp_probs`` gives at temperature 0.
-
-    The argmax is taken in the input dtype: widening to float64 keeps the order.
-    """
-    best = checked.argmax(dim=-1)
-    row = torch.zeros(checked.shape, dtype=torch.float64, device=checked.device)
-    return best, row.scatter_(-1, best.unsqueeze(-1), 1.0)
+def _one_hot(best: Tensor, vocab: int, device: torch.device) -> Tensor:
+    """The float64 one-hot rows ``[*b, V]`` of the tokens ``best [*b]``: the law
+    ``warp_probs`` gives at temperature 0."""
+    row = torch.zeros((*best.shape, vocab), dtype=torch.float64, device=device)
+    return row.scatter_(-1, best.unsqueeze(-1), 1.0)
 
 
 def point_mass(
@@ -78,7 +74,10 @@ def point_mass(
     References:
         ``proofs/theory.md`` claim 6 (the tie rule; a one-hot target makes rejection greedy).
     """
-    return _point_mass(check_logits("logits", logits))
+    # One reduction checks the logits and finds the argmax (first maximal index, in the input
+    # dtype: widening to float64 keeps the order).
+    best = check_logits_argmax("logits", logits)
+    return best, _one_hot(best, logits.shape[-1], logits.device)
 
 
 def warp_probs(
@@ -134,7 +133,7 @@ def warp_probs(
     checked = check_logits("logits", logits)
     _check_options(temperature, top_k, top_p, min_p)
     if temperature == 0:
-        return _point_mass(checked)[1]
+        return _one_hot(checked.argmax(dim=-1), checked.shape[-1], checked.device)
     scores = checked.to(torch.float64)
     vocab = scores.shape[-1]
     # Shift by the row maximum first: the maximum becomes 0, nothing overflows to +inf (which

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specdec
+from specdec._checks import check_logits, check_logits_argmax
 from specdec.testing.strategies import DraftBlock, draft_blocks, prob_pairs, prob_vectors
 
 NAN, INF = math.nan, math.inf
@@ -600,3 +601,41 @@ def test_low_precision_rows_outside_float64_tolerance_are_accepted() -> None:
     assert abs(float(row.double().sum()) - 1.0) > 1e-6
     token = specdec.sample(row, _f64(0.5))
     assert int(token) == 2  # CDF [.1, .3, .6, 1] up to bf16 rounding
+
+
+# check_logits_argmax: one reduction, the same answer as check_logits then argmax -----------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("vocab", [1, 3, 31, 1000, 49152])
+def test_check_logits_argmax_is_the_first_maximal_index(dtype: torch.dtype, vocab: int) -> None:
+    """Integer logits in [-4, 4] make ties common; -inf entries and ties planted far apart (in
+    different vector lanes and blocks of a vectorised reduction) must still give the first."""
+    generator = torch.Generator().manual_seed(vocab)
+    logits = torch.randint(-4, 5, (6, vocab), generator=generator).to(dtype)
+    logits[0] = -INF
+    logits[0, -1] = 0.0  # a single finite entry, last
+    logits[1, vocab // 2 :] = 9.0  # the tie starts in the middle
+    logits[2, vocab - 1] = 9.0
+    logits[2, vocab // 3] = 9.0
+    logits[3, 1 :: max(1, vocab // 7)] = -INF  # never entry 0: no row of only -inf
+    expected = [row.index(max(row)) for row in logits.double().tolist()]  # the first maximum
+    best = check_logits_argmax("logits", logits)
+    assert best.tolist() == expected
+    assert torch.equal(best, check_logits("logits", logits).argmax(dim=-1))
+    assert check_logits_argmax("logits", logits[None]).shape == (1, 6)  # [*b, V] -> [*b]
+
+
+def test_check_logits_argmax_of_no_rows_is_empty() -> None:
+    best = check_logits_argmax("logits", torch.zeros(0, 4))
+    assert best.shape == (0,) and best.dtype == torch.int64
+
+
+@pytest.mark.parametrize(("edit", "error", "match"), BAD_LOGITS)
+def test_check_logits_argmax_raises_as_check_logits(
+    edit: Callable[[torch.Tensor], Any], error: type[Exception], match: str
+) -> None:
+    bad = edit(_f64([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
+    for check in (check_logits, check_logits_argmax):
+        with pytest.raises(error, match=match.format(name="logits")):
+            check("logits", bad)

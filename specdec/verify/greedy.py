@@ -3,7 +3,7 @@
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_logits, check_min_dim, check_shape, check_tokens
+from specdec._checks import check_logits_argmax, check_min_dim, check_shape, check_tokens
 from specdec.types import Verification
 from specdec.verify._block import assemble, first_rejection
 
@@ -38,17 +38,16 @@ def verify_greedy(
         >>> specdec.verify_greedy(torch.tensor([1, 1]), logits).tokens
         tensor([ 1,  0, -1])
     """
-    logits = check_logits("target_logits", target_logits)
-    check_min_dim("target_logits", logits, 2, "[*b, k+1, V]")
-    *batch, k_plus_1, vocab = logits.shape
+    best = check_logits_argmax("target_logits", target_logits)  # [*b, k+1], lowest id on ties
+    check_min_dim("target_logits", target_logits, 2, "[*b, k+1, V]")
+    *batch, k_plus_1, vocab = target_logits.shape
     if k_plus_1 < 2:
         raise ValueError(
             f"k must be >= 1: target_logits must have k+1 >= 2 rows, got shape "
-            f"{tuple(logits.shape)}."
+            f"{tuple(target_logits.shape)}."
         )
     draft_ids = check_tokens("draft_tokens", draft_tokens, vocab)
     check_shape("draft_tokens", draft_ids, (*batch, k_plus_1 - 1), "[*b, k]")
-    best = logits.argmax(dim=-1)  # [*b, k+1], first maximal index on ties
     num_accepted = first_rejection(draft_ids.long() == best[..., :-1])
     final = best.gather(-1, num_accepted.unsqueeze(-1)).squeeze(-1)
     return assemble(draft_ids, num_accepted, final)
