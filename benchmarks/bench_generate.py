@@ -634,18 +634,20 @@ for prompt_index, prompt in enumerate(prompts):
                 )
 
 
-def paired_interval(
-    runs: list[dict[str, Any]], hf_runs: list[dict[str, Any]]
-) -> tuple[float, float]:
-    """A 95% confidence interval for specdec / transformers tokens/s, paired by prompt: the
-    geometric mean over prompts of (median specdec rate / median transformers rate), with a
-    Student t interval on the log ratios (prompts as the independent units; ``(nan, nan)``
-    with fewer than 2 prompts)."""
+def prompt_log_ratios(runs: list[dict[str, Any]], hf_runs: list[dict[str, Any]]) -> list[float]:
+    """Per prompt, log(median specdec rate / median transformers rate): the paired units of
+    ``t_interval`` (stored in the JSON, so replicate runs can be pooled)."""
     logs = []
     for index in sorted({r["prompt"] for r in runs}):
         mine = [r["spec_tokens"] / r["spec_s"] for r in runs if r["prompt"] == index]
         theirs = [r["hf_tokens"] / r["hf_s"] for r in hf_runs if r["prompt"] == index]
         logs.append(math.log(statistics.median(mine) / statistics.median(theirs)))
+    return logs
+
+
+def t_interval(logs: list[float]) -> tuple[float, float]:
+    """A 95% Student t interval for the geometric mean ratio ``exp(mean(logs))``, the log
+    ratios being the independent units (``(nan, nan)`` with fewer than 2)."""
     if len(logs) < 2:
         return math.nan, math.nan
     half = scipy.stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / len(logs) ** 0.5
@@ -691,7 +693,8 @@ for row in rows:
     tokens_per_step = 1.0 + statistics.fmean(taus)
     spec_rate = sum(r["spec_tokens"] for r in runs) / sum(r["spec_s"] for r in runs)
     hf_rate = sum(r["hf_tokens"] for r in hf_runs) / sum(r["hf_s"] for r in hf_runs)
-    low, high = paired_interval(runs, hf_runs)
+    log_ratios = prompt_log_ratios(runs, hf_runs)
+    low, high = t_interval(log_ratios)  # paired by prompt
     measured = spec_rate / ar_rate
     spec_decode = sum(r["decode_tokens"] for r in runs) / sum(r["decode_s"] for r in runs)
     decode_speedup = spec_decode / ar_decode_rate
@@ -735,6 +738,7 @@ for row in rows:
             "hf_assisted_tokens_per_s": hf_rate,
             "spec_over_hf": spec_rate / hf_rate,
             "spec_over_hf_interval": [low, high],
+            "spec_over_hf_prompt_log_ratios": log_ratios,
             "slower_beyond_noise": high < 1.0,
             "faster_beyond_noise": low > 1.0,
             "spec_ms_per_step": 1e3 * sum(r["spec_s"] for r in runs) / spec_steps,
@@ -878,10 +882,17 @@ def ratio_mean(mine: str, theirs: str) -> str:
     return f"{geometric_mean([row[mine] / row[theirs] for row in rows]):.3f}"
 
 
+# the settings as the units: a t interval on their log ratios (each setting paired by prompt)
+low_all, high_all = t_interval([math.log(r["spec_over_hf"]) for r in rows])
+results["spec_over_hf_over_settings"] = {
+    "geometric_mean": geometric_mean([r["spec_over_hf"] for r in rows]),
+    "interval": [low_all, high_all],
+}
 lines += [
     "",
     "Over the settings, specdec / transformers assisted: tokens/s geometric mean "
-    f"{geometric_mean([r['spec_over_hf'] for r in rows]):.3f} (median "
+    f"{geometric_mean([r['spec_over_hf'] for r in rows]):.3f} (95% interval over the settings "
+    f"{low_all:.3f}-{high_all:.3f}; median "
     f"{statistics.median(r['spec_over_hf'] for r in rows):.3f}); ms per step / ms per round "
     f"{geometric_mean([r['spec_ms_per_step'] / r['hf_ms_per_round'] for r in rows]):.3f}; "
     "tokens per step / tokens per round "

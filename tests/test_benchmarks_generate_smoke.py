@@ -7,6 +7,8 @@ current ``specdec`` and transformers and reports every case.
 """
 
 import json
+import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +42,20 @@ def test_bench_generate_quick_runs_and_writes_report(tmp_path: Path) -> None:
         ):
             assert 0 < row[f"{mine}_model_ms_per_token"] < 1e3 / total
         assert row["spec_own_ms_per_step"] > 0 and row["hf_own_ms_per_round"] > 0
+        # specdec / transformers paired by prompt: one log ratio per prompt, the interval
+        # around their geometric mean
+        logs = row["spec_over_hf_prompt_log_ratios"]
+        assert len(logs) == len(results["prompt_lengths"])
+        low, high = row["spec_over_hf_interval"]
+        assert low <= math.exp(statistics.fmean(logs)) <= high
         positions = (row["spec_draft_positions_per_token"], row["hf_draft_positions_per_token"])
         if row["draft"] == "ngram":  # no draft model: no draft forward calls
             assert positions == (0.0, 0.0)
         else:
             assert min(positions) > 0
+    pooled = results["spec_over_hf_over_settings"]  # the settings as the units
+    assert pooled["interval"][0] <= pooled["geometric_mean"] <= pooled["interval"][1]
+    assert "95% interval over the settings" in markdown
     assert {entry["mode"] for entry in results["memory"]} == {"ar", "spec"}
     assert all(entry["peak"] >= entry["before"] > 0 for entry in results["memory"])
     assert set(results["cost_model"]["c"]) == set(DRAFTS)
