@@ -636,7 +636,7 @@ for prompt_index, prompt in enumerate(prompts):
 
 def prompt_log_ratios(runs: list[dict[str, Any]], hf_runs: list[dict[str, Any]]) -> list[float]:
     """Per prompt, log(median specdec rate / median transformers rate): the paired units of
-    ``t_interval`` (stored in the JSON, so replicate runs can be pooled)."""
+    ``t_interval`` (stored in the JSON with the setting, for analyses by prompt)."""
     logs = []
     for index in sorted({r["prompt"] for r in runs}):
         mine = [r["spec_tokens"] / r["spec_s"] for r in runs if r["prompt"] == index]
