@@ -253,3 +253,25 @@ def check_stop_below(stop_below: object, name: str = "stop_below") -> float | No
     if not 0.0 < stop_below <= 1.0:
         raise ValueError(f"{name} must lie in (0, 1] (a probability), got {stop_below}.")
     return float(stop_below)
+
+
+def check_sampling_options(
+    temperature: float, top_k: int | None, top_p: float | None, min_p: float | None
+) -> None:
+    """``warp_probs``'s options: temperature >= 0, top_k >= 1, top_p and min_p in (0, 1]."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"temperature must be a float, got {type(temperature).__name__}.")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite float >= 0, got {temperature!r}.")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise TypeError(f"top_k must be an int or None, got {type(top_k).__name__}.")
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1 (or None to disable), got {top_k}.")
+    for name, value in (("top_p", top_p), ("min_p", min_p)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a float or None, got {type(value).__name__}.")
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"{name} must lie in (0, 1] (or None to disable), got {value!r}.")

@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import torch
 
-from specdec.models.toy import ToyModel, _build
+from specdec.models.toy import ToyModel
 from specdec.models.vocabulary import VocabularyMap
 from specdec.types import VerifyRule
 
@@ -368,4 +368,4 @@ def restricted_draft(draft: ToyModel, vocabulary_map: VocabularyMap) -> ToyModel
         for d, t in zip(draft_ids, target_ids, strict=True):
             restricted[t] = row[d] / mass if mass else Fraction(1, len(draft_ids))
         rows.append(tuple(restricted))
-    return _build(vocab, draft.order, rows)
+    return ToyModel.from_rows(vocab, draft.order, rows)

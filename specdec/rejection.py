@@ -5,23 +5,9 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_probs, check_shape, check_tokens
+from specdec._kernels import acceptance, residual
 
 __all__ = ["acceptance_probs", "residual_probs"]
-
-
-def _acceptance(target_at_draft: Tensor, draft_at_draft: Tensor) -> Tensor:
-    """Unchecked ``min(1, p(x) / q(x))`` on float64 values with ``q(x) > 0``."""
-    return torch.clamp(target_at_draft / draft_at_draft, max=1.0)
-
-
-def _residual(target_probs: Tensor, draft_probs: Tensor) -> Tensor:
-    """Unchecked ``norm(max(0, p - q))`` on float64 rows; ``p`` where the residual mass is 0."""
-    excess = torch.sub(target_probs, draft_probs).clamp_(min=0.0)  # fresh [*b, V], in place
-    mass = excess.sum(dim=-1, keepdim=True)  # [*b, 1] = 1 - sum(min(p, q)) = TV(p, q)
-    no_mass = mass == 0
-    if not bool(no_mass.any()):
-        return excess.div_(mass)
-    return torch.where(no_mass, target_probs, excess / torch.where(no_mass, 1.0, mass))
 
 
 def _check_pair(target_probs: object, draft_probs: object) -> tuple[Tensor, Tensor]:
@@ -82,7 +68,7 @@ def acceptance_probs(
             "draft actually sampled from (check that the same warping was applied to both)."
         )
     target_at = target.gather(-1, index).squeeze(-1).to(torch.float64)
-    return _acceptance(target_at, draft_at)
+    return acceptance(target_at, draft_at)
 
 
 def residual_probs(
@@ -119,4 +105,4 @@ def residual_probs(
         Leviathan et al. 2023, Sec. 2.3; Chen et al. 2023, Alg. 2; ``proofs/theory.md`` claims 1, 3.
     """
     target, draft = _check_pair(target_probs, draft_probs)
-    return _residual(target.to(torch.float64), draft.to(torch.float64))
+    return residual(target.to(torch.float64), draft.to(torch.float64))

@@ -5,25 +5,9 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_probs, check_shape, check_uniforms
+from specdec._kernels import inverse_cdf
 
 __all__ = ["sample"]
-
-
-def _sample(probs: Tensor, uniforms: Tensor) -> Tensor:
-    """Unchecked inverse CDF on float64 rows; shared by the verification rules."""
-    cdf = probs.cumsum(dim=-1)  # [*b, V], non-decreasing, flat over zero-probability tokens
-    threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)  # [*b, 1], u scaled by the row total
-    index = torch.searchsorted(cdf.contiguous(), threshold.contiguous(), right=True).squeeze(-1)
-    # The CDF is flat across zero-probability tokens, so the first index whose CDF exceeds the
-    # threshold always has positive probability; only when u * total rounds up to the total
-    # (index == V) does a row need its last positive token instead.
-    vocab = probs.shape[-1]
-    over = index >= vocab
-    if bool(over.any()):
-        positions = torch.arange(vocab, device=probs.device)
-        last_nonzero = torch.where(probs[over] > 0, positions, -1).amax(dim=-1)
-        index = index.masked_scatter(over, last_nonzero)
-    return index
 
 
 def sample(
@@ -57,4 +41,4 @@ def sample(
     checked = check_probs("probs", probs)
     noise = check_uniforms("uniforms", uniforms)
     check_shape("uniforms", noise, tuple(checked.shape[:-1]), "[*b] (probs without its last axis)")
-    return _sample(checked.to(torch.float64), noise.to(torch.float64))
+    return inverse_cdf(checked.to(torch.float64), noise.to(torch.float64))

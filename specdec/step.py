@@ -42,6 +42,7 @@ from torch import Tensor
 from specdec._checks import (
     check_min_dim,
     check_same_vocabulary,
+    check_sampling_options,
     check_shape,
     check_stop_below,
     check_uniforms,
@@ -52,7 +53,7 @@ from specdec.types import Verification, VerifyRule
 from specdec.verify.greedy import verify_greedy
 from specdec.verify.rules import exact_match_rule, greedy_rule
 from specdec.verify.tokens import verify_tokens
-from specdec.warp import _check_options, point_mass, warp_probs
+from specdec.warp import point_mass, warp_probs
 
 __all__ = ["DraftBlock", "SamplingOptions", "StepOutcome", "StepState", "speculative_step"]
 
@@ -67,7 +68,7 @@ class SamplingOptions:
     min_p: float | None = None
 
     def __post_init__(self) -> None:
-        _check_options(self.temperature, self.top_k, self.top_p, self.min_p)
+        check_sampling_options(self.temperature, self.top_k, self.top_p, self.min_p)
 
     def probs(self, logits: Float[Tensor, "*batch vocab"]) -> Float[Tensor, "*batch vocab"]:
         """``warp_probs(logits, ...)`` with these options (float64)."""

@@ -10,30 +10,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_logits, check_logits_argmax
+from specdec._checks import check_logits, check_logits_argmax, check_sampling_options
 
 __all__ = ["point_mass", "warp_probs"]
-
-
-def _check_options(
-    temperature: float, top_k: int | None, top_p: float | None, min_p: float | None
-) -> None:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a float, got {type(temperature).__name__}.")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite float >= 0, got {temperature!r}.")
-    if top_k is not None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int):
-            raise TypeError(f"top_k must be an int or None, got {type(top_k).__name__}.")
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1 (or None to disable), got {top_k}.")
-    for name, value in (("top_p", top_p), ("min_p", min_p)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be a float or None, got {type(value).__name__}.")
-        if not 0.0 < value <= 1.0:
-            raise ValueError(f"{name} must lie in (0, 1] (or None to disable), got {value!r}.")
 
 
 def _one_hot(best: Tensor, vocab: int, device: torch.device) -> Tensor:
@@ -131,7 +110,7 @@ def warp_probs(
         Holtzman et al. 2020 (top-p); Nguyen et al. 2024 (min-p); ``proofs/theory.md`` claim 8.
     """
     checked = check_logits("logits", logits)
-    _check_options(temperature, top_k, top_p, min_p)
+    check_sampling_options(temperature, top_k, top_p, min_p)
     if temperature == 0:
         return _one_hot(checked.argmax(dim=-1), checked.shape[-1], checked.device)
     scores = checked.to(torch.float64)

@@ -66,6 +66,12 @@ class ToyModel:
             code = code * (self.vocab_size + 1) + column
         return self.float_table[code]
 
+    @classmethod
+    def from_rows(cls, vocab_size: int, order: int, rows: Sequence[Row]) -> "ToyModel":
+        """A model from its exact rows (``(V+1)**order`` rows of ``V`` Fractions summing to 1)."""
+        table = torch.tensor([[float(value) for value in row] for row in rows], dtype=torch.float64)
+        return cls(vocab_size=vocab_size, order=order, rows=tuple(rows), float_table=table)
+
 
 @dataclass(frozen=True)
 class ToyPair:
@@ -90,11 +96,6 @@ def _random_row(
     for token in rng.choices(support, weights=weights, k=denominator - len(support)):
         units[token] += 1
     return tuple(Fraction(units.get(token, 0), denominator) for token in range(vocab_size))
-
-
-def _build(vocab_size: int, order: int, rows: list[Row]) -> ToyModel:
-    table = torch.tensor([[float(value) for value in row] for row in rows], dtype=torch.float64)
-    return ToyModel(vocab_size=vocab_size, order=order, rows=tuple(rows), float_table=table)
 
 
 def _check_options(vocab_size: int, order: int, denominator: int, rates: dict[str, float]) -> None:
@@ -151,7 +152,7 @@ def make_toy_model(
         )
         for code in range((vocab_size + 1) ** order)
     ]
-    return _build(vocab_size, order, rows)
+    return ToyModel.from_rows(vocab_size, order, rows)
 
 
 def make_toy_pair(
@@ -204,4 +205,4 @@ def make_toy_pair(
             rows.append(
                 tuple(mix * p + (1 - mix) * r for p, r in zip(target_row, other, strict=True))
             )
-    return ToyPair(target=target, draft=_build(vocab_size, order, rows))
+    return ToyPair(target=target, draft=ToyModel.from_rows(vocab_size, order, rows))

@@ -11,10 +11,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_draft_block
-from specdec.rejection import _acceptance, _residual
-from specdec.sampling import _sample
+from specdec._kernels import acceptance, assemble, first_rejection, inverse_cdf, residual, row_at
 from specdec.types import Verification
-from specdec.verify._block import assemble, first_rejection, row_at
 
 __all__ = ["bonus_from_draft", "resample_from_target", "residual_by_softmax"]
 
@@ -27,7 +25,7 @@ def _accept(
     draft, target, noise = draft.double(), target.double(), noise.double()
     index = ids.long().unsqueeze(-1)
     k = ids.shape[-1]
-    ratio = _acceptance(
+    ratio = acceptance(
         target[..., :k, :].gather(-1, index).squeeze(-1), draft.gather(-1, index).squeeze(-1)
     )
     return ids, draft, target, noise, first_rejection(noise[..., :k] < ratio)
@@ -45,7 +43,7 @@ def resample_from_target(
     after being rejected); the single-token marginal is biased wherever ``p != q``.
     """
     ids, _, target, noise, accepted = _accept(draft_tokens, draft_probs, target_probs, uniforms)
-    final = _sample(row_at(target, accepted), noise[..., -1])
+    final = inverse_cdf(row_at(target, accepted), noise[..., -1])
     return assemble(ids, accepted, final)
 
 
@@ -65,12 +63,12 @@ def bonus_from_draft(
     rejected = (accepted < k).unsqueeze(-1)
     row = torch.where(
         rejected,
-        _residual(
+        residual(
             row_at(target, accepted.clamp(max=k - 1)), row_at(draft, accepted.clamp(max=k - 1))
         ),
         draft[..., k - 1, :],
     )
-    return assemble(ids, accepted, _sample(row, noise[..., -1]))
+    return assemble(ids, accepted, inverse_cdf(row, noise[..., -1]))
 
 
 def residual_by_softmax(
@@ -91,4 +89,4 @@ def residual_by_softmax(
     )
     excess = torch.clamp(row_at(target, accepted) - draft_row, min=0.0)
     row = torch.where((accepted < k).unsqueeze(-1), torch.softmax(excess, dim=-1), excess)
-    return assemble(ids, accepted, _sample(row, noise[..., -1]))
+    return assemble(ids, accepted, inverse_cdf(row, noise[..., -1]))

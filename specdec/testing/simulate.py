@@ -14,9 +14,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from specdec._kernels import inverse_cdf
 from specdec.models.toy import ToyModel
 from specdec.noise import uniforms
-from specdec.sampling import _sample
 from specdec.types import VerifyRule
 
 __all__ = [
@@ -59,7 +59,7 @@ def draft_batch(
     rows = []
     for _ in range(k):
         row = draft_rows(context)  # [n, V], the law each draft is drawn from
-        token = _sample(row, uniforms(generator, (n,)))  # toy rows: valid by construction
+        token = inverse_cdf(row, uniforms(generator, (n,)))  # toy rows: valid by construction
         rows.append(row)
         context = torch.cat([context, token[:, None]], dim=1)
     tokens = context[:, len(prefix) :]
@@ -80,7 +80,7 @@ def complete_blocks(
     completed = blocks.long()
     for position in range(width):
         row = target_rows(torch.cat([base, completed[:, :position].clamp(min=0)], dim=1))
-        fresh = _sample(row, uniforms(generator, (n,)))
+        fresh = inverse_cdf(row, uniforms(generator, (n,)))
         column = torch.where(completed[:, position] < 0, fresh, completed[:, position])
         completed = torch.cat(
             [completed[:, :position], column[:, None], completed[:, position + 1 :]], dim=1

@@ -27,8 +27,9 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from specdec._kernels import inverse_cdf
 from specdec.noise import uniforms
-from specdec.sampling import _sample, sample
+from specdec.sampling import sample
 from specdec.testing.signatures import LogitsFn, batched
 from specdec.testing.zoo_verifiers import VERIFIER_RULES
 from specdec.verify import verify_exact_match, verify_tokens
@@ -93,7 +94,7 @@ def _draft(
     for _ in range(k):
         logits = draft_logits(context)  # [N, V]
         drawn = sample_law(logits)  # the law the token is really drawn from
-        token = _sample(drawn, uniforms(generator, (context.shape[0],)))  # [N]
+        token = inverse_cdf(drawn, uniforms(generator, (context.shape[0],)))  # [N]
         rows.append(score_law(logits))  # the law verification will believe
         context = torch.cat([context, token.unsqueeze(1)], dim=1)
     return context[:, prefix.shape[1] :], torch.stack(rows, dim=1)  # [N, k], [N, k, V]

@@ -31,14 +31,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_draft_block
+from specdec._kernels import assemble, first_rejection, inverse_cdf, residual, row_at
 from specdec.noise import uniforms as draw_uniforms
-from specdec.rejection import _residual
-from specdec.sampling import _sample
 from specdec.testing import mutants
 from specdec.testing.signatures import batched
 from specdec.types import Verification, VerifyRule
 from specdec.verify import verify_exact_match, verify_tokens
-from specdec.verify._block import assemble, first_rejection, row_at
 
 __all__ = [
     "LOSSLESS_VERIFIERS",
@@ -136,7 +134,7 @@ def _final_pair(draft: Tensor, target: Tensor, accepted: Tensor) -> tuple[Tensor
 def _correct_row(draft: Tensor, target: Tensor, accepted: Tensor) -> Tensor:
     """The correct final row: ``norm(max(0, p_j - q_j))`` after a rejection, ``p_k`` otherwise."""
     target_row, draft_row, _ = _final_pair(draft, target, accepted)
-    return _residual(target_row, draft_row)
+    return residual(target_row, draft_row)
 
 
 def _exponentials(generator: torch.Generator, shape: tuple[int, ...]) -> Tensor:
@@ -237,7 +235,7 @@ def _always_reject_rule(
     """
     ids, _, target, checked = _prepare(draft_tokens, draft_probs, target_probs, uniforms)
     none = torch.zeros(ids.shape[0], dtype=torch.long)
-    return assemble(ids, none, _sample(target[:, 0], checked[:, -1]))
+    return assemble(ids, none, inverse_cdf(target[:, 0], checked[:, -1]))
 
 
 def _accept_le_full_precision_rule(
@@ -252,7 +250,9 @@ def _accept_le_full_precision_rule(
     k = ids.shape[-1]
     ratio = _ratio(_at(target[:, :k], ids), _at(draft, ids))
     accepted = first_rejection(checked[:, :k] <= ratio)
-    return assemble(ids, accepted, _sample(_correct_row(draft, target, accepted), checked[:, k]))
+    return assemble(
+        ids, accepted, inverse_cdf(_correct_row(draft, target, accepted), checked[:, k])
+    )
 
 
 def _residual_unnormalised_scaled_rule(
@@ -268,7 +268,7 @@ def _residual_unnormalised_scaled_rule(
     target_row, draft_row, _ = _final_pair(draft, target, accepted)
     excess = torch.clamp(target_row - draft_row, min=0.0)  # unnormalised, [N, V]
     excess = torch.where(excess.sum(-1, keepdim=True) > 0, excess, target_row)  # p == q guard
-    return assemble(ids, accepted, _sample(excess, checked[:, -1]))
+    return assemble(ids, accepted, inverse_cdf(excess, checked[:, -1]))
 
 
 @batched
@@ -337,14 +337,14 @@ def _residual_at_drafted_token_only_rule(
     target_row, draft_row, _ = _final_pair(draft, target, accepted)
     drafted = ids.gather(1, accepted.clamp(max=k - 1).unsqueeze(-1))  # x_j, [N, 1]
     only_there = torch.zeros_like(draft_row).scatter(-1, drafted, draft_row.gather(-1, drafted))
-    return assemble(ids, accepted, _sample(_residual(target_row, only_there), checked[:, k]))
+    return assemble(ids, accepted, inverse_cdf(residual(target_row, only_there), checked[:, k]))
 
 
 def _small_mass_row(draft: Tensor, target: Tensor, accepted: Tensor) -> tuple[Tensor, Tensor]:
     """The correct final row and where a rejection met a residual mass below ``SMALL_MASS``."""
     target_row, draft_row, rejected = _final_pair(draft, target, accepted)
     mass = torch.clamp(target_row - draft_row, min=0.0).sum(-1, keepdim=True)  # = TV(p_j, q_j)
-    return _residual(target_row, draft_row), rejected & (mass < SMALL_MASS)
+    return residual(target_row, draft_row), rejected & (mass < SMALL_MASS)
 
 
 def _small_mass_uniform_rule(
@@ -360,7 +360,7 @@ def _small_mass_uniform_rule(
     accepted = _decide(ids, draft, target, checked)
     row, tiny = _small_mass_row(draft, target, accepted)
     row = torch.where(tiny, torch.full_like(row, 1.0 / row.shape[-1]), row)
-    return assemble(ids, accepted, _sample(row, checked[:, -1]))
+    return assemble(ids, accepted, inverse_cdf(row, checked[:, -1]))
 
 
 def _small_mass_token0_rule(
@@ -374,7 +374,7 @@ def _small_mass_token0_rule(
     ids, draft, target, checked = _prepare(draft_tokens, draft_probs, target_probs, uniforms)
     accepted = _decide(ids, draft, target, checked)
     row, tiny = _small_mass_row(draft, target, accepted)
-    final = torch.where(tiny.squeeze(-1), 0, _sample(row, checked[:, -1]))
+    final = torch.where(tiny.squeeze(-1), 0, inverse_cdf(row, checked[:, -1]))
     return assemble(ids, accepted, final)
 
 
@@ -465,7 +465,7 @@ def _bonus_off_by_one_rule(
     accepted = _decide(ids, draft, target, checked)
     correct = _correct_row(draft, target, accepted)
     row = torch.where((accepted < k).unsqueeze(-1), correct, target[:, k - 1])
-    return assemble(ids, accepted, _sample(row, checked[:, k]))
+    return assemble(ids, accepted, inverse_cdf(row, checked[:, k]))
 
 
 def _target_row_shifted_rule(
@@ -480,7 +480,9 @@ def _target_row_shifted_rule(
     ids, draft, target, checked = _prepare(draft_tokens, draft_probs, target_probs, uniforms)
     shifted = torch.cat([target[:, 1:], target[:, -1:]], dim=1)  # p_1 .. p_k, p_k
     accepted = _decide(ids, draft, shifted, checked)
-    return assemble(ids, accepted, _sample(_correct_row(draft, shifted, accepted), checked[:, -1]))
+    return assemble(
+        ids, accepted, inverse_cdf(_correct_row(draft, shifted, accepted), checked[:, -1])
+    )
 
 
 def _count_all_acceptances_rule(
@@ -496,7 +498,9 @@ def _count_all_acceptances_rule(
     k = ids.shape[-1]
     passed = checked[:, :k] < _ratio(_at(target[:, :k], ids), _at(draft, ids))
     accepted = passed.long().sum(dim=-1)  # should be first_rejection(passed)
-    return assemble(ids, accepted, _sample(_correct_row(draft, target, accepted), checked[:, k]))
+    return assemble(
+        ids, accepted, inverse_cdf(_correct_row(draft, target, accepted), checked[:, k])
+    )
 
 
 def _swapped_target_draft_rule(
@@ -511,8 +515,8 @@ def _swapped_target_draft_rule(
     k = ids.shape[-1]
     accepted = first_rejection(checked[:, :k] < _ratio(_at(draft, ids), _at(target[:, :k], ids)))
     target_row, draft_row, rejected = _final_pair(draft, target, accepted)
-    row = torch.where(rejected, _residual(draft_row, target_row), target_row)
-    return assemble(ids, accepted, _sample(row, checked[:, k]))
+    row = torch.where(rejected, residual(draft_row, target_row), target_row)
+    return assemble(ids, accepted, inverse_cdf(row, checked[:, k]))
 
 
 # -- lossy: the acceptance test ------------------------------------------------------------------
@@ -539,7 +543,9 @@ def _accept_zero_prob_8bit_rule(
     k = ids.shape[-1]
     coarse = _quantise(checked[:, :k])
     accepted = first_rejection(coarse <= _ratio(_at(target[:, :k], ids), _at(draft, ids)))
-    return assemble(ids, accepted, _sample(_correct_row(draft, target, accepted), checked[:, k]))
+    return assemble(
+        ids, accepted, inverse_cdf(_correct_row(draft, target, accepted), checked[:, k])
+    )
 
 
 @batched
@@ -614,7 +620,9 @@ def _threshold_accept_rule(
     target_at, draft_at = _at(target[:, :k], ids), _at(draft, ids)
     passed = target_at > THRESHOLD * draft_at  # p/q > 0.3 without dividing
     accepted = first_rejection(passed)
-    return assemble(ids, accepted, _sample(_correct_row(draft, target, accepted), checked[:, k]))
+    return assemble(
+        ids, accepted, inverse_cdf(_correct_row(draft, target, accepted), checked[:, k])
+    )
 
 
 def _lenience_rule(
@@ -631,7 +639,7 @@ def _lenience_rule(
     accepted = first_rejection(checked[:, :k] < ratio)
     target_row, draft_row, _ = _final_pair(draft, target, accepted)
     return assemble(
-        ids, accepted, _sample(_residual(target_row, LENIENCE * draft_row), checked[:, k])
+        ids, accepted, inverse_cdf(residual(target_row, LENIENCE * draft_row), checked[:, k])
     )
 
 
@@ -652,7 +660,7 @@ def _typical_acceptance_rule(
     entropy = -(rows * logs).sum(-1)  # H(p_i), [N, k]
     threshold = torch.clamp(TYPICAL_DELTA * torch.exp(-entropy), max=TYPICAL_EPSILON)
     accepted = first_rejection(_at(rows, ids) > threshold)
-    return assemble(ids, accepted, _sample(row_at(target, accepted), checked[:, k]))
+    return assemble(ids, accepted, inverse_cdf(row_at(target, accepted), checked[:, k]))
 
 
 # -- the registries ----------------------------------------------------------------------------

@@ -5,9 +5,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_target_block
-from specdec.sampling import _sample
+from specdec._kernels import assemble, first_rejection, inverse_cdf
 from specdec.types import Verification
-from specdec.verify._block import assemble, first_rejection
 
 __all__ = ["verify_exact_match"]
 
@@ -47,7 +46,7 @@ def verify_exact_match(
         tensor([ 0,  1, -1])
     """
     draft_ids, target, noise = check_target_block(draft_tokens, target_probs, uniforms)
-    sampled = _sample(target.to(torch.float64), noise.to(torch.float64))  # y_i, [*b, k+1]
+    sampled = inverse_cdf(target.to(torch.float64), noise.to(torch.float64))  # y_i, [*b, k+1]
     num_accepted = first_rejection(draft_ids.long() == sampled[..., :-1])
     final = sampled.gather(-1, num_accepted.unsqueeze(-1)).squeeze(-1)
     return assemble(draft_ids, num_accepted, final)

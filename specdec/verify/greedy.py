@@ -4,8 +4,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_logits_argmax, check_min_dim, check_shape, check_tokens
+from specdec._kernels import assemble, first_rejection
 from specdec.types import Verification
-from specdec.verify._block import assemble, first_rejection
 
 __all__ = ["verify_greedy"]
 

@@ -5,10 +5,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_draft_block
-from specdec.rejection import _acceptance, _residual
-from specdec.sampling import _sample
+from specdec._kernels import acceptance, assemble, first_rejection, inverse_cdf, residual, row_at
 from specdec.types import Verification
-from specdec.verify._block import assemble, first_rejection, row_at
 
 __all__ = ["verify_tokens"]
 
@@ -70,12 +68,12 @@ def verify_tokens(
         )
     target_at = target[..., :k, :].gather(-1, index).squeeze(-1).to(torch.float64)  # p_i(x_i)
     # Step 1: accept draft i iff u_i < min(1, p/q); stop at the first rejection j.
-    accepted = noise[..., :k] < _acceptance(target_at, draft_at)  # [*b, k]
+    accepted = noise[..., :k] < acceptance(target_at, draft_at)  # [*b, k]
     num_accepted = first_rejection(accepted)  # j, [*b]
     # Step 2: the row to draw from: residual norm(max(0, p_j - q_j)) if j < k, else p_k.
     target_row = row_at(target, num_accepted).to(torch.float64)  # [*b, V]
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)  # [*b, V]
     draft_row = torch.where((num_accepted < k).unsqueeze(-1), draft_row, 0.0)  # q := 0 for bonus
-    final = _sample(_residual(target_row, draft_row), noise[..., k].to(torch.float64))
+    final = inverse_cdf(residual(target_row, draft_row), noise[..., k].to(torch.float64))
     # Step 3: emit the accepted drafts and the corrected-or-bonus token.
     return assemble(draft_ids, num_accepted, final)
