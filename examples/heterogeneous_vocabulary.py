@@ -10,7 +10,7 @@ import torch
 
 import specdec
 from specdec.exact import block_law, completion_law, restricted_draft, target_law
-from specdec.models import ToyLM, VocabularyMap, make_toy_model
+from specdec.models import MappedDraft, ToyLM, VocabularyMap, make_toy_model
 
 TARGET_VOCAB = {"the": 0, "cat": 1, "sat": 2, "on": 3, "mat": 4, "<unk>": 5}
 DRAFT_VOCAB = {"<unk>": 0, "mat": 1, "sat": 2, "the": 3, "dog": 4}  # no "cat", no "on"
@@ -40,12 +40,11 @@ print(f"exact completion law == target law of {K + 1} tokens: {lossless}")
 # 2. Generation with the map.
 out = specdec.generate_speculative(
     ToyLM(target),
-    ToyLM(draft),
+    MappedDraft(ToyLM(draft), vocabulary_map),  # proposes the shared tokens only
     torch.tensor([PREFIX]),
     k=K,
     max_new_tokens=NEW_TOKENS,
     generator=torch.Generator().manual_seed(SEED),
-    vocabulary_map=vocabulary_map,
 )
 text = " ".join(words[int(t)] for t in out.tokens[0])
 print(f"generated: {text!r}; accepted drafts per step: {out.accepted[:, 0].tolist()}")

@@ -3,7 +3,7 @@
 ``NGramDraft`` proposes the token that followed the latest earlier occurrence of the context's
 last few tokens: a point mass, which speculative sampling verifies losslessly (claim 2). Asked to
 repeat a passage, the target copies long runs of its prompt, and each verification pass emits
-several of them; where the lookup finds nothing, ``draft_stop_peak_below`` ends the block
+several of them; where the lookup finds nothing, ``StopPeakBelow(0.5)`` ends the block
 before that row (a step with no hit is one target token). The
 script runs greedy autoregressive and speculative generation side by side, checks that they
 emit the same tokens, and prints both times (one run each on a shared machine: a ratio, not a
@@ -18,6 +18,7 @@ import torch
 
 import specdec
 from specdec.models import HFModel, NGramDraft, load_smollm2
+from specdec.stopping import StopPeakBelow
 
 PASSAGE = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
@@ -59,7 +60,7 @@ out = specdec.generate_speculative(
     generator=torch.Generator(),
     temperature=0.0,
     eos_token_id=eos,
-    draft_stop_peak_below=0.5,  # a block ends before a row with no hit (claim 13)
+    stopping=StopPeakBelow(0.5),  # a block ends before a row with no hit (claim 13)
 )
 speculative_s = time.perf_counter() - start
 

@@ -12,10 +12,10 @@ odd token at depth >= 2") and three on the row before sampling (peak ``max q < c
 claim's recursion completes to the target's law (``==`` on Fractions); the excluding variant's
 completed law is at an exact positive distance in most cases (and equal only where the rule
 never fires on a reachable draft or ``p = q`` there); the library's ``speculative_step(...,
-stop_below=c)`` and ``speculative_step(..., stop_peak_below=c)`` report, for every row of a
-large seeded batch, the block length the rule gives on the drafts it made (0 included), draft
-only as many tokens as the longest block, and verify nothing beyond each row's block. See
-``proofs/theory.md``, claim 13.
+stopping=StopBelow(c))`` and ``speculative_step(..., stopping=StopPeakBelow(c))`` report, for
+every row of a large seeded batch, the block length the rule gives on the drafts it made (0
+included), draft only as many tokens as the longest block, and verify nothing beyond each row's
+block. See ``proofs/theory.md``, claim 13.
 """
 
 import itertools
@@ -35,10 +35,12 @@ from _common import (
 )
 
 from specdec.exact import Law, total_variation
-from specdec.models import ToyLM, empty_context
+from specdec.models import ToyLM
 from specdec.models.toy import ToyModel, make_toy_pair
-from specdec.step import SamplingOptions, StepState, speculative_step
+from specdec.step import StepState, speculative_step
+from specdec.stopping import StopBelow, StopPeakBelow
 from specdec.verify import verify_tokens
+from specdec.warp import SamplingOptions
 
 ZERO = Fraction(0)
 
@@ -158,8 +160,8 @@ def check_excluding_the_stopping_draft_is_lossy() -> int:
 
 
 def check_library_block_lengths() -> int:
-    """``speculative_step(stop_below=c)`` and ``speculative_step(stop_peak_below=c)``: each row's
-    length is the rule's, on its own drafts (0 included for the rule on the row)."""
+    """``speculative_step(stopping=StopBelow(c))`` and ``(stopping=StopPeakBelow(c))``: each
+    row's length is the rule's, on its own drafts (0 included for the rule on the row)."""
     rows = empty = 0
     for seed, vocab, k, closeness in CASES[::3]:
         pair = make_toy_pair(vocab, seed=seed, closeness=closeness)
@@ -168,9 +170,8 @@ def check_library_block_lengths() -> int:
         for kind, threshold in itertools.product(
             ("stop_below", "stop_peak_below"), LIBRARY_THRESHOLDS
         ):
-            state = StepState(
-                empty_context(LIBRARY_BATCH), empty_context(LIBRARY_BATCH), prompt, prompt
-            )
+            state = StepState.initial(prompt)
+            stopping = StopBelow(threshold) if kind == "stop_below" else StopPeakBelow(threshold)
             outcome = speculative_step(
                 ToyLM(pair.target),
                 ToyLM(pair.draft),
@@ -180,7 +181,7 @@ def check_library_block_lengths() -> int:
                 draft_options=SamplingOptions(),
                 draft_uniforms=torch.rand(LIBRARY_BATCH, k, generator=generator),
                 verify_uniforms=torch.rand(LIBRARY_BATCH, k + 1, generator=generator),
-                **{kind: threshold},  # type: ignore[arg-type]
+                stopping=stopping,
             )
             drafts = outcome.draft.tokens.tolist()
             lengths = outcome.lengths.tolist()

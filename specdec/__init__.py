@@ -6,10 +6,11 @@ from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
 from specdec.verify import verify_exact_match, verify_greedy, verify_tokens
-from specdec.warp import warp_probs
+from specdec.warp import SamplingOptions, warp_probs
 
 __all__ = [
     "Generation",
+    "SamplingOptions",
     "Verification",
     "VerifyRule",
     "acceptance_probs",

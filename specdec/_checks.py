@@ -185,9 +185,9 @@ def check_same_vocabulary(target_vocab: int, draft_vocab: int) -> None:
         raise ValueError(
             f"Vocabulary mismatch: target has V={target_vocab}, draft V={draft_vocab}; "
             "speculative sampling needs the same token ids on both sides. For a draft with "
-            "another vocabulary pass vocabulary_map=specdec.models.VocabularyMap(...) to "
-            "generate_speculative (or wrap the draft in specdec.models.MappedDraft): it drafts "
-            "the shared tokens only and stays lossless (proofs/theory.md, claim 12)."
+            "another vocabulary wrap it: specdec.models.MappedDraft(draft, "
+            "specdec.models.VocabularyMap(...)) drafts the shared tokens only and stays "
+            "lossless (proofs/theory.md, claim 12)."
         )
 
 
@@ -244,15 +244,13 @@ def check_draft_block(
     return draft_ids, draft, target, noise
 
 
-def check_stop_below(stop_below: object, name: str = "stop_below") -> float | None:
-    """``None`` or a probability in ``(0, 1]``: a draft-side stopping threshold."""
-    if stop_below is None:
-        return None
-    if isinstance(stop_below, bool) or not isinstance(stop_below, int | float):
-        raise TypeError(f"{name} must be a float or None, got {type(stop_below).__name__}.")
-    if not 0.0 < stop_below <= 1.0:
-        raise ValueError(f"{name} must lie in (0, 1] (a probability), got {stop_below}.")
-    return float(stop_below)
+def check_probability_threshold(name: str, value: object) -> float:
+    """A probability in ``(0, 1]``: a draft-side stopping threshold."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}.")
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1] (a probability), got {value}.")
+    return float(value)
 
 
 def check_sampling_options(
@@ -275,3 +273,61 @@ def check_sampling_options(
             raise TypeError(f"{name} must be a float or None, got {type(value).__name__}.")
         if not 0.0 < value <= 1.0:
             raise ValueError(f"{name} must lie in (0, 1] (or None to disable), got {value!r}.")
+
+
+def check_block_lengths(name: str, value: object, batch: int, k: int) -> Tensor:
+    """``None`` (``k`` for every row) or an int64 ``[batch]`` tensor of lengths in ``[0, k]``."""
+    if value is None:
+        return torch.full((batch,), k, dtype=torch.int64)
+    if not isinstance(value, Tensor) or value.dtype != torch.int64:
+        raise TypeError(f"{name} must be an int64 tensor [batch] (or None).")
+    if value.shape != (batch,):
+        raise ValueError(f"{name} must have shape [{batch}], got {tuple(value.shape)}.")
+    if bool(((value < 0) | (value > k)).any()):
+        raise ValueError(f"{name} must lie in [0, {k}] (the drafted block), got {value.tolist()}.")
+    return value
+
+
+def check_stopping_rule(name: str, value: object) -> None:
+    """An object with a ``block_end`` method (``specdec.stopping.StoppingRule``)."""
+    if not callable(getattr(value, "block_end", None)):
+        raise TypeError(
+            f"{name} must be a stopping rule (specdec.stopping: NEVER, StopBelow(t), "
+            f"StopPeakBelow(t), AnyOf(...)), got {type(value).__name__}."
+        )
+
+
+def check_prompt_ids(name: str, value: object, vocab_size: int) -> Tensor:
+    """A ``[b, L]`` integer tensor, ``b, L >= 1``, of ids in ``[0, vocab_size)``; as int64."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a LongTensor [b, L], got {type(value).__name__}.")
+    if value.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must be an integer tensor, got {value.dtype}.")
+    if value.dim() != 2 or value.shape[0] < 1:
+        raise ValueError(f"{name} must have shape [b, L] with b >= 1, got {tuple(value.shape)}.")
+    if value.shape[1] < 1:
+        raise ValueError(f"{name} must not be empty (L >= 1): the first token needs a context.")
+    low, high = int(value.min()), int(value.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(
+            f"{name} must hold token ids in [0, {vocab_size}), got ids in [{low}, {high}]."
+        )
+    return value.long()
+
+
+def check_token_budget(
+    max_new_tokens: object, prompt_length: int, lookahead: int, max_length: object
+) -> int:
+    """``max_new_tokens``: an int ``>= 0`` such that the prompt, the new tokens and the
+    ``lookahead`` drafts fit the model's ``max_length`` (when it has one)."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}.")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
+    needed = prompt_length + max_new_tokens + lookahead
+    if isinstance(max_length, int) and needed > max_length:
+        raise ValueError(
+            f"prompt length {prompt_length} + max_new_tokens {max_new_tokens} + lookahead "
+            f"{lookahead} = {needed} exceeds the model's maximum length {max_length}."
+        )
+    return max_new_tokens

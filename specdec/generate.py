@@ -6,13 +6,22 @@ same uniforms whatever else is in the batch, so a batch equals its rows run alon
 token (tested). Each speculative step draws ``k`` drafting and ``k+1`` verification uniforms per
 row; each autoregressive token draws one.
 
+Sampling options: ``SamplingOptions`` values (``target_options``, ``draft_options``), or the
+keywords ``temperature``, ``top_k``, ``top_p``, ``min_p`` and ``draft_temperature``, ...,
+``draft_min_p``, which only build those values (a ``draft_`` keyword left out or ``None`` takes
+the target's value). Passing a value and its keywords together is refused.
+
 Stopping: a row stops after ``max_new_tokens`` tokens or after emitting ``eos_token_id``; nothing
 after an EOS is emitted, even inside an accepted block, and the budget is never overshot (the
 emitted block is cut). When fewer than ``k+1`` tokens remain, the step drafts only
 ``max(remaining) - 1`` tokens and each row verifies only the drafts it can still emit
 (``speculative_step``'s ``lengths``); with one token left the draft is not called and the step
 is one target pass, as in autoregressive decoding. Every row still draws ``k`` and ``k+1``
-uniforms per step, so a row's randomness and tokens never depend on the other rows.
+uniforms per step, so a row's randomness and tokens never depend on the other rows. A
+``stopping`` rule (``specdec.stopping``) may end a step's blocks earlier.
+
+Timing: the loops time each step and, inside it, the calls to each model (a model wrapped for
+the loop's duration); ``Generation`` holds the per-step totals.
 
 Prefill: there is none. The prompt is the pending input of the first model pass (the first
 verification pass for the target, the first drafting pass for the draft), and models return
@@ -20,22 +29,36 @@ logits for the positions that are needed only (``logits_to_keep``).
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
+from typing_extensions import TypedDict, Unpack
 
-from specdec._checks import check_same_vocabulary, check_stop_below
+from specdec._checks import (
+    check_positive_int,
+    check_prompt_ids,
+    check_same_vocabulary,
+    check_token_budget,
+)
+from specdec.cache import KVCache
 from specdec.models.base import CausalLM, empty_context, extend
-from specdec.models.vocabulary import MappedDraft, VocabularyMap
 from specdec.noise import uniforms
-from specdec.step import SamplingOptions, StepState, speculative_step
+from specdec.step import StepState, speculative_step
+from specdec.stopping import NEVER, StoppingRule
 from specdec.types import VerifyRule
 from specdec.verify.tokens import verify_tokens
+from specdec.warp import SamplingOptions
 
-__all__ = ["Generation", "generate_autoregressive", "generate_speculative"]
+__all__ = [
+    "DraftSamplingKeywords",
+    "Generation",
+    "SamplingKeywords",
+    "generate_autoregressive",
+    "generate_speculative",
+]
 
 Generators = torch.Generator | Sequence[torch.Generator]
 
@@ -50,12 +73,13 @@ class Generation:
         accepted: ``[steps, b]`` drafts accepted per speculative step (``-1`` once a row has
             stopped); empty for autoregressive generation.
         verified: ``[steps, b]`` drafts verified per step: ``k``, fewer (down to 0) at the
-            budget's end or where the draft stopped (``draft_stop_below``,
-            ``draft_stop_peak_below``); ``-1`` once a row has stopped.
-        draft_seconds: per-step drafting time.
-        verify_seconds: per-step target pass and verification time (per-token forward time for
-            autoregressive generation).
-        other_seconds: per-step cache rollback and bookkeeping time.
+            budget's end or where the ``stopping`` rule ended the block; ``-1`` once a row has
+            stopped.
+        draft_seconds: per-step time inside the draft model's calls.
+        verify_seconds: per-step time inside the target model's calls (per-token forward time
+            for autoregressive generation).
+        other_seconds: the rest of each step: sampling, verification, cache rollback and
+            bookkeeping.
     """
 
     tokens: Int[Tensor, "batch n"]
@@ -74,40 +98,6 @@ class Generation:
     def total_seconds(self) -> float:
         """Time spent in steps."""
         return sum(self.draft_seconds) + sum(self.verify_seconds) + sum(self.other_seconds)
-
-
-def _check_prompt(prompt_ids: object, vocab_size: int) -> Tensor:
-    if not isinstance(prompt_ids, Tensor):
-        raise TypeError(f"prompt_ids must be a LongTensor [b, L], got {type(prompt_ids).__name__}.")
-    if prompt_ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"prompt_ids must be an integer tensor, got {prompt_ids.dtype}.")
-    if prompt_ids.dim() != 2 or prompt_ids.shape[0] < 1:
-        raise ValueError(
-            f"prompt_ids must have shape [b, L] with b >= 1, got {tuple(prompt_ids.shape)}."
-        )
-    if prompt_ids.shape[1] < 1:
-        raise ValueError("prompt_ids must not be empty (L >= 1): the first token needs a context.")
-    low, high = int(prompt_ids.min()), int(prompt_ids.max())
-    if low < 0 or high >= vocab_size:
-        raise ValueError(
-            f"prompt_ids must hold token ids in [0, {vocab_size}), got ids in [{low}, {high}]."
-        )
-    return prompt_ids.long()
-
-
-def _check_budget(model: CausalLM, prompt: Tensor, max_new_tokens: object, extra: int) -> int:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}.")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
-    limit = getattr(model, "max_length", None)
-    needed = prompt.shape[1] + max_new_tokens + extra
-    if isinstance(limit, int) and needed > limit:
-        raise ValueError(
-            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} + lookahead "
-            f"{extra} = {needed} exceeds the model's maximum length {limit}."
-        )
-    return max_new_tokens
 
 
 def _draw(generator: Generators, batch: int, width: int) -> Tensor:
@@ -143,19 +133,114 @@ def _append(
     return written, produced, done | hit | (produced >= budget)
 
 
+class SamplingKeywords(TypedDict, total=False):
+    """The target's sampling keywords: they build ``SamplingOptions`` and nothing else."""
+
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    min_p: float | None
+
+
+class DraftSamplingKeywords(SamplingKeywords, total=False):
+    """The target's keywords and the draft's (``None``: the target's value)."""
+
+    draft_temperature: float | None
+    draft_top_k: int | None
+    draft_top_p: float | None
+    draft_min_p: float | None
+
+
+_FIELDS = ("temperature", "top_k", "top_p", "min_p")
+_MOVED = {
+    "draft_stop_below": "stopping=specdec.stopping.StopBelow(threshold)",
+    "draft_stop_peak_below": "stopping=specdec.stopping.StopPeakBelow(threshold)",
+    "vocabulary_map": "the draft wrapped as specdec.models.MappedDraft(draft, vocabulary_map)",
+}
+
+
+def _check_keywords(keywords: Mapping[str, object], allowed: Sequence[str], caller: str) -> None:
+    for name in keywords:
+        if name in _MOVED:
+            raise TypeError(f"{caller}() no longer takes {name}=; pass {_MOVED[name]}.")
+        if name not in allowed:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}.")
+
+
+def _options(
+    name: str,
+    options: object,
+    keywords: Mapping[str, object],
+    prefix: str,
+    default: SamplingOptions,
+) -> SamplingOptions:
+    """``options`` as given, or built from the keywords ``prefix + field`` (a keyword left out
+    or ``None`` takes ``default``'s field); both together are refused."""
+    given = {key: keywords[prefix + key] for key in _FIELDS if prefix + key in keywords}
+    if options is not None:
+        if given:
+            spelled = ", ".join(prefix + key for key in given)
+            raise TypeError(f"pass either {name} or the keywords {spelled}, not both.")
+        if not isinstance(options, SamplingOptions):
+            raise TypeError(f"{name} must be SamplingOptions, got {type(options).__name__}.")
+        return options
+    values = {
+        key: getattr(default, key) if given.get(key) is None else given[key] for key in _FIELDS
+    }
+    return SamplingOptions(**values)  # type: ignore[arg-type]  # checked on construction
+
+
+class _Timed:
+    """A model whose calls add their duration to ``seconds``: the loop's stopwatch, local to
+    one ``generate_speculative`` call."""
+
+    def __init__(self, model: CausalLM) -> None:
+        self.model = model
+        self.seconds = 0.0
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.vocab_size
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        cache: KVCache | None,
+        attention_mask: Tensor,
+        position_ids: Tensor,
+        logits_to_keep: int | None = None,
+    ) -> tuple[Tensor, KVCache]:
+        start = time.perf_counter()
+        out = self.model.forward(input_ids, cache, attention_mask, position_ids, logits_to_keep)
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def lap(self) -> float:
+        """The time accumulated since the last lap."""
+        elapsed, self.seconds = self.seconds, 0.0
+        return elapsed
+
+
 def generate_autoregressive(
     model: CausalLM,
     prompt_ids: Int[Tensor, "batch prompt"],
     *,
     max_new_tokens: int,
     generator: Generators,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    min_p: float | None = None,
+    options: SamplingOptions | None = None,
     eos_token_id: int | None = None,
+    **sampling: Unpack[SamplingKeywords],
 ) -> Generation:
     """Target-only decoding: the reference law speculative decoding must reproduce.
+
+    Args:
+        model: the model to sample from.
+        prompt_ids: ``[b, L]`` token ids, ``L >= 1``.
+        max_new_tokens: tokens to generate per row (fewer after an EOS).
+        generator: one ``torch.Generator``, or one per row.
+        options: the sampling law (``SamplingOptions``); or the keywords ``temperature``,
+            ``top_k``, ``top_p``, ``min_p`` (default: temperature 1, no filter).
+        eos_token_id: a row stops after emitting it.
 
     Example:
         >>> import torch
@@ -168,9 +253,11 @@ def generate_autoregressive(
         >>> out.tokens.shape
         torch.Size([1, 5])
     """
-    prompt = _check_prompt(prompt_ids, model.vocab_size)
-    budget = _check_budget(model, prompt, max_new_tokens, 0)
-    options = SamplingOptions(temperature, top_k, top_p, min_p)
+    _check_keywords(sampling, _FIELDS, "generate_autoregressive")
+    law = _options("options", options, sampling, "", SamplingOptions())
+    prompt = check_prompt_ids("prompt_ids", prompt_ids, model.vocab_size)
+    max_length = getattr(model, "max_length", None)
+    budget = check_token_budget(max_new_tokens, prompt.shape[1], 0, max_length)
     batch = prompt.shape[0]
     out = torch.full((batch, budget), -1, dtype=torch.int64)
     produced = torch.zeros(batch, dtype=torch.int64)
@@ -181,7 +268,7 @@ def generate_autoregressive(
     while not bool(done.all()):
         start = time.perf_counter()
         logits, context = extend(model, context, pending, logits_to_keep=1)
-        token, _ = options.draw(logits[:, -1], _draw(generator, batch, 1)[:, 0])
+        token, _ = law.draw(logits[:, -1], _draw(generator, batch, 1)[:, 0])
         middle = time.perf_counter()
         out, produced, done = _append(
             out, produced, done, token[:, None], torch.ones_like(token), eos_token_id
@@ -207,41 +294,41 @@ def generate_speculative(
     k: int,
     max_new_tokens: int,
     generator: Generators,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    min_p: float | None = None,
-    draft_temperature: float | None = None,
-    draft_top_k: int | None = None,
-    draft_top_p: float | None = None,
-    draft_min_p: float | None = None,
-    draft_stop_below: float | None = None,
-    draft_stop_peak_below: float | None = None,
+    target_options: SamplingOptions | None = None,
+    draft_options: SamplingOptions | None = None,
+    stopping: StoppingRule = NEVER,
     rule: VerifyRule = verify_tokens,
     eos_token_id: int | None = None,
-    vocabulary_map: VocabularyMap | None = None,
+    **sampling: Unpack[DraftSamplingKeywords],
 ) -> Generation:
     """Speculative decoding: same law as ``generate_autoregressive`` on ``target``.
 
-    The draft's options default to the target's; any other choice changes speed, never the law.
-    A draft with another vocabulary needs ``vocabulary_map`` (``specdec.models.VocabularyMap``):
-    the draft is then wrapped in ``MappedDraft`` and proposes shared tokens only, with its law
-    restricted to them and renormalised, which keeps the law exact (``proofs/theory.md``,
-    claim 12); the draft options apply to the restricted logits.
-
-    ``draft_stop_below`` lets a step draft fewer than ``k`` tokens: a row's block ends at its
-    first draft whose probability under the draft's unwarped softmax is below it, that draft
-    included, and the draft is called until every row's block has ended. The decision depends
-    on the draft's side only, so the law stays exact (claim 13); it saves the draft calls and
-    verified positions a confident draft would waste. ``draft_stop_peak_below`` ends a row's
-    block *before* a draft whose row (unwarped) has its largest probability below it, so a step
-    may verify no draft at all and be one target pass: ``NGramDraft`` with
-    ``draft_stop_peak_below=0.5`` drafts only where its lookup found a match.
+    Args:
+        target: the target model; the output follows its warped law.
+        draft: the draft model, on the target's vocabulary (wrap a draft with another
+            vocabulary in ``specdec.models.MappedDraft``).
+        prompt_ids: ``[b, L]`` token ids, ``L >= 1``.
+        k: drafts per step (``>= 1``).
+        max_new_tokens: tokens to generate per row (fewer after an EOS).
+        generator: one ``torch.Generator``, or one per row (then a batch equals its rows
+            run alone).
+        target_options: the target's sampling law; or the keywords ``temperature``,
+            ``top_k``, ``top_p``, ``min_p``.
+        draft_options: the draft's own options (default: the target's); or the keywords
+            ``draft_temperature``, ..., ``draft_min_p``. Any choice changes speed, never the
+            law.
+        stopping: a ``specdec.stopping`` rule that may end a step's blocks before ``k``
+            drafts (default: never). A stopping time of the draft keeps the law exact
+            (``proofs/theory.md``, claim 13): ``StopBelow(t)`` saves the draft calls and
+            verified positions a confident draft would waste; ``StopPeakBelow(0.5)`` with
+            ``NGramDraft`` verifies lookup hits only.
+        rule: the verification rule (``specdec.verify``).
+        eos_token_id: a row stops after emitting it.
 
     Raises:
-        ValueError: vocabulary mismatch between draft and target (without ``vocabulary_map``,
-            or a map of other sizes), ``k < 1``, empty or too long prompts, bad sampling
-            options.
+        ValueError: vocabulary mismatch between draft and target, ``k < 1``, empty or too
+            long prompts, bad sampling options. TypeError: a keyword that is not a sampling
+            keyword, options given both ways.
 
     Example:
         >>> import torch
@@ -254,25 +341,17 @@ def generate_speculative(
         >>> out.tokens.shape, bool((out.tokens >= 0).all())
         (torch.Size([1, 6]), True)
     """
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int, got {type(k).__name__}.")
-    if k < 1:
-        raise ValueError(f"k must be >= 1 (the number of drafted tokens per step), got {k}.")
-    if vocabulary_map is not None:
-        draft = MappedDraft(draft, vocabulary_map)  # checks the draft's size against the map
-        vocabulary_map.check_sizes(target=target.vocab_size)
-    check_same_vocabulary(target.vocab_size, draft.vocab_size)
-    prompt = _check_prompt(prompt_ids, target.vocab_size)
-    budget = _check_budget(target, prompt, max_new_tokens, k)
-    check_stop_below(draft_stop_below, "draft_stop_below")
-    check_stop_below(draft_stop_peak_below, "draft_stop_peak_below")
-    target_options = SamplingOptions(temperature, top_k, top_p, min_p)
-    draft_options = SamplingOptions(
-        temperature if draft_temperature is None else draft_temperature,
-        top_k if draft_top_k is None else draft_top_k,
-        top_p if draft_top_p is None else draft_top_p,
-        min_p if draft_min_p is None else draft_min_p,
+    _check_keywords(
+        sampling, [*_FIELDS, *(f"draft_{key}" for key in _FIELDS)], "generate_speculative"
     )
+    k = check_positive_int("k", k)
+    check_same_vocabulary(target.vocab_size, draft.vocab_size)
+    prompt = check_prompt_ids("prompt_ids", prompt_ids, target.vocab_size)
+    max_length = getattr(target, "max_length", None)
+    budget = check_token_budget(max_new_tokens, prompt.shape[1], k, max_length)
+    target_law = _options("target_options", target_options, sampling, "", SamplingOptions())
+    draft_law = _options("draft_options", draft_options, sampling, "draft_", target_law)
+    timed_target, timed_draft = _Timed(target), _Timed(draft)
     batch = prompt.shape[0]
     out = torch.full((batch, budget), -1, dtype=torch.int64)
     produced = torch.zeros(batch, dtype=torch.int64)
@@ -280,27 +359,26 @@ def generate_speculative(
     accepted_per_step: list[Tensor] = []
     verified_per_step: list[Tensor] = []
     times: list[tuple[float, float, float]] = []
-    state = StepState(empty_context(batch), empty_context(batch), prompt, prompt)
+    state = StepState.initial(prompt)
     while not bool(done.all()):
+        start = time.perf_counter()
         draft_uniforms = _draw(generator, batch, k)  # k and k + 1 per row, whatever is used
         verify_uniforms = _draw(generator, batch, k + 1)
         usable = (budget - produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
         width = int(usable[~done].max())
         lengths = torch.where(done, width, usable)  # finished rows: anything, one group
         outcome = speculative_step(
-            target,
-            draft,
+            timed_target,
+            timed_draft,
             state,
             rule=rule,
-            target_options=target_options,
-            draft_options=draft_options,
+            target_options=target_law,
+            draft_options=draft_law,
             draft_uniforms=draft_uniforms,  # the step drafts max(lengths) and uses their uniforms
             verify_uniforms=verify_uniforms,
             lengths=lengths,
-            stop_below=draft_stop_below,
-            stop_peak_below=draft_stop_peak_below,
+            stopping=stopping,
         )
-        start = time.perf_counter()
         verdict = outcome.verification
         accepted_per_step.append(torch.where(done, -1, verdict.num_accepted))
         verified_per_step.append(torch.where(done, -1, outcome.lengths))
@@ -308,13 +386,8 @@ def generate_speculative(
             out, produced, done, verdict.tokens, verdict.num_accepted + 1, eos_token_id
         )
         state = outcome.state
-        times.append(
-            (
-                outcome.draft_seconds,
-                outcome.verify_seconds,
-                outcome.other_seconds + time.perf_counter() - start,
-            )
-        )
+        drafting, verifying = timed_draft.lap(), timed_target.lap()
+        times.append((drafting, verifying, time.perf_counter() - start - drafting - verifying))
     empty = torch.zeros(0, batch, dtype=torch.int64)
     return Generation(
         tokens=out,

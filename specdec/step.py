@@ -1,11 +1,12 @@
-"""One speculative step on real models: draft, verify once, roll back, carry the bonus token.
+"""One speculative step on real models: draft, verify once, roll back, carry the emitted token.
 
-Invariants between steps, for each row whose committed text is ``s``:
+``speculative_step`` is Algorithm 1 of Leviathan et al. (2023), batched; each of its parts is a
+helper below. Invariants between steps, for each row whose committed text is ``s``:
 
 * the **target** context holds ``s[:-w]`` and its pending tokens are ``s[-w:]``: ``w`` is the
   prompt length at the first step (the prompt is read in the first verification pass, no
-  separate prefill) and 1 afterwards. The next target pass reads ``[s[-w:], x_1 .. x_k]`` and
-  keeps the logits of its last ``k+1`` positions, the rows ``p_0 .. p_k``. The bonus or
+  separate prefill) and 1 afterwards. The next target pass reads ``[s[-w:], x_1 .. x_d]`` and
+  keeps the logits of its last ``d+1`` positions, the rows ``p_0 .. p_d``. The bonus or
   corrected token ``y`` is never in the target cache when it is emitted; it becomes the next
   pending token, so it is folded into the next verification pass.
 * the **draft** context holds ``s[:-w]`` and its pending tokens are ``s[-w:]``: the whole prompt
@@ -15,23 +16,22 @@ Invariants between steps, for each row whose committed text is ``s``:
   position in a pass the draft makes anyway, so the batch stays rectangular).
 
 Block length: a row verifies ``k`` drafts, fewer when the caller's ``lengths`` say so (the
-budget's end) or when the draft *stops*. With ``stop_below``, a row's block ends at its first
-draft whose confidence (the draft's softmax probability of that token, before warping) is below
-``stop_below``, that draft included; with ``stop_peak_below``, it ends *before* a draft whose
-row has its largest probability (before warping) below ``stop_peak_below``, so a block may hold
-no draft at all. Either way the decision to draft ``x_{i+1}`` depends only on the draft's own
-tokens and rows up to ``x_i`` (a stopping time of the drafting process), which keeps the output
-law exactly the target's (``proofs/theory.md``, claim 13). The draft is called until every
-row's block has ended, so ``d <= k`` drafts are made, and the target reads ``d`` of them.
+budget's end) or when the ``stopping`` rule ends its block (``specdec.stopping``; a stopping
+time of the draft keeps the law exactly the target's, ``proofs/theory.md`` claim 13). The draft
+is called until every row's block has ended, so ``d = max(lengths) <= k`` drafts are made.
 
 Empty blocks (``L = 0``): the row has nothing to verify and emits the token target-only
 decoding would, drawn from its warped ``p_0`` with the first verification uniform (what every
 lossless rule does with ``k = 0``). When every row's block is empty before any drafting (the
 caller's ``lengths`` are all 0), the draft is not called at all: its context stays as it was
 and the emitted token joins its pending tokens (``w`` grows by one).
+
+Temperature 0: a rule marked ``greedy_when_one_hot`` (``verify_tokens``, ``exact_match_rule``,
+``greedy_rule``) is greedy verification against a one-hot target (claim 6), so at target
+temperature 0 the step verifies such a rule on the target's logits, without one-hot rows; any
+other rule gets the warped probability rows.
 """
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,56 +40,21 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import (
+    check_block_lengths,
     check_min_dim,
     check_same_vocabulary,
-    check_sampling_options,
     check_shape,
-    check_stop_below,
+    check_stopping_rule,
     check_uniforms,
 )
-from specdec.models.base import CausalLM, Context, extend, keep_new
+from specdec.models.base import CausalLM, Context, empty_context, extend, keep_new
 from specdec.sampling import sample
-from specdec.types import Verification, VerifyRule
+from specdec.stopping import NEVER, StoppingRule
+from specdec.types import Verification, VerifyRule, is_greedy_when_one_hot
 from specdec.verify.greedy import verify_greedy
-from specdec.verify.rules import exact_match_rule, greedy_rule
-from specdec.verify.tokens import verify_tokens
-from specdec.warp import point_mass, warp_probs
+from specdec.warp import SamplingOptions, point_mass
 
-__all__ = ["DraftBlock", "SamplingOptions", "StepOutcome", "StepState", "speculative_step"]
-
-
-@dataclass(frozen=True)
-class SamplingOptions:
-    """How logits become the sampling law (``warp_probs``'s options, checked on construction)."""
-
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-
-    def __post_init__(self) -> None:
-        check_sampling_options(self.temperature, self.top_k, self.top_p, self.min_p)
-
-    def probs(self, logits: Float[Tensor, "*batch vocab"]) -> Float[Tensor, "*batch vocab"]:
-        """``warp_probs(logits, ...)`` with these options (float64)."""
-        return warp_probs(
-            logits,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            min_p=self.min_p,
-        )
-
-    def draw(
-        self, logits: Float[Tensor, "batch vocab"], uniforms: Float[Tensor, " batch"]
-    ) -> tuple[Int[Tensor, " batch"], Float[Tensor, "batch vocab"]]:
-        """A token and the row it was sampled from: ``(sample(row, u), row)``, ``row =
-        self.probs(logits)``. At temperature 0 the row is a point mass, which every ``u``
-        samples to its argmax, so the inverse-CDF pass is skipped (same result, tested)."""
-        if self.temperature == 0:
-            return point_mass(logits)
-        row = self.probs(logits)
-        return sample(row, uniforms), row
+__all__ = ["DraftBlock", "StepOutcome", "StepState", "speculative_step"]
 
 
 @dataclass(frozen=True)
@@ -113,95 +78,163 @@ class StepState:
     target_pending: Int[Tensor, "batch target_width"]
     draft_pending: Int[Tensor, "batch draft_width"]
 
+    @classmethod
+    def initial(cls, prompt_ids: Int[Tensor, "batch prompt"]) -> "StepState":
+        """The state before the first step: empty contexts, the prompt pending for both."""
+        batch = prompt_ids.shape[0]
+        return cls(empty_context(batch), empty_context(batch), prompt_ids, prompt_ids)
+
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """The verification, the state for the next step, and where the time went.
+    """The verification and the state for the next step.
 
     ``lengths`` holds the drafts each row verified (``k``, or fewer at the budget's end or where
-    the draft stopped); ``draft.tokens`` holds the ``d = max(lengths)`` drafts made.
+    the stopping rule ended the block); ``draft.tokens`` holds the ``d = max(lengths)`` drafts.
     """
 
     verification: Verification
     draft: DraftBlock
     state: StepState
     lengths: Int[Tensor, " batch"]
-    draft_seconds: float
-    verify_seconds: float
-    other_seconds: float
+
+
+def speculative_step(
+    target: CausalLM,
+    draft: CausalLM,
+    state: StepState,
+    *,
+    rule: VerifyRule,
+    target_options: SamplingOptions,
+    draft_options: SamplingOptions,
+    draft_uniforms: Float[Tensor, "batch k"],
+    verify_uniforms: Float[Tensor, "batch k_plus_1"],
+    lengths: Int[Tensor, " batch"] | None = None,
+    stopping: StoppingRule = NEVER,
+) -> StepOutcome:
+    """One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
+
+    Args:
+        target: the target model ``p``.
+        draft: the draft model ``q`` (same vocabulary; wrap a draft with another one in
+            ``specdec.models.MappedDraft``).
+        state: contexts and pending tokens from ``StepState.initial(prompt_ids)`` or the
+            previous step.
+        rule: a ``VerifyRule`` (``verify_tokens``, ``exact_match_rule``, ``greedy_rule``, ...).
+        target_options: the target's sampling options (the law the output must follow).
+        draft_options: the draft's own options (any; losslessness does not depend on them).
+        draft_uniforms: ``[b, k]`` uniforms for drafting.
+        verify_uniforms: ``[b, k+1]`` uniforms for the rule.
+        lengths: optional ``[b]`` block lengths in ``[0, k]``: row ``r`` verifies only its
+            first ``lengths[r]`` drafts, with the first ``lengths[r]`` and ``lengths[r] + 1``
+            uniforms, exactly as a step with ``k = lengths[r]`` would (the generation loop
+            uses it on the last step, where a row needs fewer than ``k + 1`` tokens). A row
+            with length 0 emits one token from its warped ``p_0`` with ``u_0``; if every row
+            has length 0 the draft is not called.
+        stopping: a ``specdec.stopping`` rule that may end a row's block early (default:
+            never).
+
+    Returns:
+        ``StepOutcome``; ``verification.tokens [b, d+1]`` is the emitted block, ``0 <= d <= k``
+        the number of drafts made (``k`` unless every row's block ended earlier).
+
+    Raises:
+        ValueError, TypeError: vocabulary mismatch, uniforms of the wrong shape or outside
+            ``[0, 1)``, ``k < 1``, lengths outside ``[0, k]``, a stopping rule without
+            ``block_end``.
+
+    References:
+        Leviathan et al. 2023, Algorithm 1; ``proofs/theory.md`` claims 2, 6, 9 and 13.
+    """
+    lengths = _check_step(target, draft, state, draft_uniforms, verify_uniforms, lengths, stopping)
+    # 1. Draft up to k tokens, each with the row it was sampled from, until every block ends.
+    block, draft_context, lengths = _draft(
+        draft, state, draft_options, draft_uniforms, lengths, stopping
+    )
+    made = block.tokens.shape[1]  # d = max(lengths) drafts, possibly 0
+    # 2. One target pass over [pending, x_1 .. x_d] gives p_0 .. p_d (its last d+1 rows).
+    target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + d]
+    target_logits, target_context = extend(target, state.target, target_input, made + 1)
+    # 3. Verify each row's block against the warped target.
+    uniforms = verify_uniforms[:, : made + 1]
+    verdict = _verify(rule, block, target_logits, target_options, uniforms, lengths)
+    # 4-5. Roll both caches back to the accepted prefix; the emitted token becomes pending.
+    next_state = _advance(state, block, target_context, draft_context, verdict)
+    return StepOutcome(verification=verdict, draft=block, state=next_state, lengths=lengths)
+
+
+def _check_step(
+    target: CausalLM,
+    draft: CausalLM,
+    state: StepState,
+    draft_uniforms: object,
+    verify_uniforms: object,
+    lengths: object,
+    stopping: object,
+) -> Tensor:
+    """Validate the step's arguments; returns the block lengths (``k`` for every row by
+    default)."""
+    check_same_vocabulary(target.vocab_size, draft.vocab_size)
+    drafting = check_uniforms("draft_uniforms", draft_uniforms)
+    verifying = check_uniforms("verify_uniforms", verify_uniforms)
+    check_min_dim("draft_uniforms", drafting, 2, "[b, k]")
+    batch, k = state.target_pending.shape[0], drafting.shape[-1]
+    check_shape("draft_uniforms", drafting, (batch, k), "[b, k]")
+    if k < 1:
+        raise ValueError("draft_uniforms must have k >= 1 columns (one per drafted token).")
+    check_shape("verify_uniforms", verifying, (batch, k + 1), "[b, k+1]")
+    check_stopping_rule("stopping", stopping)
+    return check_block_lengths("lengths", lengths, batch, k)
 
 
 def _draft(
     model: CausalLM,
-    context: Context,
-    pending: Tensor,
+    state: StepState,
     options: SamplingOptions,
     uniforms: Tensor,
     lengths: Tensor,
-    stop_below: float | None,
-    stop_peak_below: float | None,
+    stopping: StoppingRule,
 ) -> tuple[DraftBlock, Context | None, Tensor]:
     """Sample up to ``k`` tokens autoregressively, each with the row it was drawn from, until
-    every row's block has ended: at ``lengths[r]`` drafts, at its first draft whose confidence
-    is below ``stop_below`` (that draft included), or before a draft whose row's peak is below
-    ``stop_peak_below``. Returns the block (``d`` drafts, possibly 0), the draft's context (it
-    read the pending tokens and all drafts but the last; ``None`` when every length was 0
-    before drafting, so the draft was not called) and each row's block length."""
+    every row's block has ended (at ``lengths[r]`` or where ``stopping`` ends it). Returns the
+    block (``d = max(lengths)`` drafts, possibly 0), the draft's context (it read the pending
+    tokens and all drafts but the last; ``None`` when every length was 0 before drafting, so
+    the draft was not called) and each row's block length."""
+    batch = lengths.shape[0]
+    tokens = torch.zeros(batch, 0, dtype=torch.int64)
+    rows = torch.zeros(batch, 0, model.vocab_size, dtype=torch.float64)
     if bool((lengths == 0).all()):
-        return _no_drafts(model, lengths), None, lengths
-    logits, after = extend(model, context, pending, logits_to_keep=1)
-    tokens, rows = [], []
+        return DraftBlock(tokens, rows), None, lengths
+    logits, context = extend(model, state.draft, state.draft_pending, logits_to_keep=1)
     for i in range(uniforms.shape[1]):
-        if stop_peak_below is not None:  # on q_i, the draft's own row: before x_{i+1} is sampled
-            peak = torch.softmax(logits[:, -1].double(), dim=-1).amax(dim=-1)  # [b]
-            lengths = torch.where((peak < stop_peak_below) & (lengths > i), i, lengths)
-        if bool((lengths <= i).all()):
-            break
         token, row = options.draw(logits[:, -1], uniforms[:, i])  # x_{i+1} ~ q_i, [b], [b, V]
-        tokens.append(token)
-        rows.append(row)
-        if stop_below is not None:  # on x_{i+1} under q_i, unwarped; x_{i+1} stays in the block
-            own = torch.softmax(logits[:, -1].double(), dim=-1)  # [b, V]
-            confidence = own.gather(1, token[:, None])[:, 0]
-            lengths = torch.where((confidence < stop_below) & (lengths > i + 1), i + 1, lengths)
+        tokens = torch.cat([tokens, token[:, None]], dim=1)  # [b, i+1]
+        rows = torch.cat([rows, row[:, None]], dim=1)  # [b, i+1, V]
+        ends = stopping.block_end(i, logits[:, -1], tokens)  # on q_i, unwarped; -1: go on
+        lengths = torch.where((ends >= 0) & (ends < lengths), ends, lengths)
         if bool((lengths <= i + 1).all()):
             break
-        logits, after = extend(model, after, token[:, None])
-    if not tokens:  # every row's block ended before its first draft
-        return _no_drafts(model, lengths), after, lengths
-    return DraftBlock(torch.stack(tokens, dim=1), torch.stack(rows, dim=1)), after, lengths
-
-
-def _no_drafts(model: CausalLM, lengths: Tensor) -> DraftBlock:
-    """An empty block: ``[b, 0]`` tokens and ``[b, 0, V]`` rows."""
-    batch = lengths.shape[0]
-    return DraftBlock(
-        torch.zeros(batch, 0, dtype=torch.int64),
-        torch.zeros(batch, 0, model.vocab_size, dtype=torch.float64),
-    )
-
-
-def _greedy_on_logits(
-    draft_tokens: Tensor, draft_probs: Tensor, target_logits: Tensor, uniforms: Tensor
-) -> Verification:
-    """``verify_greedy`` with the ``VerifyRule`` arguments, reading target *logits*."""
-    del draft_probs, uniforms
-    return verify_greedy(draft_tokens, target_logits)
-
-
-def _argmax(target_logits: Tensor, uniforms: Tensor) -> Tensor:
-    """The token target-only decoding draws at temperature 0 (``point_mass``), for every ``u``."""
-    del uniforms
-    return point_mass(target_logits)[0]
-
-
-# Against a one-hot target (temperature 0) each of these rules is greedy verification, for any
-# draft law and any uniforms (proofs/theory.md, claim 6; tests/test_step_greedy.py checks the
-# step both ways): the step then verifies on the target logits, without float64 one-hot rows.
-_ONE_HOT_RULES: tuple[VerifyRule, ...] = (verify_tokens, exact_match_rule, greedy_rule)
+        logits, context = extend(model, context, token[:, None])
+    made = int(lengths.max())  # drafts past every row's block are dropped unread
+    return DraftBlock(tokens[:, :made], rows[:, :made]), context, lengths
 
 
 def _verify(
+    rule: VerifyRule,
+    block: DraftBlock,
+    target_logits: Tensor,
+    options: SamplingOptions,
+    uniforms: Tensor,
+    lengths: Tensor,
+) -> Verification:
+    """``rule`` against the warped target; on the logits (greedy) where the target is one-hot
+    and the rule is marked ``greedy_when_one_hot``."""
+    if options.temperature == 0 and is_greedy_when_one_hot(rule):
+        return _verify_rows(_greedy_on_logits, block, target_logits, uniforms, lengths, _argmax)
+    return _verify_rows(rule, block, options.probs(target_logits), uniforms, lengths, sample)
+
+
+def _verify_rows(
     rule: Callable[[Tensor, Tensor, Tensor, Tensor], Verification],
     block: DraftBlock,
     target_rows: Tensor,
@@ -216,10 +249,10 @@ def _verify(
     is exactly the one a step drafting ``lengths[r]`` tokens would give with the same uniforms.
     A row with no drafts emits ``draw(its row 0, u_0)``, the target-only token.
     """
-    width = block.tokens.shape[1]
-    if width > 0 and bool((lengths == width).all()):
+    made = block.tokens.shape[1]
+    if made > 0 and bool((lengths == made).all()):
         return rule(block.tokens, block.probs, target_rows, uniforms)
-    tokens = torch.full((block.tokens.shape[0], width + 1), -1, dtype=torch.int64)
+    tokens = torch.full((block.tokens.shape[0], made + 1), -1, dtype=torch.int64)
     accepted = torch.zeros(block.tokens.shape[0], dtype=torch.int64)
     for length in torch.unique(lengths).tolist():
         rows = (lengths == length).nonzero(as_tuple=True)[0]
@@ -237,139 +270,42 @@ def _verify(
     return Verification(num_accepted=accepted, tokens=tokens)
 
 
-def _check_lengths(lengths: object, batch: int, k: int) -> Tensor:
-    if lengths is None:
-        return torch.full((batch,), k, dtype=torch.int64)
-    if not isinstance(lengths, Tensor) or lengths.dtype != torch.int64:
-        raise TypeError("lengths must be an int64 tensor [batch] (or None).")
-    if lengths.shape != (batch,):
-        raise ValueError(f"lengths must have shape [{batch}], got {tuple(lengths.shape)}.")
-    if bool(((lengths < 0) | (lengths > k)).any()):
-        raise ValueError(
-            f"lengths must lie in [0, {k}] (the drafted block), got {lengths.tolist()}."
-        )
-    return lengths
+def _greedy_on_logits(
+    draft_tokens: Tensor, draft_probs: Tensor, target_logits: Tensor, uniforms: Tensor
+) -> Verification:
+    """``verify_greedy`` with the ``VerifyRule`` arguments, reading target *logits*."""
+    del draft_probs, uniforms
+    return verify_greedy(draft_tokens, target_logits)
 
 
-def speculative_step(
-    target: CausalLM,
-    draft: CausalLM,
+def _argmax(target_logits: Tensor, uniforms: Tensor) -> Tensor:
+    """The token target-only decoding draws at temperature 0 (``point_mass``), for every ``u``."""
+    del uniforms
+    return point_mass(target_logits)[0]
+
+
+def _advance(
     state: StepState,
-    *,
-    rule: VerifyRule,
-    target_options: SamplingOptions,
-    draft_options: SamplingOptions,
-    draft_uniforms: Float[Tensor, "batch k"],
-    verify_uniforms: Float[Tensor, "batch k_plus_1"],
-    lengths: Int[Tensor, " batch"] | None = None,
-    stop_below: float | None = None,
-    stop_peak_below: float | None = None,
-) -> StepOutcome:
-    """One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
-
-    Args:
-        target: the target model ``p``.
-        draft: the draft model ``q`` (same vocabulary; wrap a draft with another one in
-            ``specdec.models.MappedDraft``).
-        state: contexts and pending tokens from ``initial_state`` or the previous step.
-        rule: a ``VerifyRule`` (``verify_tokens``, ``exact_match_rule``, ``greedy_rule``, ...).
-        target_options: the target's sampling options (the law the output must follow).
-        draft_options: the draft's own options (any; losslessness does not depend on them).
-        draft_uniforms: ``[b, k]`` uniforms for drafting.
-        verify_uniforms: ``[b, k+1]`` uniforms for the rule.
-        lengths: optional ``[b]`` block lengths in ``[0, k]``: row ``r`` verifies only its
-            first ``lengths[r]`` drafts, with the first ``lengths[r]`` and ``lengths[r] + 1``
-            uniforms, exactly as a step with ``k = lengths[r]`` would (the generation loop
-            uses it on the last step, where a row needs fewer than ``k + 1`` tokens). A row
-            with length 0 emits one token from its warped ``p_0`` with ``u_0``; if every row
-            has length 0 the draft is not called.
-        stop_below: optional confidence in ``(0, 1]``: a row's block also ends at its first
-            draft whose probability under the draft's *unwarped* softmax is below it, that
-            draft included (a stopping time of the draft, so the law stays exact: claim 13).
-            Drafting stops once every row's block has ended.
-        stop_peak_below: optional probability in ``(0, 1]``: a row's block also ends *before*
-            a draft whose row (the draft's unwarped softmax) has its largest probability below
-            it, so the block may be empty (e.g. ``NGramDraft``'s uniform rows where nothing
-            matches are never drafted). Also a stopping time (claim 13).
-
-    Returns:
-        ``StepOutcome``; ``verification.tokens [b, d+1]`` is the emitted block, ``0 <= d <= k``
-        the number of drafts made (``k`` unless every row's block ended earlier).
-
-    At target temperature 0 the library rules ``verify_tokens``, ``exact_match_rule`` and
-    ``greedy_rule`` all reduce to greedy verification (``proofs/theory.md`` claim 6), so the
-    step verifies on the target's logits without building one-hot rows; at draft temperature 0
-    the draft takes its argmax without an inverse-CDF pass. Both give the same tokens as the
-    general path (tested); any other rule always gets the warped probability rows.
-    """
-    check_same_vocabulary(target.vocab_size, draft.vocab_size)
-    draft_uniforms = check_uniforms("draft_uniforms", draft_uniforms)
-    verify_uniforms = check_uniforms("verify_uniforms", verify_uniforms)
-    check_min_dim("draft_uniforms", draft_uniforms, 2, "[b, k]")
-    batch, k = state.target_pending.shape[0], draft_uniforms.shape[-1]
-    check_shape("draft_uniforms", draft_uniforms, (batch, k), "[b, k]")
-    if k < 1:
-        raise ValueError("draft_uniforms must have k >= 1 columns (one per drafted token).")
-    check_shape("verify_uniforms", verify_uniforms, (batch, k + 1), "[b, k+1]")
-    lengths = _check_lengths(lengths, batch, k)
-    stop_below = check_stop_below(stop_below)
-    stop_peak_below = check_stop_below(stop_peak_below, "stop_peak_below")
-    start = time.perf_counter()
-    # 1. Draft up to k tokens, keeping the exact rows they were sampled from.
-    block, draft_context, lengths = _draft(
-        draft,
-        state.draft,
-        state.draft_pending,
-        draft_options,
-        draft_uniforms,
-        lengths,
-        stop_below,
-        stop_peak_below,
-    )
-    made = block.tokens.shape[1]  # d = max(lengths) drafts, possibly 0
-    drafted = time.perf_counter()
-    # 2. One target pass over [pending, x_1 .. x_d] gives p_0 .. p_d (its last d+1 rows).
-    target_input = torch.cat([state.target_pending, block.tokens], dim=1)  # [b, w + d]
-    target_logits, target_context = extend(target, state.target, target_input, made + 1)
-    # 3. Verify the block against the warped target.
-    uniforms = verify_uniforms[:, : made + 1]
-    if target_options.temperature == 0 and rule in _ONE_HOT_RULES:
-        verdict = _verify(_greedy_on_logits, block, target_logits, uniforms, lengths, _argmax)
-    else:
-        target_probs = target_options.probs(target_logits)
-        verdict = _verify(rule, block, target_probs, uniforms, lengths, sample)
-    verified = time.perf_counter()
-    # 4. Roll both caches back to the accepted prefix.
+    block: DraftBlock,
+    target_context: Context,
+    draft_context: Context | None,
+    verdict: Verification,
+) -> StepState:
+    """Roll both caches back to the accepted prefix; the emitted token ``y`` becomes pending."""
+    made = block.tokens.shape[1]
     accepted = verdict.num_accepted  # j, [b]
-    next_target = keep_new(state.target, target_context, state.target_pending.shape[1] + accepted)
-    # The draft read x_1 .. x_{d-1}: it holds s'[:-1] unless a row accepted all d (x_d unread).
-    width = 2 if made > 0 and bool((accepted == made).any()) else 1
-    # 5. The emitted token y becomes pending: it is folded into the next verification pass.
     emitted = verdict.tokens.gather(1, accepted[:, None])  # y, [b, 1]
-    draft_pending = emitted
+    kept_target = state.target_pending.shape[1] + accepted  # the pending tokens and j drafts
+    next_target = keep_new(state.target, target_context, kept_target)
     if draft_context is None:  # the draft was not called: it still has its pending tokens
-        next_draft = state.draft
-        draft_pending = torch.cat([state.draft_pending, emitted], dim=1)
-    else:
-        kept = state.draft_pending.shape[1] - (width - 1) + accepted
-        next_draft = keep_new(state.draft, draft_context, kept)
-    if width == 2:
-        before = block.tokens.gather(1, (accepted - 1).clamp(min=0)[:, None])
-        before = torch.where(accepted[:, None] > 0, before, state.target_pending[:, -1:])
-        draft_pending = torch.cat([before, emitted], dim=1)  # s'[-2:]
-    next_state = StepState(
-        target=next_target,
-        draft=next_draft,
-        target_pending=emitted,
-        draft_pending=draft_pending,
-    )
-    finished = time.perf_counter()
-    return StepOutcome(
-        verification=verdict,
-        draft=block,
-        state=next_state,
-        lengths=lengths,
-        draft_seconds=drafted - start,
-        verify_seconds=verified - drafted,
-        other_seconds=finished - verified,
-    )
+        pending = torch.cat([state.draft_pending, emitted], dim=1)
+        return StepState(next_target, state.draft, emitted, pending)
+    # The draft read x_1 .. x_{d-1}: it holds s'[:-1] unless a row accepted all d (x_d unread).
+    rereads = made > 0 and bool((accepted == made).any())
+    kept_draft = state.draft_pending.shape[1] - int(rereads) + accepted
+    next_draft = keep_new(state.draft, draft_context, kept_draft)
+    if not rereads:
+        return StepState(next_target, next_draft, emitted, emitted)
+    before = block.tokens.gather(1, (accepted - 1).clamp(min=0)[:, None])  # x_j, [b, 1]
+    before = torch.where(accepted[:, None] > 0, before, state.target_pending[:, -1:])
+    return StepState(next_target, next_draft, emitted, torch.cat([before, emitted], dim=1))

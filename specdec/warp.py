@@ -5,14 +5,16 @@ losslessness is with respect to ``warp_probs(target_logits, ...)`` at every pref
 """
 
 import math
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_logits, check_logits_argmax, check_sampling_options
+from specdec.sampling import sample
 
-__all__ = ["point_mass", "warp_probs"]
+__all__ = ["SamplingOptions", "point_mass", "warp_probs"]
 
 
 def _one_hot(best: Tensor, vocab: int, device: torch.device) -> Tensor:
@@ -134,3 +136,48 @@ def warp_probs(
         floor = min_p * probs.amax(dim=-1, keepdim=True)
         scores = scores.masked_fill(probs < floor, -math.inf)
     return torch.softmax(scores, dim=-1)
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How logits become the sampling law: ``warp_probs``'s options as one value.
+
+    Checked on construction (``ValueError``/``TypeError`` as ``warp_probs``). The generation
+    loops take one for the target (``target_options``, the law the output follows) and one for
+    the draft (``draft_options``, any: it changes speed, never the law).
+
+    Example:
+        >>> import torch
+        >>> options = SamplingOptions(temperature=0.5, top_k=2)
+        >>> options.probs(torch.tensor([0.0, 1.0, 2.0]))
+        tensor([0.0000, 0.1192, 0.8808], dtype=torch.float64)
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+
+    def __post_init__(self) -> None:
+        check_sampling_options(self.temperature, self.top_k, self.top_p, self.min_p)
+
+    def probs(self, logits: Float[Tensor, "*batch vocab"]) -> Float[Tensor, "*batch vocab"]:
+        """``warp_probs(logits, ...)`` with these options (float64)."""
+        return warp_probs(
+            logits,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            min_p=self.min_p,
+        )
+
+    def draw(
+        self, logits: Float[Tensor, "batch vocab"], uniforms: Float[Tensor, " batch"]
+    ) -> tuple[Int[Tensor, " batch"], Float[Tensor, "batch vocab"]]:
+        """A token and the row it was sampled from: ``(sample(row, u), row)``, ``row =
+        self.probs(logits)``. At temperature 0 the row is a point mass, which every ``u``
+        samples to its argmax, so the inverse-CDF pass is skipped (same result, tested)."""
+        if self.temperature == 0:
+            return point_mass(logits)
+        row = self.probs(logits)
+        return sample(row, uniforms), row

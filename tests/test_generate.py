@@ -5,10 +5,11 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specdec import Generation, generate_autoregressive, generate_speculative
-from specdec.models import HFModel, ToyLM, empty_context, make_toy_pair
-from specdec.step import SamplingOptions, StepState, speculative_step
+from specdec import Generation, SamplingOptions, generate_autoregressive, generate_speculative
+from specdec.models import HFModel, NGramDraft, ToyLM, make_toy_pair
+from specdec.stopping import StopBelow, StopPeakBelow, StoppingRule
 from specdec.verify import exact_match_rule, greedy_rule, verify_tokens
+from tests._counting import CountingLM
 from tests._tiny_models import ARCHITECTURES, noisy_copy, tiny_model
 
 PAIR = make_toy_pair(5, seed=4, closeness=Fraction(1, 2))
@@ -175,27 +176,14 @@ def test_vocabulary_mismatch_and_too_long_prompts_raise() -> None:
         generate_autoregressive(target, prompt, max_new_tokens=9, generator=_gen(0))
 
 
-class _Recorder:
-    """A ``CausalLM`` wrapper recording the width of every forward call."""
-
-    def __init__(self, inner: ToyLM) -> None:
-        self.inner = inner
-        self.vocab_size = inner.vocab_size
-        self.widths: list[int] = []
-
-    def forward(self, input_ids, cache, attention_mask, position_ids, logits_to_keep=None):  # type: ignore[no-untyped-def]
-        self.widths.append(int(input_ids.shape[1]))
-        return self.inner.forward(input_ids, cache, attention_mask, position_ids, logits_to_keep)
-
-
 def test_prompt_is_read_in_the_first_pass_and_the_last_step_drafts_only_what_is_needed() -> None:
     same = make_toy_pair(5, seed=4, equal_rate=1.0)  # draft == target: every draft is accepted
-    target, draft = _Recorder(ToyLM(same.target)), _Recorder(ToyLM(same.draft))
+    target, draft = CountingLM(ToyLM(same.target)), CountingLM(ToyLM(same.draft))
     out = generate_speculative(target, draft, PROMPT, k=4, max_new_tokens=8, generator=_gen(0))
     assert out.accepted.tolist() == [[4, 4, 4], [2, 2, 2]]  # 5 tokens, then 3: 2 drafts + bonus
     assert target.widths == [3 + 4, 1 + 2]  # prompt + drafts; pending + the 2 drafts needed
     assert draft.widths == [3, 1, 1, 1, 2, 1]  # prompt, 3 more; 2 pending, 1 more
-    auto = _Recorder(ToyLM(same.target))
+    auto = CountingLM(ToyLM(same.target))
     generate_autoregressive(auto, PROMPT, max_new_tokens=3, generator=_gen(0))
     assert auto.widths == [3, 1, 1]  # no separate prefill: one pass per token
 
@@ -225,65 +213,244 @@ def test_rows_with_different_budgets_left_verify_different_lengths_and_equal_row
     assert len(seen) > batch.num_steps, "some step should verify rows in separate groups"
 
 
-def _first_step(
-    options: SamplingOptions,
-    draft_uniforms: torch.Tensor,
-    verify_uniforms: torch.Tensor,
-    lengths: torch.Tensor | None = None,
-) -> None:
-    """One ``verify_tokens`` step from the prompt, both models with ``options``."""
-    speculative_step(
+# -- stopping rules in the loop (claim 13) ---------------------------------------------------------
+
+STOP_PAIR = make_toy_pair(6, seed=2, closeness=Fraction(1, 2))
+STOP_TARGET, STOP_DRAFT = ToyLM(STOP_PAIR.target), ToyLM(STOP_PAIR.draft)
+STOP_PROMPT = torch.randint(0, 6, (200, 2), generator=torch.Generator().manual_seed(4))
+# One rule on the sampled draft, one on the row.
+RULES = [StopBelow(0.4), StopPeakBelow(0.42)]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=repr)
+def test_batch_equals_rows_alone_with_a_stopping_rule(rule: StoppingRule) -> None:
+    prompt = torch.randint(0, 6, (4, 2), generator=torch.Generator().manual_seed(6))
+    seeds = [30, 31, 32, 33]
+    batch = generate_speculative(
+        STOP_TARGET,
+        STOP_DRAFT,
+        prompt,
+        k=3,
+        max_new_tokens=12,
+        generator=[torch.Generator().manual_seed(s) for s in seeds],
+        stopping=rule,
+    )
+    for row, seed in enumerate(seeds):
+        alone = generate_speculative(
+            STOP_TARGET,
+            STOP_DRAFT,
+            prompt[row : row + 1],
+            k=3,
+            max_new_tokens=12,
+            generator=[torch.Generator().manual_seed(seed)],
+            stopping=rule,
+        )
+        assert torch.equal(alone.tokens[0], batch.tokens[row]), row
+        live = batch.verified[:, row][batch.verified[:, row] >= 0]
+        assert torch.equal(alone.verified[:, 0], live), row
+    ragged = [step for step in batch.verified.tolist() if len(set(step) - {-1}) > 1]
+    assert ragged, "rows should verify different numbers of drafts in some step"
+    if isinstance(rule, StopPeakBelow):  # beyond the last step, which is empty for any rule
+        assert bool((batch.verified[:-1] == 0).any()), "some block should be empty"
+
+
+@pytest.mark.parametrize("k", [2, 5])
+@pytest.mark.parametrize("rule", [StopBelow(0.6), StopPeakBelow(0.6)], ids=repr)
+def test_greedy_with_a_stopping_rule_equals_autoregressive(k: int, rule: StoppingRule) -> None:
+    target = HFModel(tiny_model("llama", vocab=16, seed=3))
+    draft = HFModel(noisy_copy(target.model, scale=0.3, seed=4))
+    prompt = torch.randint(0, 16, (3, 4), generator=torch.Generator().manual_seed(7))
+    reference = generate_autoregressive(
+        target, prompt, max_new_tokens=20, generator=torch.Generator(), temperature=0.0
+    )
+    out = generate_speculative(
+        target,
+        draft,
+        prompt,
+        k=k,
+        max_new_tokens=20,
+        generator=torch.Generator(),
+        temperature=0.0,
+        stopping=rule,
+    )
+    assert torch.equal(out.tokens, reference.tokens)
+    live = out.verified[:-1][out.verified[:-1] >= 0]  # the last step: the budget's
+    assert bool((live < k).any()), "some block should end early"
+    if isinstance(rule, StopPeakBelow):
+        assert bool((live == 0).any()), "some block should be empty"
+
+
+def test_ngram_draft_verifies_lookup_hits_only_with_the_rule_on_the_row() -> None:
+    """Point masses peak at 1, uniform rows (no match) at 1/V: with ``StopPeakBelow(0.5)``
+    every verified draft is a lookup hit, so the target reads one position per step plus the
+    hits, fewer than with ``StopBelow(0.5)`` (which verifies the uniform draft that ends a
+    block); both emit the greedy tokens."""
+    model = HFModel(tiny_model("llama", vocab=12, seed=5))
+    prompt = torch.tensor([[1, 2, 3, 1, 2, 3, 1]])
+    reference = generate_autoregressive(
+        model, prompt, max_new_tokens=16, generator=torch.Generator(), temperature=0.0
+    )
+    read = {}
+    for rule in (StopPeakBelow(0.5), StopBelow(0.5)):
+        target = CountingLM(model)
+        out = generate_speculative(
+            target,  # type: ignore[arg-type]
+            NGramDraft(12),
+            prompt,
+            k=6,
+            max_new_tokens=16,
+            generator=torch.Generator(),
+            temperature=0.0,
+            stopping=rule,
+        )
+        assert torch.equal(out.tokens, reference.tokens), rule
+        assert bool((out.verified[:, 0] < 6).any()), rule
+        read[type(rule).__name__] = target.positions - prompt.shape[1]
+        if isinstance(rule, StopPeakBelow):
+            hits = out.verified[:, 0]
+            assert bool((hits[:-1] == 0).any()) and bool((hits > 0).any())
+            assert target.positions - prompt.shape[1] == int(out.num_steps + hits.sum()) - 1
+    assert read["StopPeakBelow"] < read["StopBelow"], read
+
+
+def test_verified_is_recorded() -> None:
+    out = generate_speculative(
+        STOP_TARGET,
+        STOP_DRAFT,
+        torch.tensor([[1, 2]]),
+        k=3,
+        max_new_tokens=7,
+        generator=torch.Generator(),
+    )
+    assert out.verified.shape == out.accepted.shape
+    assert bool((out.accepted <= out.verified).all())
+    assert out.verified[:-1, 0].tolist() == [3] * (out.num_steps - 1)  # the last: the budget
+    ar = generate_autoregressive(
+        STOP_TARGET, torch.tensor([[1, 2]]), max_new_tokens=3, generator=torch.Generator()
+    )
+    assert ar.verified.shape == (0, 1)
+
+
+def test_the_last_step_with_one_token_left_does_not_call_the_draft() -> None:
+    """``max_new_tokens = 1``: one target pass, no draft call; ``verified`` records 0."""
+    draft, target = CountingLM(STOP_DRAFT), CountingLM(STOP_TARGET)
+    out = generate_speculative(
+        target,  # type: ignore[arg-type]
+        draft,  # type: ignore[arg-type]
+        STOP_PROMPT[:5],
+        k=4,
+        max_new_tokens=1,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert (draft.calls, target.calls) == (0, 1)
+    assert out.verified.tolist() == [[0] * 5] and out.accepted.tolist() == [[0] * 5]
+    assert bool((out.tokens >= 0).all())
+
+
+def test_without_a_rule_a_generation_calls_the_draft_only_for_drafts_it_can_emit() -> None:
+    """k = 3, 9 tokens, greedy with a draft equal to the target: steps emit 4, 4, then one token
+    is left, so the last step is one target pass (3 draft calls per full step, none after)."""
+    draft = CountingLM(STOP_TARGET)
+    out = generate_speculative(
+        STOP_TARGET,
+        draft,  # type: ignore[arg-type]
+        STOP_PROMPT[:1],
+        k=3,
+        max_new_tokens=9,
+        generator=torch.Generator(),
+        temperature=0.0,
+    )
+    assert out.verified[:, 0].tolist() == [3, 3, 0]
+    assert draft.calls == 6
+    reference = generate_autoregressive(
+        STOP_TARGET, STOP_PROMPT[:1], max_new_tokens=9, generator=torch.Generator(), temperature=0.0
+    )
+    assert torch.equal(out.tokens, reference.tokens)
+
+
+# -- sampling options: values, and the keywords that build them ------------------------------------
+
+
+def test_keywords_build_the_same_options_as_values() -> None:
+    """``temperature=..., draft_top_k=...`` and the ``SamplingOptions`` they build give the same
+    tokens; a ``draft_`` keyword left out takes the target's value."""
+    keywords = generate_speculative(
         TARGET,
         DRAFT,
-        StepState(empty_context(3), empty_context(3), PROMPT, PROMPT),
-        rule=verify_tokens,
-        target_options=options,
-        draft_options=options,
-        draft_uniforms=draft_uniforms.double(),
-        verify_uniforms=verify_uniforms.double(),
-        lengths=lengths,
+        PROMPT,
+        k=3,
+        max_new_tokens=9,
+        generator=_gen(5),
+        temperature=0.7,
+        top_p=0.9,
+        draft_top_k=3,
     )
+    values = generate_speculative(
+        TARGET,
+        DRAFT,
+        PROMPT,
+        k=3,
+        max_new_tokens=9,
+        generator=_gen(5),
+        target_options=SamplingOptions(temperature=0.7, top_p=0.9),
+        draft_options=SamplingOptions(temperature=0.7, top_k=3, top_p=0.9),
+    )
+    assert torch.equal(keywords.tokens, values.tokens)
+    assert torch.equal(keywords.accepted, values.accepted)
+    alone = generate_autoregressive(TARGET, PROMPT, max_new_tokens=6, generator=_gen(1), top_k=2)
+    valued = generate_autoregressive(
+        TARGET, PROMPT, max_new_tokens=6, generator=_gen(1), options=SamplingOptions(top_k=2)
+    )
+    assert torch.equal(alone.tokens, valued.tokens)
 
 
 @pytest.mark.parametrize(
-    ("lengths", "error", "message"),
+    ("kwargs", "message"),
     [
-        (torch.tensor([1, 2, 3]), ValueError, r"lie in \[0, 2\]"),
-        (torch.tensor([-1, 1, 2]), ValueError, r"lie in \[0, 2\]"),
-        (torch.tensor([1, 2]), ValueError, r"shape \[3\]"),
-        (torch.tensor([1.0, 2.0, 2.0]), TypeError, "int64"),
+        ({"target_options": SamplingOptions(), "temperature": 0.5}, "either target_options"),
+        ({"draft_options": SamplingOptions(), "draft_top_k": 2}, "either draft_options"),
+        ({"target_options": {"temperature": 0.5}}, "must be SamplingOptions"),
+        ({"draft_stop_below": 0.5}, r"stopping=specdec\.stopping\.StopBelow"),
+        ({"draft_stop_peak_below": 0.5}, r"stopping=specdec\.stopping\.StopPeakBelow"),
+        ({"vocabulary_map": None}, r"specdec\.models\.MappedDraft\(draft, vocabulary_map\)"),
+        ({"tempreature": 0.5}, "unexpected keyword argument 'tempreature'"),
+        ({"stopping": 0.5}, "stopping must be a stopping rule"),
     ],
 )
-def test_step_rejects_bad_lengths(lengths: torch.Tensor, error: type, message: str) -> None:
-    with pytest.raises(error, match=message):
-        _first_step(SamplingOptions(), torch.full((3, 2), 0.5), torch.full((3, 3), 0.5), lengths)
+def test_bad_option_arguments_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        generate_speculative(
+            TARGET,
+            DRAFT,
+            PROMPT,
+            k=2,
+            max_new_tokens=4,
+            generator=_gen(0),
+            **kwargs,  # type: ignore[arg-type]
+        )
 
 
-@pytest.mark.parametrize(
-    ("draft_uniforms", "verify_uniforms", "message"),
-    [
-        (torch.full((3, 2), 1.0), torch.full((3, 3), 0.5), r"draft_uniforms must lie in \[0, 1\)"),
-        (torch.full((3, 2), 0.5), torch.full((3, 3), -0.1), r"verify_uniforms must lie"),
-        (torch.full((3, 2), 0.5), torch.full((3, 2), 0.5), r"verify_uniforms must have shape"),
-        (torch.full((2, 2), 0.5), torch.full((2, 3), 0.5), r"draft_uniforms must have shape"),
-        (torch.full((3, 0), 0.5), torch.full((3, 1), 0.5), r"k >= 1"),
-        (torch.full((3,), 0.5), torch.full((3, 1), 0.5), r"at least 2 dimensions"),
-    ],
-)
-@pytest.mark.parametrize("temperature", [0.0, 1.0])  # the greedy shortcut checks them too
-def test_step_rejects_bad_uniforms(
-    draft_uniforms: torch.Tensor, verify_uniforms: torch.Tensor, message: str, temperature: float
-) -> None:
-    with pytest.raises(ValueError, match=message):
-        _first_step(SamplingOptions(temperature=temperature), draft_uniforms, verify_uniforms)
+def test_autoregressive_takes_only_the_target_keywords() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'draft_top_k'"):
+        generate_autoregressive(
+            TARGET,
+            PROMPT,
+            max_new_tokens=2,
+            generator=_gen(0),
+            draft_top_k=2,  # type: ignore[call-arg]
+        )
+    with pytest.raises(TypeError, match="either options or the keywords top_k"):
+        generate_autoregressive(
+            TARGET, PROMPT, max_new_tokens=2, generator=_gen(0), options=SamplingOptions(), top_k=2
+        )
 
 
-def test_draft_rereads_a_committed_token_only_after_all_drafts_were_accepted() -> None:
-    draft = _Recorder(DRAFT)
-    out = generate_speculative(TARGET, draft, PROMPT[:1], k=3, max_new_tokens=30, generator=_gen(8))
-    accepted = out.accepted[:, 0].tolist()
-    assert 3 in accepted[:-2] and min(accepted[:-2]) < 3, "both cases should occur"
-    firsts = draft.widths[::3]  # every step but the last drafts 3 tokens: one pass each
-    assert firsts[0] == PROMPT.shape[1]
-    for step in range(1, out.num_steps - 1):
-        assert firsts[step] == (2 if accepted[step - 1] == 3 else 1), step
+def test_timings_split_each_step_between_the_models_and_the_rest() -> None:
+    """Per step: time inside the draft's calls, inside the target's, and the rest; the draft's
+    is 0 where the step did not call it (one token left)."""
+    same = ToyLM(make_toy_pair(5, seed=4, equal_rate=1.0).draft)  # every draft is accepted
+    out = generate_speculative(TARGET, same, PROMPT[:1], k=3, max_new_tokens=5, generator=_gen(4))
+    assert out.verified[:, 0].tolist() == [3, 0], "4 tokens, then one left: no draft call"
+    assert out.num_steps == len(out.draft_seconds) == len(out.other_seconds) >= 2
+    assert out.draft_seconds[-1] == 0.0 and out.draft_seconds[0] > 0
+    assert all(seconds > 0 for seconds in out.verify_seconds + out.other_seconds)

@@ -40,7 +40,7 @@ from torch import Tensor
 from transformers import LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from specdec import generate_autoregressive, generate_speculative, warp_probs
-from specdec.models import HFModel, VocabularyMap, load_smollm2
+from specdec.models import HFModel, MappedDraft, VocabularyMap, load_smollm2
 from specdec.models.drafts import bfloat16_copy, truncated_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1, min_sample_size_by_l1
 from tests._tiny_models import vocabulary_copy
@@ -234,13 +234,12 @@ def test_permuted_vocabulary_draft_drafts_through_a_tokenizer_map(
     assert torch.equal(vocabulary_map.target_ids, target_ids)
     out = generate_speculative(
         target,
-        HFModel(draft_model),
+        MappedDraft(HFModel(draft_model), vocabulary_map),
         batch,
         k=GREEDY_K,
         max_new_tokens=MAPPED_NEW_TOKENS,
         generator=torch.Generator(),
         temperature=0.0,
-        vocabulary_map=vocabulary_map,
     )
     assert torch.equal(out.tokens, reference.tokens)  # no numerical tie on these prompts
     rejections = 0

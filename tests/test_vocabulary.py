@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec import generate_autoregressive, generate_speculative, warp_probs
+from specdec import SamplingOptions, generate_autoregressive, generate_speculative, warp_probs
 from specdec.cache import layer_tensors
 from specdec.models import (
     HFModel,
@@ -23,7 +23,7 @@ from specdec.models import (
     make_toy_model,
 )
 from specdec.models.base import CausalLM
-from specdec.step import SamplingOptions, StepState, speculative_step
+from specdec.step import StepState, speculative_step
 from specdec.testing import vocabulary_maps
 from tests._tiny_models import tiny_model, vocabulary_copy
 
@@ -235,14 +235,15 @@ def test_mismatched_vocabularies_need_a_map() -> None:
     target, draft = _pair()
     prompt = torch.tensor([[2, 5, 1]])
     generator = torch.Generator().manual_seed(0)
-    with pytest.raises(ValueError, match=r"pass vocabulary_map=specdec\.models\.VocabularyMap"):
+    hint = r"wrap it: specdec\.models\.MappedDraft\(draft, specdec\.models\.VocabularyMap"
+    with pytest.raises(ValueError, match=hint):
         generate_speculative(target, draft, prompt, k=2, max_new_tokens=4, generator=generator)
     wrong = VocabularyMap(DRAFT_SHARED, TARGET_SHARED, 20, 17, DRAFT_UNKNOWN)
-    with pytest.raises(ValueError, match="built for target_vocab_size=17"):
+    with pytest.raises(ValueError, match="target has V=16, draft V=17"):  # a map for V = 17
         generate_speculative(
-            target, draft, prompt, k=2, max_new_tokens=4, generator=generator, vocabulary_map=wrong
+            target, MappedDraft(draft, wrong), prompt, k=2, max_new_tokens=4, generator=generator
         )
-    state = StepState(empty_context(1), empty_context(1), prompt, prompt)
+    state = StepState.initial(prompt)
     with pytest.raises(ValueError, match="Vocabulary mismatch"):
         speculative_step(
             target,
@@ -265,14 +266,13 @@ def test_greedy_generation_with_a_mapped_draft_is_target_greedy(draft_temperatur
     )
     out = generate_speculative(
         target,
-        draft,
+        MappedDraft(draft, _map()),
         prompt,
         k=3,
         max_new_tokens=12,
         generator=torch.Generator().manual_seed(1),
         temperature=0.0,
         draft_temperature=draft_temperature,
-        vocabulary_map=_map(),
     )
     assert torch.equal(out.tokens, reference.tokens)
     assert int(out.accepted.sum()) > 0  # the mapped draft is right sometimes
@@ -283,12 +283,11 @@ def test_unshared_target_tokens_are_never_drafted_but_are_emitted() -> None:
     prompt = torch.tensor([[2, 4, 1]]).expand(64, -1)
     out = generate_speculative(
         target,
-        draft,
+        MappedDraft(draft, _map()),
         prompt,
         k=3,
         max_new_tokens=8,
         generator=[torch.Generator().manual_seed(row) for row in range(64)],
-        vocabulary_map=_map(),
     )
     assert bool(torch.isin(out.tokens, UNSHARED).any())  # emitted as corrected or bonus tokens
     # the first step: every accepted draft is a shared token
@@ -302,7 +301,8 @@ def test_unshared_target_tokens_are_never_drafted_but_are_emitted() -> None:
 def test_mapped_batch_equals_rows_alone() -> None:
     target, draft = _pair()
     prompt = torch.tensor([[2, 5, 1, 4], [7, 0, 3, 9], [1, 1, 2, 13]])
-    kwargs = {"k": 3, "max_new_tokens": 10, "temperature": 0.9, "vocabulary_map": _map()}
+    draft = MappedDraft(draft, _map())
+    kwargs = {"k": 3, "max_new_tokens": 10, "temperature": 0.9}
     batch = generate_speculative(
         target,
         draft,
@@ -327,11 +327,10 @@ def test_toy_draft_with_fewer_tokens_generates() -> None:
     vmap = VocabularyMap(torch.tensor([2, 0]), torch.tensor([4, 1]), 3, 5, draft_unknown_id=1)
     out = generate_speculative(
         target,
-        draft,
+        MappedDraft(draft, vmap),
         torch.tensor([[0, 4]]),
         k=4,
         max_new_tokens=9,
         generator=torch.Generator().manual_seed(0),
-        vocabulary_map=vmap,
     )
     assert out.tokens.shape == (1, 9) and bool((out.tokens >= 0).all())

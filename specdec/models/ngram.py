@@ -14,9 +14,10 @@ the residual ``norm(max(0, p - q))``, which is ``p`` without ``x``. The logits a
 proposal and ``-inf`` elsewhere, so every warping (temperature, top-k, top-p, min-p) keeps the
 point mass. Where nothing matches, the draft knows nothing and its row is **uniform** (all
 logits ``0``): a sampled draft proposes a random token, a greedy one token ``0``, and with
-``generate_speculative(..., draft_stop_peak_below=c)`` (any ``c`` above ``1 / V``) the step's
-block ends before that row, so the target verifies lookup hits only (a step with none is one
-target token); ``draft_stop_below=c`` instead ends the block after the uniform draft.
+``generate_speculative(..., stopping=StopPeakBelow(c))`` (any ``c`` above ``1 / V``;
+``specdec.stopping``) the step's block ends before that row, so the target verifies lookup hits
+only (a step with none is one target token); ``StopBelow(c)`` instead ends the block after the
+uniform draft.
 
 The "cache" is the token history itself, stored in the tuple layout of ``specdec.cache`` as
 one layer whose key and value are the ids ``[batch, 1, slots, 1]`` (int64): the library's

@@ -8,13 +8,14 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.types import Verification
+from specdec.types import Verification, greedy_when_one_hot
 from specdec.verify.exact_match import verify_exact_match
 from specdec.verify.greedy import verify_greedy
 
 __all__ = ["exact_match_rule", "greedy_rule"]
 
 
+@greedy_when_one_hot
 def exact_match_rule(
     draft_tokens: Int[Tensor, "*batch k"],
     draft_probs: Float[Tensor, "*batch k vocab"],
@@ -26,6 +27,7 @@ def exact_match_rule(
     return verify_exact_match(draft_tokens, target_probs, uniforms)
 
 
+@greedy_when_one_hot
 def greedy_rule(
     draft_tokens: Int[Tensor, "*batch k"],
     draft_probs: Float[Tensor, "*batch k vocab"],

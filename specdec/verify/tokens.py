@@ -6,11 +6,12 @@ from torch import Tensor
 
 from specdec._checks import check_draft_block
 from specdec._kernels import acceptance, assemble, first_rejection, inverse_cdf, residual, row_at
-from specdec.types import Verification
+from specdec.types import Verification, greedy_when_one_hot
 
 __all__ = ["verify_tokens"]
 
 
+@greedy_when_one_hot
 def verify_tokens(
     draft_tokens: Int[Tensor, "*batch k"],
     draft_probs: Float[Tensor, "*batch k vocab"],

@@ -5,12 +5,12 @@ Design, stated before any data are drawn:
 * Models: tiny random-initialised GPT-2, Llama and Qwen2 (V = 8, seeded, ``initializer_range``
   large enough that the laws are far from uniform) and a toy pair (V = 8, exact rational table);
   each draft is a noisy copy of its target (acceptance well below 1). Two cases draft with
-  *another vocabulary* through ``vocabulary_map`` (``specdec.models.VocabularyMap``, claim 12):
+  *another vocabulary* through ``MappedDraft`` and a ``VocabularyMap`` (claim 12):
   a Llama draft of 10 tokens sharing 6 of the target's 8, in another order, and a toy draft of
   6 tokens sharing 5; the target tokens the draft lacks are never drafted. One case drafts with
   ``NGramDraft`` (prompt lookup: a point mass on a token looked up in the context), one ends
-  blocks early with ``draft_stop_below`` (claim 13) on a toy pair, and one with
-  ``draft_stop_peak_below`` on another toy pair, where about a quarter of the blocks are empty
+  blocks early with ``StopBelow`` (claim 13) on a toy pair, and one with
+  ``StopPeakBelow`` on another toy pair, where about a quarter of the blocks are empty
   (the step is one target token).
 * Sampling options per case: plain temperature, temperature with top-k, top-p with a draft
   temperature different from the target's, min-p.
@@ -45,13 +45,11 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import pytest
 import torch
 
 from specdec import generate_speculative, warp_probs
-from specdec import step as step_module
 from specdec.models import (
     HFModel,
     MappedDraft,
@@ -62,9 +60,11 @@ from specdec.models import (
     make_toy_pair,
 )
 from specdec.models.base import CausalLM, empty_context, extend
+from specdec.stopping import NEVER, StopBelow, StopPeakBelow, StoppingRule
 from specdec.testing import mutants
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1
 from specdec.types import VerifyRule
+from specdec.verify import verify_tokens
 from tests._tiny_models import noisy_copy, tiny_model, vocabulary_copy
 
 SAMPLE_SIZE = 40_000
@@ -83,8 +83,8 @@ TOY_MAP = VocabularyMap(
 )
 
 
-STOP_BELOW = 0.3  # draft_stop_below of the stopping-rule case (off the toy rows' 1/24 grid)
-STOP_PEAK_BELOW = 0.3  # draft_stop_peak_below of the empty-block case (off the grid too)
+STOP_BELOW = 0.3  # StopBelow's threshold in the stopping-rule case (off the toy rows' 1/24 grid)
+STOP_PEAK_BELOW = 0.3  # StopPeakBelow's threshold in the empty-block case (off the grid too)
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ class Case:
     arch: str
     options: dict[str, float | int]
     draft_options: dict[str, float | int]
+    stopping: StoppingRule = NEVER
 
 
 CASES = [
@@ -109,8 +110,8 @@ CASES = [
         {"temperature": 0.8, "top_k": 6},
         {"draft_temperature": 0},
     ),
-    Case("toy-stop-below", "toy-stop", {}, {"draft_stop_below": STOP_BELOW}),
-    Case("toy-stop-peak-below", "toy-peak", {}, {"draft_stop_peak_below": STOP_PEAK_BELOW}),
+    Case("toy-stop-below", "toy-stop", {}, {}, StopBelow(STOP_BELOW)),
+    Case("toy-stop-peak-below", "toy-peak", {}, {}, StopPeakBelow(STOP_PEAK_BELOW)),
 ]
 MAPPED_CASES = CASES[5:7]
 NGRAM_CASE = CASES[7]
@@ -265,7 +266,7 @@ def test_point_mass_step_enumeration_gives_the_target_law() -> None:
 
 def _stopping_law(target: CausalLM, draft: CausalLM, *, peak: bool, exclude: bool) -> torch.Tensor:
     """``[V ** 3]`` law of ``generate_speculative(k=K)``'s first three tokens with
-    ``draft_stop_below=STOP_BELOW`` (``peak=False``) or ``draft_stop_peak_below=STOP_PEAK_BELOW``
+    ``StopBelow(STOP_BELOW)`` (``peak=False``) or ``StopPeakBelow(STOP_PEAK_BELOW)``
     (``peak=True``) at temperature 1 (so ``q`` is the draft's softmax, the rules' measure),
     enumerating every draft and every verdict of every step.
 
@@ -368,12 +369,15 @@ def _sample(
     seed: int,
     *,
     restrict_target: bool = False,
-    rule: VerifyRule | None = None,
+    rule: VerifyRule = verify_tokens,
+    stopping: StoppingRule | None = None,
 ) -> torch.Tensor:
     target, draft, vocabulary_map = _models(case.arch)
     if restrict_target:
         assert vocabulary_map is not None
         target = _restricted(target, vocabulary_map)
+    if vocabulary_map is not None:
+        draft = MappedDraft(draft, vocabulary_map)
     prompt = torch.tensor(PROMPT).expand(SAMPLE_SIZE, -1)
     out = generate_speculative(
         target,
@@ -382,8 +386,8 @@ def _sample(
         k=K,
         max_new_tokens=NEW_TOKENS,
         generator=torch.Generator().manual_seed(seed),
-        vocabulary_map=vocabulary_map,
-        **({} if rule is None else {"rule": rule}),
+        rule=rule,
+        stopping=case.stopping if stopping is None else stopping,
         **options,  # type: ignore[arg-type]
     )
     assert bool((out.tokens >= 0).all())
@@ -480,42 +484,43 @@ def test_resampling_from_the_target_after_rejecting_a_point_mass_is_rejected() -
     )
 
 
-def _excluding_draft(real: Callable[..., Any]) -> Callable[..., Any]:
-    """``specdec.step._draft`` made lossy: a row whose block ended at a low-confidence draft
-    after its first verifies the drafts before it only (the variant claim 13 rules out)."""
+@dataclass(frozen=True)
+class _ExcludingStopBelow:
+    """A lossy ``StopBelow``: a row whose block ends at a low-confidence draft after its first
+    verifies the drafts before it only, dropping the draft whose probability it read (the
+    variant claim 13 rules out; ``_stopping_law(peak=False, exclude=True)``)."""
 
-    def wrong(*args: Any) -> Any:
-        block, context, lengths = real(*args)
-        if block.tokens.shape[1] == 0:  # no draft made (the last token): nothing to drop
-            return block, context, lengths
-        confidence = block.probs.gather(2, block.tokens[..., None])[..., 0]  # temperature 1
-        depth = torch.arange(1, block.tokens.shape[1] + 1)
-        low = (confidence < STOP_BELOW) & (depth[None, :] <= lengths[:, None])
-        first = torch.where(low, depth, block.tokens.shape[1] + 1).min(dim=1).values
-        return block, context, torch.where(first >= 2, first - 1, lengths)
+    threshold: float
 
-    return wrong
-
-
-def _late_peak_draft(real: Callable[..., Any]) -> Callable[..., Any]:
-    """``specdec.step._draft`` made lossy: a row whose block the peak rule ended after ``L >= 1``
-    drafts verifies ``L - 1`` of them, dropping ``x_L``, the draft whose own row peaked low (the
-    rule checked one draft late, after sampling; ``_stopping_law(peak=True, exclude=True)``)."""
-
-    def wrong(*args: Any) -> Any:
-        block, context, lengths = real(*args)
-        capped = args[5]  # the caller's lengths: a shorter block was ended by the rule
-        late = (lengths < capped) & (lengths >= 1)
-        return block, context, torch.where(late, lengths - 1, lengths)
-
-    return wrong
+    def block_end(
+        self, position: int, draft_logits: torch.Tensor, draft_tokens: torch.Tensor
+    ) -> torch.Tensor:
+        own = torch.softmax(draft_logits.double(), dim=-1)  # temperature 1, unwarped
+        confidence = own.gather(1, draft_tokens[:, -1:])[:, 0]  # q_i(x_{i+1})
+        end = position if position >= 1 else 1  # drop x_{i+1}, but never the first draft
+        return torch.where(confidence < self.threshold, end, -1)
 
 
-# (label, case, the rule on the row?, the lossy ``_draft``, seed): each wrong law enumerated
+@dataclass(frozen=True)
+class _LatePeakBelow:
+    """A lossy ``StopPeakBelow``: where the row ``q_i`` peaks low, the block ends before
+    ``x_i`` instead of ``x_{i+1}``, dropping the draft sampled before the row was read (the rule
+    checked one draft late, after sampling; ``_stopping_law(peak=True, exclude=True)``)."""
+
+    threshold: float
+
+    def block_end(
+        self, position: int, draft_logits: torch.Tensor, draft_tokens: torch.Tensor
+    ) -> torch.Tensor:
+        peak = torch.softmax(draft_logits.double(), dim=-1).amax(dim=-1)
+        return torch.where(peak < self.threshold, max(position - 1, 0), -1)
+
+
+# (label, case, the rule on the row?, the lossy stopping rule, seed): each wrong law enumerated
 # by ``_stopping_law(..., exclude=True)``
 DRAFT_CONTROLS = [
-    ("excluding the stopping draft", STOP_CASE, False, _excluding_draft, 4),
-    ("checking the peak one draft late", PEAK_CASE, True, _late_peak_draft, 5),
+    ("excluding the stopping draft", STOP_CASE, False, _ExcludingStopBelow(STOP_BELOW), 4),
+    ("checking the peak one draft late", PEAK_CASE, True, _LatePeakBelow(STOP_PEAK_BELOW), 5),
 ]
 
 
@@ -524,20 +529,17 @@ DRAFT_CONTROLS = [
     ("label", "case", "peak", "lossy", "seed"), DRAFT_CONTROLS, ids=[c[0] for c in DRAFT_CONTROLS]
 )
 def test_lossy_stopping_rules_are_rejected(
-    monkeypatch: pytest.MonkeyPatch,
-    label: str,
-    case: Case,
-    peak: bool,
-    lossy: Callable[[Callable[..., Any]], Callable[..., Any]],
-    seed: int,
+    label: str, case: Case, peak: bool, lossy: StoppingRule, seed: int
 ) -> None:
     target, draft, _ = _models(case.arch)
     expected = _joint_law(target, case.options)
     wrong_law = _stopping_law(target, draft, peak=peak, exclude=True)
     options = {**case.options, **case.draft_options}
 
-    def sample() -> torch.Tensor:
-        monkeypatch.setattr(step_module, "_draft", lossy(step_module._draft))
-        return _sample(case, options, seed=seed)
-
-    _assert_control_rejected(label, expected, wrong_law, sample, target.vocab_size)
+    _assert_control_rejected(
+        label,
+        expected,
+        wrong_law,
+        lambda: _sample(case, options, seed=seed, stopping=lossy),
+        target.vocab_size,
+    )
