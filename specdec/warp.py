@@ -35,7 +35,7 @@ def point_mass(
 
     Sampling a point mass returns its token for every uniform, so at temperature 0 this is
     ``(sample(row, u), row)`` for any ``u`` without the inverse-CDF pass (tested in
-    ``tests/test_step_greedy.py``). Ties go to the lowest id, as in ``warp_probs``.
+    ``tests/test_step.py``). Ties go to the lowest id, as in ``warp_probs``.
 
     Args:
         logits: ``[*batch, V]`` floating logits (``-inf`` allowed, NaN and ``+inf`` refused).
