@@ -15,8 +15,10 @@ outcomes omitted), compared with ``==``, never with a tolerance:
   decision the breakpoints missed is caught whenever its threshold lies in the middle 7/8 of its
   cell. This is a guard, not a proof; the proof is that the breakpoints are derived from the
   rule's definition.
-* ``completion_law``: the emitted block completed to ``k+1`` tokens with the target (SPEC.md's
-  correctness criterion); a rule is lossless iff this equals ``target_law(..., k + 1)``.
+* ``completion_law``: the emitted block completed to ``k+1`` tokens with the target; a rule is
+  lossless iff this equals ``target_law(..., k + 1)`` (the correctness criterion,
+  ``proofs/theory.md`` claim 2: by induction over steps the whole stream then has the law of
+  target-only decoding).
 
 A draft with another vocabulary enters through ``restricted_draft``: the exact law
 ``specdec.models.MappedDraft`` samples from, as a toy model on the target's vocabulary.
