@@ -5,7 +5,8 @@ Design, stated before any data are drawn:
 * Outcome: the emitted block of one step, completed to ``k+1`` tokens from the target, on a
   context-dependent toy pair (V = 3, k = 3, order-2 rows, zero-probability tokens, draft rows
   halfway between the target's and independent ones). Cells: all ``m = V^(k+1) = 81`` sequences.
-* Expected law: ``specdec.exact.target_law(target, prefix, k + 1)``, exact (the completion-law criterion, ``proofs/theory.md`` claim 2).
+* Expected law: ``specdec.exact.target_law(target, prefix, k + 1)``, exact (the completion-law
+  criterion, ``proofs/theory.md`` claim 2).
 * Test: the finite-sample L1 test (``specdec.testing.stats``) at false-fail rate ``1e-6``.
 * Power: at false-pass rate ``1e-6`` it detects any law at total-variation distance ``>= 0.03``
   from the target's once ``n >= min_sample_size_by_l1(81, 0.03, 1e-6, 1e-6)`` (155,459); we draw
