@@ -29,7 +29,6 @@ logits for the positions that are needed only (``logits_to_keep``).
 """
 
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,9 +42,9 @@ from specdec._checks import (
     check_same_vocabulary,
     check_token_budget,
 )
-from specdec.cache import KVCache
+from specdec._loop import FIELDS, Generators, Output, Timed, build_options, check_keywords
+from specdec._loop import draw as draw_uniforms
 from specdec.models.base import CausalLM, empty_context, extend
-from specdec.noise import uniforms
 from specdec.step import StepState, speculative_step
 from specdec.stopping import NEVER, StoppingRule
 from specdec.types import VerifyRule
@@ -59,8 +58,6 @@ __all__ = [
     "generate_autoregressive",
     "generate_speculative",
 ]
-
-Generators = torch.Generator | Sequence[torch.Generator]
 
 
 @dataclass(frozen=True)
@@ -100,39 +97,6 @@ class Generation:
         return sum(self.draft_seconds) + sum(self.verify_seconds) + sum(self.other_seconds)
 
 
-def _draw(generator: Generators, batch: int, width: int) -> Tensor:
-    """``[batch, width]`` uniforms: one block from one generator, or one row per generator."""
-    if isinstance(generator, torch.Generator):
-        return uniforms(generator, (batch, width))
-    streams = list(generator)
-    if len(streams) != batch:
-        raise ValueError(
-            f"generator must be one torch.Generator or one per row: got {len(streams)} "
-            f"generators for {batch} rows."
-        )
-    return torch.stack([uniforms(g, (width,)) for g in streams])
-
-
-def _append(
-    out: Tensor, produced: Tensor, done: Tensor, block: Tensor, length: Tensor, eos: int | None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Write each row's block (first ``length`` tokens) after its output, cut at EOS and budget."""
-    budget = out.shape[1]
-    slots = torch.arange(block.shape[1])[None, :]  # [1, w]
-    valid = (slots < length[:, None]) & ~done[:, None]
-    valid &= produced[:, None] + slots < budget
-    hit = torch.zeros_like(done)
-    if eos is not None:
-        is_eos = (block == eos) & valid
-        after = is_eos.long().cumsum(dim=1) - is_eos.long()  # EOS tokens strictly before a slot
-        valid &= after == 0
-        hit = is_eos.any(dim=1)
-    rows, cols = valid.nonzero(as_tuple=True)
-    written = out.index_put((rows, produced[rows] + cols), block[rows, cols])
-    produced = produced + valid.sum(dim=1)
-    return written, produced, done | hit | (produced >= budget)
-
-
 class SamplingKeywords(TypedDict, total=False):
     """The target's sampling keywords: they build ``SamplingOptions`` and nothing else."""
 
@@ -149,76 +113,6 @@ class DraftSamplingKeywords(SamplingKeywords, total=False):
     draft_top_k: int | None
     draft_top_p: float | None
     draft_min_p: float | None
-
-
-_FIELDS = ("temperature", "top_k", "top_p", "min_p")
-_MOVED = {
-    "draft_stop_below": "stopping=specdec.stopping.StopBelow(threshold)",
-    "draft_stop_peak_below": "stopping=specdec.stopping.StopPeakBelow(threshold)",
-    "vocabulary_map": "the draft wrapped as specdec.models.MappedDraft(draft, vocabulary_map)",
-}
-
-
-def _check_keywords(keywords: Mapping[str, object], allowed: Sequence[str], caller: str) -> None:
-    for name in keywords:
-        if name in _MOVED:
-            raise TypeError(f"{caller}() no longer takes {name}=; pass {_MOVED[name]}.")
-        if name not in allowed:
-            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}.")
-
-
-def _options(
-    name: str,
-    options: object,
-    keywords: Mapping[str, object],
-    prefix: str,
-    default: SamplingOptions,
-) -> SamplingOptions:
-    """``options`` as given, or built from the keywords ``prefix + field`` (a keyword left out
-    or ``None`` takes ``default``'s field); both together are refused."""
-    given = {key: keywords[prefix + key] for key in _FIELDS if prefix + key in keywords}
-    if options is not None:
-        if given:
-            spelled = ", ".join(prefix + key for key in given)
-            raise TypeError(f"pass either {name} or the keywords {spelled}, not both.")
-        if not isinstance(options, SamplingOptions):
-            raise TypeError(f"{name} must be SamplingOptions, got {type(options).__name__}.")
-        return options
-    values = {
-        key: getattr(default, key) if given.get(key) is None else given[key] for key in _FIELDS
-    }
-    return SamplingOptions(**values)  # type: ignore[arg-type]  # checked on construction
-
-
-class _Timed:
-    """A model whose calls add their duration to ``seconds``: the loop's stopwatch, local to
-    one ``generate_speculative`` call."""
-
-    def __init__(self, model: CausalLM) -> None:
-        self.model = model
-        self.seconds = 0.0
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.vocab_size
-
-    def forward(
-        self,
-        input_ids: Tensor,
-        cache: KVCache | None,
-        attention_mask: Tensor,
-        position_ids: Tensor,
-        logits_to_keep: int | None = None,
-    ) -> tuple[Tensor, KVCache]:
-        start = time.perf_counter()
-        out = self.model.forward(input_ids, cache, attention_mask, position_ids, logits_to_keep)
-        self.seconds += time.perf_counter() - start
-        return out
-
-    def lap(self) -> float:
-        """The time accumulated since the last lap."""
-        elapsed, self.seconds = self.seconds, 0.0
-        return elapsed
 
 
 def generate_autoregressive(
@@ -253,31 +147,27 @@ def generate_autoregressive(
         >>> out.tokens.shape
         torch.Size([1, 5])
     """
-    _check_keywords(sampling, _FIELDS, "generate_autoregressive")
-    law = _options("options", options, sampling, "", SamplingOptions())
+    check_keywords(sampling, FIELDS, "generate_autoregressive")
+    law = build_options("options", options, sampling, "", SamplingOptions())
     prompt = check_prompt_ids("prompt_ids", prompt_ids, model.vocab_size)
     max_length = getattr(model, "max_length", None)
     budget = check_token_budget(max_new_tokens, prompt.shape[1], 0, max_length)
     batch = prompt.shape[0]
-    out = torch.full((batch, budget), -1, dtype=torch.int64)
-    produced = torch.zeros(batch, dtype=torch.int64)
-    done = torch.full((batch,), budget == 0)
+    out = Output.empty(batch, budget)
     verify_times: list[float] = []
     other_times: list[float] = []
     context, pending = empty_context(batch), prompt  # the first pass reads the whole prompt
-    while not bool(done.all()):
+    while not bool(out.done.all()):
         start = time.perf_counter()
         logits, context = extend(model, context, pending, logits_to_keep=1)
-        token, _ = law.draw(logits[:, -1], _draw(generator, batch, 1)[:, 0])
+        token, _ = law.draw(logits[:, -1], draw_uniforms(generator, batch, 1)[:, 0])
         middle = time.perf_counter()
-        out, produced, done = _append(
-            out, produced, done, token[:, None], torch.ones_like(token), eos_token_id
-        )
+        out = out.append(token[:, None], torch.ones_like(token), eos_token_id)
         pending = token[:, None]
         verify_times.append(middle - start)
         other_times.append(time.perf_counter() - middle)
     return Generation(
-        tokens=out,
+        tokens=out.tokens,
         accepted=torch.zeros(0, batch, dtype=torch.int64),
         verified=torch.zeros(0, batch, dtype=torch.int64),
         draft_seconds=tuple(0.0 for _ in verify_times),
@@ -341,32 +231,28 @@ def generate_speculative(
         >>> out.tokens.shape, bool((out.tokens >= 0).all())
         (torch.Size([1, 6]), True)
     """
-    _check_keywords(
-        sampling, [*_FIELDS, *(f"draft_{key}" for key in _FIELDS)], "generate_speculative"
-    )
+    check_keywords(sampling, [*FIELDS, *(f"draft_{key}" for key in FIELDS)], "generate_speculative")
     k = check_positive_int("k", k)
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = check_prompt_ids("prompt_ids", prompt_ids, target.vocab_size)
     max_length = getattr(target, "max_length", None)
     budget = check_token_budget(max_new_tokens, prompt.shape[1], k, max_length)
-    target_law = _options("target_options", target_options, sampling, "", SamplingOptions())
-    draft_law = _options("draft_options", draft_options, sampling, "draft_", target_law)
-    timed_target, timed_draft = _Timed(target), _Timed(draft)
+    target_law = build_options("target_options", target_options, sampling, "", SamplingOptions())
+    draft_law = build_options("draft_options", draft_options, sampling, "draft_", target_law)
+    timed_target, timed_draft = Timed(target), Timed(draft)
     batch = prompt.shape[0]
-    out = torch.full((batch, budget), -1, dtype=torch.int64)
-    produced = torch.zeros(batch, dtype=torch.int64)
-    done = torch.full((batch,), budget == 0)
+    out = Output.empty(batch, budget)
     accepted_per_step: list[Tensor] = []
     verified_per_step: list[Tensor] = []
     times: list[tuple[float, float, float]] = []
     state = StepState.initial(prompt)
-    while not bool(done.all()):
+    while not bool(out.done.all()):
         start = time.perf_counter()
-        draft_uniforms = _draw(generator, batch, k)  # k and k + 1 per row, whatever is used
-        verify_uniforms = _draw(generator, batch, k + 1)
-        usable = (budget - produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
-        width = int(usable[~done].max())
-        lengths = torch.where(done, width, usable)  # finished rows: anything, one group
+        draft_uniforms = draw_uniforms(generator, batch, k)  # k and k + 1 per row, whatever is used
+        verify_uniforms = draw_uniforms(generator, batch, k + 1)
+        usable = (budget - out.produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
+        width = int(usable[~out.done].max())
+        lengths = torch.where(out.done, width, usable)  # finished rows: anything, one group
         outcome = speculative_step(
             timed_target,
             timed_draft,
@@ -380,17 +266,15 @@ def generate_speculative(
             stopping=stopping,
         )
         verdict = outcome.verification
-        accepted_per_step.append(torch.where(done, -1, verdict.num_accepted))
-        verified_per_step.append(torch.where(done, -1, outcome.lengths))
-        out, produced, done = _append(
-            out, produced, done, verdict.tokens, verdict.num_accepted + 1, eos_token_id
-        )
+        accepted_per_step.append(torch.where(out.done, -1, verdict.num_accepted))
+        verified_per_step.append(torch.where(out.done, -1, outcome.lengths))
+        out = out.append(verdict.tokens, verdict.num_accepted + 1, eos_token_id)
         state = outcome.state
         drafting, verifying = timed_draft.lap(), timed_target.lap()
         times.append((drafting, verifying, time.perf_counter() - start - drafting - verifying))
     empty = torch.zeros(0, batch, dtype=torch.int64)
     return Generation(
-        tokens=out,
+        tokens=out.tokens,
         accepted=torch.stack(accepted_per_step) if accepted_per_step else empty,
         verified=torch.stack(verified_per_step) if verified_per_step else empty,
         draft_seconds=tuple(t[0] for t in times),
