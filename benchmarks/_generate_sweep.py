@@ -30,7 +30,16 @@ from benchmarks._measure import Ledger, load_average, timed
 from specdec.models import HFModel
 from specdec.models.base import CausalLM, empty_context, extend
 
-__all__ = ["Models", "Tally", "cost_model", "load_models", "measure_costs", "sweep", "warm_up"]
+__all__ = [
+    "Models",
+    "Tally",
+    "cost_context",
+    "cost_model",
+    "load_models",
+    "measure_costs",
+    "sweep",
+    "warm_up",
+]
 
 COST_CONTEXT_EXTRA = 32  # cost model context: prompt + this many generated tokens
 WARMUP_TOKENS = 4
@@ -233,10 +242,14 @@ def measure_run(
 
 
 def sweep(
-    models: Models, settings: Settings, costs: tuple[Tensor, Tensor], first_costs: dict[str, float]
+    models: Models,
+    settings: Settings,
+    cost_inputs: tuple[Tensor, Tensor],
+    first_costs: dict[str, float],
 ) -> Tally:
     """Every prompt, draft, ``k`` and method (see the module docstring), with a cost
-    measurement before each prompt after the first (``first_costs`` is the first's)."""
+    measurement (``measure_costs`` on ``cost_inputs``, the context and probe of
+    ``cost_context``) before each prompt after the first; ``first_costs`` is the first's."""
     ledger = models.ledger()
     rows = [
         {"draft": n, "k": k, "runs": [], "hf_runs": []}
@@ -247,7 +260,7 @@ def sweep(
     ks = settings.ks
     for prompt_index in range(len(models.prompts)):
         if prompt_index:
-            tally.cost_samples.append(measure_costs(models, settings, *costs))
+            tally.cost_samples.append(measure_costs(models, settings, *cost_inputs))
         for name in settings.drafts:
             measure_baselines(models, settings, ledger, tally, prompt_index)
             for k in ks:
