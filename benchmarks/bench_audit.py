@@ -7,81 +7,102 @@ verifier at default settings in at most 60 s.
 """
 
 import argparse
-import json
-import os
-import time
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
+from benchmarks._measure import load_average, timed, write_json
 from specdec.testing import zoo
-from specdec.testing.audit import audit_step, audit_verifier
+from specdec.testing.audit import AuditReport, audit_step, audit_verifier
 from specdec.testing.transformers_adapter import transformers_speculative_sampling
 
 OUT = Path(__file__).resolve().parent / "out"
+QUICK_SAMPLES, QUICK_SINGLE_SAMPLES = 2_000, 100
 
-parser = argparse.ArgumentParser(description=__doc__)
-parser.add_argument("--quick", action="store_true", help="tiny sample sizes (smoke test)")
-parser.add_argument("--out", type=Path, default=OUT / "bench_audit.json")
-args = parser.parse_args()
-samples = 2_000 if args.quick else None
-single_samples = 100 if args.quick else None
 
-rows = []
-start = time.perf_counter()
-for registry, audit, expect_lossy in [
-    (zoo.LOSSY_VERIFIERS, audit_verifier, True),
-    (zoo.LOSSLESS_VERIFIERS, audit_verifier, False),
-    (zoo.LOSSY_STEPS, audit_step, True),
-    (zoo.LOSSLESS_STEPS, audit_step, False),
-]:
-    for name, fn in registry.items():
-        began = time.perf_counter()
-        report = audit(fn, samples=samples)  # type: ignore[operator]
-        seconds = time.perf_counter() - began
-        correct = report.lossless != expect_lossy
-        rows.append(
-            (name, report.verdict, correct, seconds, min(s.detectable_tv for s in report.scenarios))
-        )
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``--quick`` and ``--out`` from the command line (``sys.argv[1:]`` when ``argv`` is None)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sample sizes (smoke test)")
+    parser.add_argument("--out", type=Path, default=OUT / "bench_audit.json")
+    return parser.parse_args(argv)
+
+
+def audit_zoo(samples: int | None) -> list[dict[str, Any]]:
+    """Every zoo entry audited at ``samples`` per scenario (``None``: the audit's default):
+    its verdict, whether that is the expected one, seconds and smallest detectable TV."""
+    rows = []
+    registries: list[tuple[Mapping[str, object], Callable[..., AuditReport], bool]] = [
+        (zoo.LOSSY_VERIFIERS, audit_verifier, True),
+        (zoo.LOSSLESS_VERIFIERS, audit_verifier, False),
+        (zoo.LOSSY_STEPS, audit_step, True),
+        (zoo.LOSSLESS_STEPS, audit_step, False),
+    ]
+    for registry, audit, expect_lossy in registries:
+        for name, fn in registry.items():
+            report, seconds = timed(audit, fn, samples=samples)
+            correct = report.lossless != expect_lossy
+            rows.append(
+                {
+                    "name": name,
+                    "verdict": report.verdict,
+                    "as_expected": correct,
+                    "seconds": seconds,
+                    "min_detectable_tv": min(s.detectable_tv for s in report.scenarios),
+                }
+            )
+            print(
+                f"{name:32} {report.verdict:22} {'ok' if correct else 'WRONG':5} {seconds:6.1f} s",
+                flush=True,
+            )
+    return rows
+
+
+def audit_singles(samples: int | None) -> dict[str, dict[str, Any]]:
+    """The single-sequence reference verifier and transformers' through the adapter."""
+    singles = {}
+    for name, fn in [
+        ("reference_verifier_single", zoo.reference_verifier_single),
+        ("transformers_speculative_sampling", transformers_speculative_sampling),
+    ]:
+        report, seconds = timed(audit_verifier, fn, samples=samples)
+        singles[name] = {
+            "verdict": report.verdict,
+            "seconds": seconds,
+            "samples": sum(s.samples for s in report.scenarios),
+            "detectable_tv": [round(s.detectable_tv, 4) for s in report.scenarios],
+        }
         print(
-            f"{name:32} {report.verdict:22} {'ok' if correct else 'WRONG':5} {seconds:6.1f} s",
+            f"single-sequence {name}: {report.verdict} in {seconds:.1f} s "
+            f"({singles[name]['samples']} calls)",
             flush=True,
         )
-zoo_seconds = time.perf_counter() - start
+    return singles
 
-singles = {}
-for name, fn in [
-    ("reference_verifier_single", zoo.reference_verifier_single),
-    ("transformers_speculative_sampling", transformers_speculative_sampling),
-]:
-    began = time.perf_counter()
-    report = audit_verifier(fn, samples=single_samples)
-    singles[name] = {
-        "verdict": report.verdict,
-        "seconds": time.perf_counter() - began,
-        "samples": sum(s.samples for s in report.scenarios),
-        "detectable_tv": [round(s.detectable_tv, 4) for s in report.scenarios],
-    }
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Audit the zoo and the single-sequence verifiers, print and write the timings."""
+    args = parse_args(argv)
+    rows, zoo_seconds = timed(audit_zoo, QUICK_SAMPLES if args.quick else None)
+    singles = audit_singles(QUICK_SINGLE_SAMPLES if args.quick else None)
     print(
-        f"single-sequence {name}: {report.verdict} in {singles[name]['seconds']:.1f} s "
-        f"({singles[name]['samples']} calls)",
-        flush=True,
+        f"\nwhole zoo ({len(rows)} entries): {zoo_seconds:.1f} s, "
+        f"{sum(row['as_expected'] for row in rows)}/{len(rows)} verdicts as expected; "
+        f"load {load_average():.2f}"
     )
-
-print(
-    f"\nwhole zoo ({len(rows)} entries): {zoo_seconds:.1f} s, "
-    f"{sum(r[2] for r in rows)}/{len(rows)} verdicts as expected; load {os.getloadavg()[0]:.2f}"
-)
-args.out.parent.mkdir(parents=True, exist_ok=True)
-args.out.write_text(
-    json.dumps(
+    write_json(
+        args.out,
         {
             "zoo_seconds": zoo_seconds,
-            "zoo": [
-                {"name": n, "verdict": v, "as_expected": c, "seconds": s, "min_detectable_tv": t}
-                for n, v, c, s, t in rows
-            ],
+            "zoo": rows,
             "single_sequence": singles,
-            "load_average": os.getloadavg()[0],
+            "load_average": load_average(),
         },
-        indent=2,
     )
-)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

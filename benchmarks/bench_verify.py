@@ -27,13 +27,10 @@ Usage::
 """
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +44,7 @@ except ImportError:  # pragma: no cover - Windows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
+from benchmarks._measure import environment, load_average, timed, write_json
 
 # -- constants ---------------------------------------------------------------------------------
 SEED = 0
@@ -64,20 +62,31 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bench_verify.json"
 Block = tuple[Tensor, Tensor, Tensor, Tensor]  # draft_tokens, draft_probs, target_probs, uniforms
 PAGE_MIB = (resource.getpagesize() if resource else 0) / 2**20
 
-# -- arguments ---------------------------------------------------------------------------------
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--quick", action="store_true", help="shrink sizes for a smoke test")
-parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON")
-args = parser.parse_args()
-small_rows = QUICK_SMALL_ROWS if args.quick else SMALL_ROWS
-large_vocab = QUICK_LARGE_VOCAB if args.quick else LARGE_VOCAB
-large_rows = QUICK_LARGE_ROWS if args.quick else LARGE_ROWS
-warmup = QUICK_WARMUP if args.quick else WARMUP
-repeats = QUICK_REPEATS if args.quick else REPEATS
-generator = torch.Generator().manual_seed(SEED)
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of one run (full, or ``--quick``)."""
+
+    small_rows: int
+    large_vocab: int
+    large_rows: int
+    warmup: int
+    repeats: int
 
 
-def make_block(rows: int, vocab: int) -> Block:
+FULL = Sizes(SMALL_ROWS, LARGE_VOCAB, LARGE_ROWS, WARMUP, REPEATS)
+QUICK = Sizes(QUICK_SMALL_ROWS, QUICK_LARGE_VOCAB, QUICK_LARGE_ROWS, QUICK_WARMUP, QUICK_REPEATS)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``--quick`` and ``--out`` from the command line (``sys.argv[1:]`` when ``argv`` is None)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="shrink sizes for a smoke test")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON")
+    return parser.parse_args(argv)
+
+
+def make_block(rows: int, vocab: int, generator: torch.Generator) -> Block:
     """Valid float64 inputs of ``verify_tokens`` for ``rows`` independent blocks of ``K`` drafts."""
     draft_logits = torch.randn(rows, K, vocab, generator=generator, dtype=torch.float64)
     draft_probs = torch.softmax(draft_logits, dim=-1)  # [rows, K, V]
@@ -95,25 +104,27 @@ def clone_all(block: Block) -> list[Tensor]:
     return [tensor.clone() for tensor in block]
 
 
-def timed(call: Callable[[], object]) -> tuple[float, float]:
+def minor_faults() -> int:
+    """Minor page faults of this process so far (0 where ``resource`` is missing)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0
+
+
+def timed_fresh(call: Callable[[], object]) -> tuple[float, float]:
     """Wall seconds and fresh MiB touched (minor page faults) of one ``call()``."""
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0
-    start = time.perf_counter()
-    call()
-    seconds = time.perf_counter() - start
-    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0) - faults
-    return seconds, faults * PAGE_MIB
+    faults = minor_faults()
+    _, seconds = timed(call)
+    return seconds, (minor_faults() - faults) * PAGE_MIB
 
 
-def verify_vs_clone(block: Block) -> dict[str, float]:
+def verify_vs_clone(block: Block, sizes: Sizes) -> dict[str, float]:
     """Medians of ``verify_tokens(*block)`` and of ``clone_all(block)``, timed alternately."""
-    for _ in range(warmup):
+    for _ in range(sizes.warmup):
         specdec.verify_tokens(*block)
         clone_all(block)
     verify_runs, clone_runs = [], []
-    for _ in range(repeats):
-        verify_runs.append(timed(lambda: specdec.verify_tokens(*block)))
-        clone_runs.append(timed(lambda: clone_all(block)))
+    for _ in range(sizes.repeats):
+        verify_runs.append(timed_fresh(lambda: specdec.verify_tokens(*block)))
+        clone_runs.append(timed_fresh(lambda: clone_all(block)))
     verify_s = statistics.median(seconds for seconds, _ in verify_runs)
     clone_s = statistics.median(seconds for seconds, _ in clone_runs)
     return {
@@ -125,78 +136,96 @@ def verify_vs_clone(block: Block) -> dict[str, float]:
     }
 
 
-results: dict[str, Any] = {
-    "torch": torch.__version__,
-    "python": platform.python_version(),
-    "machine": platform.machine(),
-    "threads": torch.get_num_threads(),
-    "quick": args.quick,
-    "k": K,
-    "warmup": warmup,
-    "repeats": repeats,
-    "load_average_before": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-    "cases": [],
-}
-
-# -- (a) throughput: many small rows -----------------------------------------------------------
-block = make_block(small_rows, SMALL_VOCAB)
-timing = verify_vs_clone(block)
-rows_per_second = small_rows / timing["verify_s"]
-results["cases"].append(
-    {
+def throughput_case(sizes: Sizes, generator: torch.Generator) -> dict[str, Any]:
+    """(a) many small rows: rows per second."""
+    block = make_block(sizes.small_rows, SMALL_VOCAB, generator)
+    timing = verify_vs_clone(block, sizes)
+    rows_per_second = sizes.small_rows / timing["verify_s"]
+    return {
         "case": "a_throughput",
         "dtype": "float64",
-        "rows": small_rows,
+        "rows": sizes.small_rows,
         "vocab": SMALL_VOCAB,
         **timing,
         "rows_per_second": rows_per_second,
         "goal": f"rows/s >= {GOAL_ROWS_PER_SECOND:g}",
         "goal_met": rows_per_second >= GOAL_ROWS_PER_SECOND,
     }
-)
-del block
 
-# -- (b) cost relative to cloning the inputs: few large rows, float64 and float32 ---------------
-block64 = make_block(large_rows, large_vocab)
-draft_tokens, draft_probs, target_probs, uniforms = block64
-block32 = (draft_tokens, draft_probs.to(torch.float32), target_probs.to(torch.float32), uniforms)
-for dtype_name, block in (("float64", block64), ("float32", block32)):
-    timing = verify_vs_clone(block)
-    results["cases"].append(
-        {
-            "case": "b_clone_ratio",
-            "dtype": dtype_name,
-            "rows": large_rows,
-            "vocab": large_vocab,
-            **timing,
-            "rows_per_second": large_rows / timing["verify_s"],
-            "goal": f"ratio <= {GOAL_CLONE_RATIO:g}",
-            "goal_met": timing["clone_ratio"] <= GOAL_CLONE_RATIO,
-        }
+
+def clone_ratio_cases(sizes: Sizes, generator: torch.Generator) -> list[dict[str, Any]]:
+    """(b) few large rows, float64 and float32: the cost relative to cloning the inputs."""
+    block64 = make_block(sizes.large_rows, sizes.large_vocab, generator)
+    draft_tokens, draft_probs, target_probs, uniforms = block64
+    block32 = (
+        draft_tokens,
+        draft_probs.to(torch.float32),
+        target_probs.to(torch.float32),
+        uniforms,
     )
+    cases = []
+    for dtype_name, block in (("float64", block64), ("float32", block32)):
+        timing = verify_vs_clone(block, sizes)
+        cases.append(
+            {
+                "case": "b_clone_ratio",
+                "dtype": dtype_name,
+                "rows": sizes.large_rows,
+                "vocab": sizes.large_vocab,
+                **timing,
+                "rows_per_second": sizes.large_rows / timing["verify_s"],
+                "goal": f"ratio <= {GOAL_CLONE_RATIO:g}",
+                "goal_met": timing["clone_ratio"] <= GOAL_CLONE_RATIO,
+            }
+        )
+    return cases
 
-# -- report ------------------------------------------------------------------------------------
-results["load_average_after"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-print(
-    f"bench_verify: torch {results['torch']}, {results['threads']} threads, k={K}, median of "
-    f"{repeats} after {warmup} warm-up{' (--quick)' if args.quick else ''}; 1-min load average "
-    f"{results['load_average_before']} before, {results['load_average_after']} after "
-    "(other processes skew the times; the interleaved ratios less so)"
-)
-header = (
-    f"{'case':<14} {'dtype':<8} {'rows':>8} {'V':>6} {'verify ms':>10} {'clone ms':>9} "
-    f"{'ratio':>6} {'rows/s':>9} {'fresh MiB v/c':>14}  goal"
-)
-print(header)
-print("-" * len(header))
-for case in results["cases"]:
-    fresh = f"{case['verify_fresh_mib']:.0f}/{case['clone_fresh_mib']:.0f}"
+
+def print_table(results: dict[str, Any], sizes: Sizes) -> None:
+    """The run's settings, load and one line per case."""
     print(
-        f"{case['case']:<14} {case['dtype']:<8} {case['rows']:>8} {case['vocab']:>6} "
-        f"{case['verify_s'] * 1e3:>10.2f} {case['clone_s'] * 1e3:>9.2f} "
-        f"{case['clone_ratio']:>6.2f} {case['rows_per_second']:>9.3g} {fresh:>14}  "
-        f"{case['goal']}: {'met' if case['goal_met'] else 'MISSED'}"
+        f"bench_verify: torch {results['torch']}, {results['threads']} threads, k={K}, median of "
+        f"{sizes.repeats} after {sizes.warmup} warm-up{' (--quick)' if results['quick'] else ''}; "
+        f"1-min load average {results['load_average_before']} before, "
+        f"{results['load_average_after']} after "
+        "(other processes skew the times; the interleaved ratios less so)"
     )
-args.out.parent.mkdir(parents=True, exist_ok=True)
-args.out.write_text(json.dumps(results, indent=2) + "\n")
-print(f"wrote {args.out}")
+    header = (
+        f"{'case':<14} {'dtype':<8} {'rows':>8} {'V':>6} {'verify ms':>10} {'clone ms':>9} "
+        f"{'ratio':>6} {'rows/s':>9} {'fresh MiB v/c':>14}  goal"
+    )
+    print(header)
+    print("-" * len(header))
+    for case in results["cases"]:
+        fresh = f"{case['verify_fresh_mib']:.0f}/{case['clone_fresh_mib']:.0f}"
+        print(
+            f"{case['case']:<14} {case['dtype']:<8} {case['rows']:>8} {case['vocab']:>6} "
+            f"{case['verify_s'] * 1e3:>10.2f} {case['clone_s'] * 1e3:>9.2f} "
+            f"{case['clone_ratio']:>6.2f} {case['rows_per_second']:>9.3g} {fresh:>14}  "
+            f"{case['goal']}: {'met' if case['goal_met'] else 'MISSED'}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure both cases, print the table and write the JSON; exit status."""
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    generator = torch.Generator().manual_seed(SEED)
+    results: dict[str, Any] = environment(args.quick) | {
+        "k": K,
+        "warmup": sizes.warmup,
+        "repeats": sizes.repeats,
+        "load_average_before": load_average(),
+        "cases": [],
+    }
+    results["cases"].append(throughput_case(sizes, generator))
+    results["cases"].extend(clone_ratio_cases(sizes, generator))
+    results["load_average_after"] = load_average()
+    print_table(results, sizes)
+    write_json(args.out, results)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

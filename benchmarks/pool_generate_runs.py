@@ -20,28 +20,45 @@ import argparse
 import json
 import math
 import statistics
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import scipy.stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
+from benchmarks._measure import t_interval
+
 QUANTITIES = ("spec_over_hf", "decode_over_refined")
+Setting = tuple[str, int]  # (draft, k)
 
-parser = argparse.ArgumentParser(description=__doc__)
-parser.add_argument("runs", type=Path, nargs="+", help="bench_generate.json of each run")
-args = parser.parse_args()
-if len(args.runs) < 2:
-    parser.error("give the JSON files of at least two runs.")
 
-tables = []
-for path in args.runs:
-    rows = json.loads(path.read_text())["rows"]
-    tables.append({(row["draft"], row["k"]): row for row in rows})
-settings = [key for key in tables[0] if all(key in table for table in tables)]
-if len(settings) < 3:
-    parser.error(f"the runs share {len(settings)} settings; at least 3 are needed.")
+def read_runs(
+    argv: Sequence[str] | None = None,
+) -> tuple[list[dict[Setting, dict[str, Any]]], list[Setting]]:
+    """Each run's rows by setting, and the settings every run has (in the first run's order);
+    exits with status 2 on fewer than two runs or three shared settings."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("runs", type=Path, nargs="+", help="bench_generate.json of each run")
+    args = parser.parse_args(argv)
+    if len(args.runs) < 2:
+        parser.error("give the JSON files of at least two runs.")
+    tables = []
+    for path in args.runs:
+        rows = json.loads(path.read_text())["rows"]
+        tables.append({(row["draft"], row["k"]): row for row in rows})
+    settings = [key for key in tables[0] if all(key in table for table in tables)]
+    if len(settings) < 3:
+        parser.error(f"the runs share {len(settings)} settings; at least 3 are needed.")
+    return tables, settings
 
-print(f"{len(args.runs)} runs, {len(settings)} settings in common")
-for quantity in QUANTITIES:
+
+def pool(
+    tables: list[dict[Setting, dict[str, Any]]], settings: list[Setting], quantity: str
+) -> None:
+    """Print one quantity per setting in every run, their correlation, the settings on the same
+    side of 1 in every run, and the pooled geometric mean with its interval."""
     logs = [[math.log(table[key][quantity]) for key in settings] for table in tables]  # [run][s]
     pooled = [statistics.fmean(column) for column in zip(*logs, strict=True)]  # per setting
     print(f"\n{quantity}: per setting, each run and their geometric mean")
@@ -52,7 +69,7 @@ for quantity in QUANTITIES:
     same_side = sum(
         len({value >= 0 for value in column}) == 1 for column in zip(*logs, strict=True)
     )
-    interval = scipy.stats.ttest_1samp(pooled, 0.0).confidence_interval(0.95)
+    low, high = t_interval(pooled)  # the settings as the units
     print(
         f"  correlation of runs 1 and 2 over the settings: r = {correlation.statistic:.2f} "
         f"(p = {correlation.pvalue:.2f}); the same side of 1 in every run: "
@@ -60,6 +77,19 @@ for quantity in QUANTITIES:
     )
     print(
         f"  geometric mean over the settings: {math.exp(statistics.fmean(pooled)):.3f}, 95% "
-        f"interval {math.exp(interval.low):.3f}-{math.exp(interval.high):.3f}; "
+        f"interval {low:.3f}-{high:.3f}; "
         f"settings at or above 1: {sum(value >= 0 for value in pooled)}/{len(settings)}"
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Read the runs and print the pooled table of every quantity; exit status."""
+    tables, settings = read_runs(argv)
+    print(f"{len(tables)} runs, {len(settings)} settings in common")
+    for quantity in QUANTITIES:
+        pool(tables, settings, quantity)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,21 +1,21 @@
 """Drafts made from the target itself: a cheaper copy of the same Hugging Face causal LM.
 
 Without a model hub, the only pretrained draft for the packaged SmolLM2 is a degraded copy of
-SmolLM2. Four degradations trade agreement with the target for speed; measured on SmolLM2-135M-
-Instruct by ``benchmarks/bench_generate.py`` on a 2-core AVX-512/AMX CPU (greedy acceptance
-rate ``α`` per drafted token over 6 chat prompts of 64 tokens, k = 1..8; cost ratio
-``c = T_draft / T_target`` of one token):
+SmolLM2. Four degradations trade agreement with the target (the greedy acceptance rate ``α`` per
+drafted token) for speed (the cost ratio ``c = T_draft / T_target`` of one token); their
+measured ``α`` and ``c`` on SmolLM2-135M-Instruct, from ``benchmarks/bench_generate.py``, are in
+``benchmarks/README.md``:
 
-=========================  ===========  =====  ============================================
-draft                      α            c      why it is cheaper (or is not)
-=========================  ===========  =====  ============================================
-``bfloat16_copy``          0.95 - 0.98  1.19   half the bytes per weight, but torch's bf16
-                                               matmul on one row is slower than float32 here
-``int8_dynamic_copy``      0.73 - 0.76  0.77   int8 weights, activations quantised per call
-``truncated_copy(m, 12)``  0.06         0.49   12 of 30 decoder layers
-``int8_weight_copy``       0.95 - 0.96  0.64   int8 weights (a quarter of the bytes), bf16
-                                               activations, torch's fused int8 matmul kernel
-=========================  ===========  =====  ============================================
+=========================  ==============================================================
+draft                      why it is cheaper (or is not)
+=========================  ==============================================================
+``bfloat16_copy``          half the bytes per weight, but torch's bf16 matmul on one row
+                           can be slower than float32 on a CPU
+``int8_dynamic_copy``      int8 weights, activations quantised per call
+``truncated_copy(m, 12)``  12 of 30 decoder layers
+``int8_weight_copy``       int8 weights (a quarter of the bytes), bf16 activations, torch's
+                           fused int8 matmul kernel
+=========================  ==============================================================
 
 A draft with no weights at all is ``specdec.models.NGramDraft`` (prompt lookup).
 
@@ -189,8 +189,7 @@ def int8_weight_copy(model: PreTrainedModel) -> PreTrainedModel:
     bfloat16 (``specdec.warp_probs`` computes in float64). On a CPU, where a one-token forward
     pass is bound by memory bandwidth, this reads a quarter of a float32 model's weight bytes;
     unlike ``int8_dynamic_copy`` no activation is quantised, so it agrees with the target far
-    more often (per-token acceptance about 0.95 against 0.75 on SmolLM2-135M greedy text) and
-    costs less per call (0.6 of a target call against 0.8, ``benchmarks/bench_generate.py``).
+    more often and costs less per call (measured in ``benchmarks/README.md``).
     The copy adds about 1 byte per weight (SmolLM2-135M: 129 MiB against 257 MiB for
     ``bfloat16_copy``).
 

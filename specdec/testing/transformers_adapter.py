@@ -124,7 +124,7 @@ def transformers_speculative_sampling_batched(
 
     Row ``n`` is ``transformers_speculative_sampling`` on row ``n`` with the same ``generator``,
     called in order, so the batch equals its rows run one after another on a shared generator.
-    The loop costs tens of microseconds per row: about ten seconds per ``1e5`` rows.
+    The loop runs in Python, one call per row (its cost per row is in ``benchmarks/README.md``).
 
     Returns:
         ``[N, k+1]`` int64 blocks, ``-1``-padded.
