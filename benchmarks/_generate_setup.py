@@ -25,6 +25,7 @@ from specdec.models.drafts import (
     int8_weight_copy,
     truncated_copy,
 )
+from specdec.stopping import NEVER, StopPeakBelow
 
 __all__ = [
     "ALL_DRAFTS",
@@ -54,7 +55,7 @@ QUICK_VOCAB, QUICK_LAYERS, QUICK_PROMPT_LENGTH = 64, 2, 6
 QUICK_QUESTIONS, QUICK_TRUNCATED_LAYERS = 1, 1
 ALL_DRAFTS = ("bf16", "int8", "first12", "int8w", "ngram")
 NGRAM_MAX = 3  # longest suffix both lookups match
-NGRAM_STOP_PEAK_BELOW = 0.5  # ngram's draft_stop_peak_below: a block ends before a no-hit row
+NGRAM_STOP_PEAK_BELOW = 0.5  # ngram's StopPeakBelow threshold: a block ends before a no-hit row
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def generate_with_specdec(
 ) -> Generation:
     """Greedy generation of ``count`` tokens with specdec: autoregressive when ``draft`` is
     ``None``, else speculative with ``k`` drafts per step (``NGramDraft`` with
-    ``draft_stop_peak_below=NGRAM_STOP_PEAK_BELOW``). The only call of specdec's generation
+    ``stopping=StopPeakBelow(NGRAM_STOP_PEAK_BELOW)``). The only call of specdec's generation
     loops in the benchmarks, so a change of their signature is an edit here alone."""
     generator = torch.Generator().manual_seed(SEED)
     if draft is None:
@@ -216,7 +217,7 @@ def generate_with_specdec(
         generator=generator,
         temperature=0.0,
         eos_token_id=eos,
-        draft_stop_peak_below=NGRAM_STOP_PEAK_BELOW if isinstance(draft, NGramDraft) else None,
+        stopping=StopPeakBelow(NGRAM_STOP_PEAK_BELOW) if isinstance(draft, NGramDraft) else NEVER,
     )
 
 

@@ -7,7 +7,7 @@ modules, ``share_weights=True``: no weight copied) and ``int8w``, an int8 weight
 with bfloat16 activations (``int8_weight_copy``); and ``ngram``, the weightless prompt-lookup
 draft ``specdec.models.NGramDraft`` (suffixes of up to 3 tokens), whose transformers
 counterpart is its own prompt lookup, ``generate(prompt_lookup_num_tokens=k,
-max_matching_ngram_size=3)``. specdec runs it with ``draft_stop_peak_below=0.5``: a block ends
+max_matching_ngram_size=3)``. specdec runs it with ``stopping=StopPeakBelow(0.5)``: a block ends
 before the first row where the lookup found nothing (a uniform row), so, like transformers, a
 step with no hit verifies no draft (claim 13). The two lookups still differ (transformers takes
 the *first* earlier occurrence and copies its continuation; specdec looks up the most recent
