@@ -5,13 +5,14 @@ Design, stated before any data are drawn:
 * Outcome: the emitted block of one step, completed to ``k+1`` tokens from the target, on a
   context-dependent toy pair (V = 3, k = 3, order-2 rows, zero-probability tokens, draft rows
   halfway between the target's and independent ones). Cells: all ``m = V^(k+1) = 81`` sequences.
-* Expected law: ``specdec.exact.target_law(target, prefix, k + 1)``, exact (SPEC.md's criterion).
+* Expected law: ``specdec.exact.target_law(target, prefix, k + 1)``, exact (the completed block
+  of a lossless rule must have exactly this law).
 * Test: the finite-sample L1 test (``specdec.testing.stats``) at false-fail rate ``1e-6``.
 * Power: at false-pass rate ``1e-6`` it detects any law at total-variation distance ``>= 0.03``
   from the target's once ``n >= min_sample_size_by_l1(81, 0.03, 1e-6, 1e-6)`` (155,459); we draw
   ``n = 200,000`` and check that before asserting. The smallest deviation it detects at this
   ``n`` is printed by ``test_sample_size_is_enough``.
-* Negative controls: three known-wrong verifiers (``specdec.testing.mutants``). Their exact
+* Negative controls: three known-wrong verifiers (``specdec.testing.zoo.rule(name)``). Their exact
   completion laws are computed first; each must lie at TV ``>= 0.03`` from the target's (so the
   test rejects it with probability ``>= 1 - 1e-6``), and the test must reject it.
 """
@@ -24,7 +25,7 @@ import torch
 import specdec
 from specdec.exact import block_law, completion_law, target_law, total_variation
 from specdec.models.toy import make_toy_pair
-from specdec.testing import mutants
+from specdec.testing import zoo
 from specdec.testing.simulate import encode_sequences, sample_completions
 from specdec.testing.stats import (
     l1_test,
@@ -78,7 +79,7 @@ def test_lossless_rule_reproduces_completion_law(rule: VerifyRule) -> None:
 
 @pytest.mark.parametrize("name", sorted(MUTANT_BREAKPOINTS))
 def test_known_wrong_verifier_is_rejected(name: str) -> None:
-    rule = getattr(mutants, name)
+    rule = zoo.rule(name)
     law = block_law(rule, PAIR.target, PAIR.draft, PREFIX, K, breakpoints=MUTANT_BREAKPOINTS[name])
     distance = total_variation(
         completion_law(law, PAIR.target, PREFIX, K), target_law(PAIR.target, PREFIX, K + 1)
