@@ -223,16 +223,22 @@ class Registry(Mapping[str, Entry]):
             rule = law if own_noise else fn
             full = fn if own_noise else _verifier_from_rule(fn)
             single = _single_step(full) if level == "step" else _single_verifier(full)
+            draws_noise = own_noise and level == "verifier"
             self._entries[name] = Entry(
-                name, family, level, lossy, suboptimal, full, single, rule, own_noise, exact_tv
+                name, family, level, lossy, suboptimal, full, single, rule, draws_noise, exact_tv
             )
             return fn
 
         return record
 
     def views(self, *, level: Level, lossy: bool) -> dict[str, BatchedFn]:
-        """``{name: batched form}`` of the entries at ``level`` that are lossy (or lossless)."""
-        return {n: e.batched for n, e in self.items() if e.level == level and e.lossy == lossy}
+        """``{name: batched form}`` of the entries at ``level`` that are lossy (or lossless).
+
+        In the order of ``Family`` (the reference first), then of registration.
+        """
+        rank = get_args(Family).index
+        chosen = [e for e in self.values() if e.level == level and e.lossy == lossy]
+        return {e.name: e.batched for e in sorted(chosen, key=lambda e: rank(e.family))}
 
 
 ZOO = Registry()
