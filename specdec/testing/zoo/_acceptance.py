@@ -5,15 +5,13 @@ in ``_pieces``.
 """
 
 import torch
-from jaxtyping import Int
 from torch import Tensor
 
 from specdec._kernels import assemble, first_rejection, inverse_cdf, residual
 from specdec.noise import uniforms as draw_uniforms
-from specdec.testing.signatures import LogitsFn, batched
 from specdec.testing.zoo._pieces import at, correct_row, final_pair, prepare, ratio
 from specdec.testing.zoo._registry import ZOO
-from specdec.testing.zoo._step_parts import options_law, sample_drafts, target_rows_for
+from specdec.testing.zoo._step_parts import StepLaws, from_laws, options_law
 from specdec.types import Verification
 from specdec.verify import verify_exact_match
 
@@ -46,29 +44,24 @@ def always_reject(
     return assemble(ids, none, inverse_cdf(target[:, 0], checked[:, -1]))
 
 
+def _verify_by_exact_match(
+    drafts: Tensor, draft_rows: Tensor, target_rows: Tensor, generator: torch.Generator
+) -> Tensor:
+    """``verify_exact_match`` on ``uniforms(generator, (N, k+1))``; the draft rows are unused."""
+    noise = draw_uniforms(generator, (drafts.shape[0], drafts.shape[1] + 1))
+    return verify_exact_match(drafts, target_rows, noise).tokens
+
+
 @ZOO.register(family="acceptance", lossy=False, suboptimal=True, level="step")
-@batched
-def exact_match_step(
-    target_logits: LogitsFn,
-    draft_logits: LogitsFn,
-    prefix: Int[Tensor, "batch seq"],
-    k: int,
-    generator: torch.Generator,
-    *,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-) -> Int[Tensor, "batch k_plus_1"]:
+@from_laws
+def exact_match_step(temperature: float, top_k: int | None, top_p: float | None) -> StepLaws:
     """Control (lossless, suboptimal): drafts verified by exact match against target samples.
 
     The target samples ``y_i`` from ``p_i`` at every position; drafts count while ``x_i = y_i``.
     Lossless whatever the draft does; lower acceptance than rejection sampling.
     """
     law = options_law(temperature, top_k, top_p)
-    drafts, _ = sample_drafts(draft_logits, prefix, k, generator, sample_law=law, score_law=law)
-    rows = target_rows_for(target_logits, prefix, drafts, law)
-    noise = draw_uniforms(generator, (drafts.shape[0], k + 1))
-    return verify_exact_match(drafts, rows, noise).tokens
+    return StepLaws(law, law, law, verify=_verify_by_exact_match)
 
 
 @ZOO.register(family="acceptance", lossy=True)

@@ -4,18 +4,14 @@ The step signature and the shared pieces are described in ``_step_parts``.
 """
 
 import torch
-from jaxtyping import Int
 from torch import Tensor
 
-from specdec.testing.signatures import LogitsFn, batched
 from specdec.testing.zoo._registry import ZOO, ExactTV
 from specdec.testing.zoo._step_parts import (
     Law,
     StepLaws,
     from_laws,
     options_law,
-    sample_drafts,
-    target_rows_for,
     verify_tolerant,
 )
 
@@ -138,19 +134,17 @@ def coarse_draft_sampling(temperature: float, top_k: int | None, top_p: float | 
     return StepLaws(_coarse(law), law, law)
 
 
+def _verify_stale(
+    drafts: Tensor, draft_rows: Tensor, target_rows: Tensor, generator: torch.Generator
+) -> Tensor:
+    """``verify_tolerant`` with each draft scored by the previous row (the bug of the next)."""
+    stale = torch.cat([draft_rows[:, :1], draft_rows[:, :-1]], dim=1)  # q_0, q_0, .., q_{k-2}
+    return verify_tolerant(drafts, stale, target_rows, generator)
+
+
 @ZOO.register(family="draft", lossy=True, level="step")
-@batched
-def draft_probs_misaligned(
-    target_logits: LogitsFn,
-    draft_logits: LogitsFn,
-    prefix: Int[Tensor, "batch seq"],
-    k: int,
-    generator: torch.Generator,
-    *,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-) -> Int[Tensor, "batch k_plus_1"]:
+@from_laws
+def draft_probs_misaligned(temperature: float, top_k: int | None, top_p: float | None) -> StepLaws:
     """Bug: draft ``i`` is scored with the previous row ``q_{i-1}`` (``q_0`` at ``i = 0``).
 
     Family: draft probabilities stored one step late (a stale draft cache, or rows appended
@@ -158,9 +152,4 @@ def draft_probs_misaligned(
     engine computing ``min(1, p/0)`` would. Shows up at every ``i >= 1``.
     """
     law = options_law(temperature, top_k, top_p)
-    drafts, draft_rows = sample_drafts(
-        draft_logits, prefix, k, generator, sample_law=law, score_law=law
-    )
-    stale = torch.cat([draft_rows[:, :1], draft_rows[:, :-1]], dim=1)  # q_0, q_0, .., q_{k-2}
-    rows = target_rows_for(target_logits, prefix, drafts, law)
-    return verify_tolerant(drafts, stale, rows, generator)
+    return StepLaws(law, law, law, verify=_verify_stale)

@@ -6,18 +6,20 @@ corrected-or-bonus token reads ``uniforms[:, k]``; all arithmetic is float64; a 
 do, so that the step-level entries that break ``q`` still run.
 """
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from specdec._checks import check_draft_block
-from specdec._kernels import acceptance, first_rejection, residual, row_at
+from specdec._kernels import acceptance, assemble, first_rejection, residual, row_at
 from specdec.noise import uniforms as draw_uniforms
 
 __all__ = [
     "at",
     "correct_row",
     "decide",
-    "exponentials",
+    "exponential_race",
     "final_pair",
     "prepare",
     "prepare_and_decide",
@@ -83,6 +85,25 @@ def correct_row(draft: Tensor, target: Tensor, accepted: Tensor) -> Tensor:
     return residual(target_row, draft_row)
 
 
-def exponentials(generator: torch.Generator, shape: tuple[int, ...]) -> Tensor:
-    """Exp(1) draws, strictly positive: ``-log(u + 2^-54)`` with ``u`` from ``uniforms``."""
-    return -torch.log(draw_uniforms(generator, shape) + 2.0**-54)
+def exponential_race(
+    draft_tokens: Tensor,
+    draft_probs: Tensor,
+    target_probs: Tensor,
+    generator: torch.Generator,
+    final_row: Callable[[Tensor, Tensor, Tensor], Tensor],
+) -> Tensor:
+    r"""Correct acceptance, then the final token by an exponential race on a row ``r``.
+
+    .. math:: y = \arg\max_x r(x) / E_x, \quad E_x \sim \mathrm{Exp}(1) \text{ i.i.d.}
+
+    ``r = final_row(draft, target, num_accepted)`` (float64 ``[N, k, V]``, ``[N, k+1, V]``,
+    ``[N]``). Randomness: ``uniforms(generator, (N, k))`` for the acceptance tests, then
+    ``(N, V)`` more for the clocks ``E = -log(u + 2^-54)``, strictly positive.
+    """
+    batch, k = draft_tokens.shape
+    noise = torch.nn.functional.pad(draw_uniforms(generator, (batch, k)), (0, 1))  # last unused
+    ids, draft, target, checked = prepare(draft_tokens, draft_probs, target_probs, noise)
+    accepted = decide(ids, draft, target, checked)
+    row = final_row(draft, target, accepted)  # [N, V]
+    clocks = -torch.log(draw_uniforms(generator, tuple(row.shape)) + 2.0**-54)  # Exp(1), [N, V]
+    return assemble(ids, accepted, (row / clocks).argmax(dim=-1)).tokens

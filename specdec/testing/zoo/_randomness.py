@@ -13,7 +13,7 @@ from torch import Tensor
 from specdec._kernels import assemble, first_rejection, inverse_cdf
 from specdec.noise import uniforms as draw_uniforms
 from specdec.testing.signatures import batched
-from specdec.testing.zoo._pieces import at, correct_row, decide, exponentials, prepare, ratio
+from specdec.testing.zoo._pieces import at, correct_row, exponential_race, prepare, ratio
 from specdec.testing.zoo._registry import ZOO
 from specdec.types import Verification
 from specdec.verify import verify_tokens
@@ -119,11 +119,4 @@ def exponential_race_residual(
     correct on the correct row. Randomness (registered batched, it draws its own noise):
     ``uniforms(generator, (N, k))`` for the acceptance tests and ``(N, V)`` more for the race.
     """
-    batch, k = draft_tokens.shape
-    noise = draw_uniforms(generator, (batch, k))
-    padded = torch.nn.functional.pad(noise, (0, 1))  # the last coordinate is unused
-    ids, draft, target, checked = prepare(draft_tokens, draft_probs, target_probs, padded)
-    accepted = decide(ids, draft, target, checked)
-    row = correct_row(draft, target, accepted)  # [N, V]
-    clocks = exponentials(generator, tuple(row.shape))  # [N, V], strictly positive
-    return assemble(ids, accepted, (row / clocks).argmax(dim=-1)).tokens
+    return exponential_race(draft_tokens, draft_probs, target_probs, generator, correct_row)

@@ -9,9 +9,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._kernels import assemble, inverse_cdf, residual
-from specdec.noise import uniforms as draw_uniforms
 from specdec.testing.signatures import batched
-from specdec.testing.zoo._pieces import decide, exponentials, final_pair, prepare
+from specdec.testing.zoo._pieces import decide, exponential_race, final_pair, prepare
 from specdec.testing.zoo._registry import ZOO
 from specdec.types import Verification
 
@@ -68,6 +67,15 @@ def small_mass_token0(
     return assemble(ids, accepted, final)
 
 
+def _flushed_row(draft: Tensor, target: Tensor, accepted: Tensor) -> Tensor:
+    """The residual row with a mass below ``SMALL_MASS`` flushed to 0: ``NaN``/``inf`` there."""
+    target_row, draft_row, rejected = final_pair(draft, target, accepted)
+    excess = torch.clamp(target_row - draft_row, min=0.0)  # [N, V]
+    mass = excess.sum(-1, keepdim=True)
+    flushed = torch.where(rejected & (mass < SMALL_MASS), 0.0, mass)  # the underflow
+    return torch.where(rejected, excess / flushed, target_row)  # NaN/inf rows where flushed
+
+
 @ZOO.register(family="residual", lossy=True)
 @batched
 def small_mass_nan(
@@ -86,14 +94,4 @@ def small_mass_nan(
     batched, it draws its own noise): acceptance from ``uniforms(generator, (N, k))``, the race
     from ``(N, V)`` more.
     """
-    batch, k = draft_tokens.shape
-    noise = torch.nn.functional.pad(draw_uniforms(generator, (batch, k)), (0, 1))
-    ids, draft, target, checked = prepare(draft_tokens, draft_probs, target_probs, noise)
-    accepted = decide(ids, draft, target, checked)
-    target_row, draft_row, rejected = final_pair(draft, target, accepted)
-    excess = torch.clamp(target_row - draft_row, min=0.0)  # [N, V]
-    mass = excess.sum(-1, keepdim=True)
-    flushed = torch.where(rejected & (mass < SMALL_MASS), 0.0, mass)  # the underflow
-    row = torch.where(rejected, excess / flushed, target_row)  # NaN/inf rows where flushed
-    clocks = exponentials(generator, tuple(row.shape))
-    return assemble(ids, accepted, (row / clocks).argmax(dim=-1)).tokens
+    return exponential_race(draft_tokens, draft_probs, target_probs, generator, _flushed_row)

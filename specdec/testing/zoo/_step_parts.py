@@ -16,9 +16,9 @@ the draft is meant to use the same options unless a docstring says otherwise.
 2. ``target_rows_for``: ``p_0 .. p_k`` by calling ``target_logits`` on the ``k+1`` prefixes.
 3. ``verify``: token-level rejection sampling (``specdec.verify_tokens``).
 
-A step made of exactly these three calls is written as its three laws (``StepLaws``) and turned
-into a step by ``from_laws``. Randomness: ``uniforms(generator, (N,))`` per drafted token, then
-``(N, k+1)`` for verification.
+A step made of these three calls is written as its laws and its verifier (``StepLaws``) and
+turned into a step by ``from_laws``. Randomness: ``uniforms(generator, (N,))`` per drafted
+token, then ``(N, k+1)`` for verification.
 """
 
 from collections.abc import Callable
@@ -50,13 +50,25 @@ Law = Callable[[Tensor], Tensor]
 BatchedStep = Callable[..., Tensor]
 
 
+def verify(
+    drafts: Tensor, draft_rows: Tensor, target_rows: Tensor, generator: torch.Generator
+) -> Tensor:
+    """Token-level rejection sampling on ``uniforms(generator, (N, k+1))``."""
+    noise = uniforms(generator, (drafts.shape[0], drafts.shape[1] + 1))
+    return verify_tokens(drafts, draft_rows, target_rows, noise).tokens
+
+
 class StepLaws(NamedTuple):
-    """The laws of a plain step: what the draft samples, what it is scored with, the target."""
+    """A step's laws: what the draft samples, what it is scored with, the target; its verifier.
+
+    ``verify`` maps ``(drafts, draft_rows, target_rows, generator)`` to the ``-1``-padded blocks.
+    """
 
     sample: Law
     score: Law
     target: Law
     shift: int = 0  # target row i is read after i + shift drafts (0 is correct)
+    verify: Callable[[Tensor, Tensor, Tensor, torch.Generator], Tensor] = verify
 
 
 def options_law(temperature: float, top_k: int | None, top_p: float | None) -> Law:
@@ -99,14 +111,6 @@ def target_rows_for(
     return torch.stack([law(target_logits(context[:, :end])) for end in ends], dim=1)
 
 
-def verify(
-    drafts: Tensor, draft_rows: Tensor, target_rows: Tensor, generator: torch.Generator
-) -> Tensor:
-    """Token-level rejection sampling on ``uniforms(generator, (N, k+1))``."""
-    noise = uniforms(generator, (drafts.shape[0], drafts.shape[1] + 1))
-    return verify_tokens(drafts, draft_rows, target_rows, noise).tokens
-
-
 def verify_tolerant(
     drafts: Tensor, draft_rows: Tensor, target_rows: Tensor, generator: torch.Generator
 ) -> Tensor:
@@ -145,6 +149,6 @@ def from_laws(laws: Callable[[float, int | None, float | None], StepLaws]) -> Ba
             draft_logits, prefix, k, generator, sample_law=chosen.sample, score_law=chosen.score
         )
         rows = target_rows_for(target_logits, prefix, drafts, chosen.target, shift=chosen.shift)
-        return verify(drafts, draft_rows, rows, generator)
+        return chosen.verify(drafts, draft_rows, rows, generator)
 
     return named_like(step, laws)
