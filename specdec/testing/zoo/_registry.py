@@ -177,6 +177,9 @@ class Registry(Mapping[str, Entry]):
             raise KeyError(f"No zoo entry named {name!r}; the entries are {sorted(self._entries)}.")
         return self._entries[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 
@@ -215,15 +218,15 @@ class Registry(Mapping[str, Entry]):
                 )
             if not fn.__doc__:
                 raise ValueError(f"Zoo entry {name!r} needs a docstring naming its bug family.")
-            own_noise = is_batched(fn)
-            if level == "step" and not own_noise:
+            as_written = is_batched(fn)  # a batched form, registered as written
+            if level == "step" and not as_written:
                 raise TypeError(f"Step {name!r} must have the batched step signature (@batched).")
-            if law is not None and (level == "step" or not own_noise):
+            if law is not None and (level == "step" or not as_written):
                 raise ValueError(f"law= is for batched verifiers; {name!r} is not one.")
-            rule = law if own_noise else fn
-            full = fn if own_noise else _verifier_from_rule(fn)
+            rule = law if as_written else fn
+            full = fn if as_written else _verifier_from_rule(fn)
             single = _single_step(full) if level == "step" else _single_verifier(full)
-            draws_noise = own_noise and level == "verifier"
+            draws_noise = as_written and level == "verifier"
             self._entries[name] = Entry(
                 name, family, level, lossy, suboptimal, full, single, rule, draws_noise, exact_tv
             )
