@@ -1,5 +1,5 @@
-"""Claim 11 (the proofs can fail): each known-wrong rule of ``specdec.testing.mutants`` violates
-claim 1 or claim 2, and the violation is computed exactly.
+"""Claim 11 (the proofs can fail): each known-wrong rule below (``specdec.testing.zoo.rule(name)``)
+violates claim 1 or claim 2, and the violation is computed exactly.
 
 * ``resample_from_target`` (resample from p after a rejection) and ``bonus_from_draft`` (bonus
   token from the last draft row): their exact completion laws (``specdec.exact.block_law``) differ
@@ -35,7 +35,7 @@ from specdec.exact import (
     total_variation,
 )
 from specdec.models.toy import make_toy_pair
-from specdec.testing import mutants
+from specdec.testing import zoo
 
 ZERO = Fraction(0)
 GRID = ((2, 6), (3, 4))
@@ -68,7 +68,9 @@ def check_resample_from_target_single_token() -> int:
     residual ``r`` is ``p`` itself (``p`` one-hot outside ``q``'s mass, say); lossy otherwise.
     """
     pairs = grid_pairs(GRID)
-    laws = single_step_laws(mutants.resample_from_target, pairs, resample_from_target_breakpoints)
+    laws = single_step_laws(
+        zoo.rule("resample_from_target"), pairs, resample_from_target_breakpoints
+    )
     lossy = 0
     for (p, q), law in zip(pairs, laws, strict=True):
         expected = resample_from_target_law(p, q)
@@ -82,8 +84,8 @@ def check_resample_from_target_single_token() -> int:
 def check_completion_laws_differ() -> int:
     """resample_from_target and bonus_from_draft: exact completion law != target law (TV > 0)."""
     rules = (
-        (mutants.resample_from_target, resample_from_target_breakpoints),
-        (mutants.bonus_from_draft, bonus_from_draft_breakpoints),
+        (zoo.rule("resample_from_target"), resample_from_target_breakpoints),
+        (zoo.rule("bonus_from_draft"), bonus_from_draft_breakpoints),
     )
     cases = 0
     for rule, breakpoints in rules:
@@ -107,7 +109,7 @@ def check_residual_by_softmax_forbidden_token() -> int:
     cases = 0
     for u_reject in (Fraction(3, 4), Fraction(9, 10)):
         for u_final in (Fraction(19, 20), Fraction(99, 100)):
-            verdict = mutants.residual_by_softmax(
+            verdict = zoo.rule("residual_by_softmax")(
                 torch.tensor([0]),
                 torch.tensor([[float(v) for v in q]], dtype=torch.float64),
                 torch.tensor([[float(v) for v in p]] * 2, dtype=torch.float64),

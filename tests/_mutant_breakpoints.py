@@ -1,4 +1,5 @@
-"""Breakpoints that cover the decisions of the mutants in ``specdec.testing.mutants``.
+"""Breakpoints that cover the decisions of three known-wrong rules of the zoo
+(``specdec.testing.zoo.rule(name)``).
 
 The exact-law engine needs to know where a rule's output can change; each mutant draws its final
 token from a different row, so its breakpoints add that row's CDF on the last coordinate.

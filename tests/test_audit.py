@@ -8,7 +8,7 @@ import torch
 
 import specdec
 from specdec.cli import main
-from specdec.testing import mutants, zoo
+from specdec.testing import zoo
 from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
 from specdec.testing.scenarios import step_scenarios, verifier_scenarios
 from specdec.testing.signatures import batched, is_batched
@@ -43,7 +43,7 @@ def test_reference_verifier_is_lossless_and_optimal() -> None:
     "name", ["resample_from_target", "bonus_from_draft", "residual_by_softmax"]
 )
 def test_known_wrong_verifiers_are_lossy_with_evidence(name: str) -> None:
-    report = audit_verifier(_batched(getattr(mutants, name)), samples=SMALL)
+    report = audit_verifier(_batched(zoo.rule(name)), samples=SMALL)
     assert report.verdict == "lossy" and report.exit_code == 1
     lossy = [s for s in report.scenarios if s.lossy]
     assert lossy and all(s.worst_cells for s in lossy)
@@ -124,7 +124,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         """
         import torch
         import specdec
-        from specdec.testing import mutants, zoo
+        from specdec.testing import zoo
         from specdec.testing.signatures import batched
 
         @batched
@@ -135,7 +135,8 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         @batched
         def bad(draft_tokens, draft_probs, target_probs, generator):
             noise = specdec.uniforms(generator, (draft_tokens.shape[0], draft_tokens.shape[1] + 1))
-            verdict = mutants.resample_from_target(draft_tokens, draft_probs, target_probs, noise)
+            rule = zoo.rule("resample_from_target")
+            verdict = rule(draft_tokens, draft_probs, target_probs, noise)
             return verdict.tokens
 
         def crash(draft_tokens, draft_probs, target_probs, generator):

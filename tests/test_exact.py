@@ -19,7 +19,7 @@ from specdec.exact import (
 )
 from specdec.models import VocabularyMap
 from specdec.models.toy import ToyPair, make_toy_model, make_toy_pair
-from specdec.testing import mutants
+from specdec.testing import zoo
 from specdec.verify import exact_match_rule
 from tests._mutant_breakpoints import MUTANT_BREAKPOINTS
 
@@ -112,7 +112,7 @@ def test_classic_pair_accepted_length_matches_iid_formula() -> None:
 @pytest.mark.parametrize("name", sorted(MUTANT_BREAKPOINTS))
 def test_known_wrong_verifiers_have_a_different_completion_law(name: str) -> None:
     pair = _pair(0, 3, Fraction(1, 2))
-    rule = getattr(mutants, name)
+    rule = zoo.rule(name)
     law = block_law(rule, pair.target, pair.draft, [1], 3, breakpoints=MUTANT_BREAKPOINTS[name])
     distance = total_variation(
         completion_law(law, pair.target, [1], 3), target_law(pair.target, [1], 4)
@@ -124,7 +124,7 @@ def test_block_law_refuses_breakpoints_that_miss_a_decision() -> None:
     pair = _pair(0, 3, Fraction(1, 2))
     with pytest.raises(ValueError, match="changes inside a cell"):
         block_law(
-            mutants.resample_from_target,
+            zoo.rule("resample_from_target"),
             pair.target,
             pair.draft,
             [1],

@@ -1,7 +1,8 @@
 """Testing tools for speculative decoders.
 
 ``specdec.testing.strategies`` holds the typed Hypothesis strategies re-exported here; the
-statistics, the audit and the known-bug mutants live in their own modules beside it.
+statistics, the audit and the known-bug zoo (``specdec.testing.zoo``) live in their own modules
+beside it.
 """
 
 from specdec.testing.strategies import (

@@ -1,6 +1,6 @@
 """The signatures the audit accepts, and the marker for batched implementations.
 
-Verifier level (SPEC.md)::
+Verifier level (the criterion: ``proofs/theory.md``, claim 2)::
 
     fn(draft_tokens: LongTensor[k], draft_probs: Tensor[k, V], target_probs: Tensor[k+1, V],
        generator: torch.Generator) -> LongTensor[n]            # the emitted block, 1 <= n <= k+1

@@ -28,7 +28,7 @@ Design, stated before any data are drawn:
   target is warped; and, for the vocabulary maps, restricting the *target* to the shared tokens
   as well as the draft (a scheme that looks symmetric and is lossy: it samples the target's law
   conditioned on the shared tokens); for the point-mass draft, resampling from ``p`` instead of
-  the residual after a rejection (``specdec.testing.mutants.resample_from_target``), whose
+  the residual after a rejection (``specdec.testing.zoo.rule("resample_from_target")``), whose
   law is enumerated over the steps themselves (a deterministic draft makes every step's block
   law a closed form; the same enumeration with the correct residual must give the target law
   exactly, which ``test_point_mass_step_enumeration_gives_the_target_law`` checks); for the
@@ -61,7 +61,7 @@ from specdec.models import (
 )
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.stopping import NEVER, StopBelow, StopPeakBelow, StoppingRule
-from specdec.testing import mutants
+from specdec.testing import zoo
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1
 from specdec.types import VerifyRule
 from specdec.verify import verify_tokens
@@ -479,7 +479,7 @@ def test_resampling_from_the_target_after_rejecting_a_point_mass_is_rejected() -
         "resample from p",
         expected,
         wrong_law,
-        lambda: _sample(NGRAM_CASE, options, seed=3, rule=mutants.resample_from_target),
+        lambda: _sample(NGRAM_CASE, options, seed=3, rule=zoo.rule("resample_from_target")),
         target.vocab_size,
     )
 

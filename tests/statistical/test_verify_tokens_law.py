@@ -12,7 +12,7 @@ Design, stated before any data are drawn:
   from the target's once ``n >= min_sample_size_by_l1(81, 0.03, 1e-6, 1e-6)`` (155,459); we draw
   ``n = 200,000`` and check that before asserting. The smallest deviation it detects at this
   ``n`` is printed by ``test_sample_size_is_enough``.
-* Negative controls: three known-wrong verifiers (``specdec.testing.mutants``). Their exact
+* Negative controls: three known-wrong verifiers (``specdec.testing.zoo.rule(name)``). Their exact
   completion laws are computed first; each must lie at TV ``>= 0.03`` from the target's (so the
   test rejects it with probability ``>= 1 - 1e-6``), and the test must reject it.
 """
@@ -25,7 +25,7 @@ import torch
 import specdec
 from specdec.exact import block_law, completion_law, target_law, total_variation
 from specdec.models.toy import make_toy_pair
-from specdec.testing import mutants
+from specdec.testing import zoo
 from specdec.testing.simulate import encode_sequences, sample_completions
 from specdec.testing.stats import (
     l1_test,
@@ -79,7 +79,7 @@ def test_lossless_rule_reproduces_completion_law(rule: VerifyRule) -> None:
 
 @pytest.mark.parametrize("name", sorted(MUTANT_BREAKPOINTS))
 def test_known_wrong_verifier_is_rejected(name: str) -> None:
-    rule = getattr(mutants, name)
+    rule = zoo.rule(name)
     law = block_law(rule, PAIR.target, PAIR.draft, PREFIX, K, breakpoints=MUTANT_BREAKPOINTS[name])
     distance = total_variation(
         completion_law(law, PAIR.target, PREFIX, K), target_law(PAIR.target, PREFIX, K + 1)
