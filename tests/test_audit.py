@@ -9,8 +9,13 @@ import torch
 import specdec
 from specdec.cli import main
 from specdec.testing import mutants, zoo
-from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
-from specdec.testing.scenarios import step_scenarios, verifier_scenarios
+from specdec.testing.audit import (
+    InvalidOutputError,
+    audit_step,
+    audit_verifier,
+    step_scenarios,
+    verifier_scenarios,
+)
 from specdec.testing.signatures import batched, is_batched
 from specdec.types import VerifyRule
 
