@@ -17,14 +17,16 @@ the events below, so the family-wise false-fail rate is at most ``alpha/2 + alph
 
 1. *E-processes, alpha/2 by Bonferroni.* Each scenario's Krichevsky–Trofimov e-process is watched
    after every chunk; the scenario stops, lossy, once its running maximum reaches
-   ``ln(S / (alpha/2)) = ln(2S / alpha)`` (``e_value_log_threshold``). By Ville's inequality one
-   scenario crosses with probability ``<= alpha/(2S)``, so some scenario does with probability
-   ``<= alpha/2``.
-2. *Fixed-sample tests, alpha/2 by Holm.* Each scenario that was not stopped contributes two
-   p-values on its planned sample: the L1 test's (``l1_p_value``, valid at every sample size)
-   and the G test's (``g_test``, asymptotic: this share holds as the chi-squared approximation
-   does). Holm's step-down procedure over the ``2S`` p-values at family rate ``alpha/2`` decides
-   which scenarios are lossy; its levels run from ``alpha/(4S)`` to ``alpha/2``.
+   ``ln(S / (alpha/2)) = ln(2S / alpha)`` (``e_value_log_threshold``). By Ville's inequality a
+   lossless scenario's e-process crosses with probability ``<= alpha/(2S)``, so some lossless
+   scenario's does with probability ``<= alpha/2``.
+2. *Fixed-sample tests, alpha/2 by Holm.* Each scenario contributes two p-values on the samples
+   it drew: the L1 test's (``l1_p_value``, valid at every sample size) and the G test's
+   (``g_test``, asymptotic: this share holds as the chi-squared approximation does). Holm's
+   step-down procedure over the ``2S`` p-values at family rate ``alpha/2`` marks scenarios lossy;
+   its levels run from ``alpha/(4S)`` to ``alpha/2``. Outside event 1 every lossless scenario
+   drew its planned sample, where its p-values are valid, and Holm's guarantee holds whatever the
+   p-values of the lossy scenarios.
 3. *Forbidden outcomes, rate 0.* A completion the target gives probability 0 is a certain
    rejection.
 
