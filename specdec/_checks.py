@@ -331,3 +331,65 @@ def check_token_budget(
             f"{lookahead} = {needed} exceeds the model's maximum length {max_length}."
         )
     return max_new_tokens
+
+
+def check_in_unit_interval(name: str, value: float, *, include_one: bool = False) -> float:
+    """A number in ``(0, 1)`` (an error rate), or in ``(0, 1]`` with ``include_one``; NaN fails."""
+    inside = 0.0 < value <= 1.0 if include_one else 0.0 < value < 1.0
+    if not inside:
+        interval = "(0, 1]" if include_one else "(0, 1)"
+        raise ValueError(f"{name} must lie in {interval}, got {value!r}.")
+    return value
+
+
+def check_counts_against_law(counts: Tensor, expected: Tensor) -> Tensor:
+    """Cell counts ``[cells]`` (non-negative) and a probability vector over the same cells.
+
+    Returns ``expected`` as float64. The law must sum to 1 within ``1e-9``.
+    """
+    if counts.dim() != 1 or expected.shape != counts.shape:
+        raise ValueError(
+            f"Shape mismatch: counts {tuple(counts.shape)} and expected {tuple(expected.shape)} "
+            "must be equal 1-d shapes."
+        )
+    if bool((counts < 0).any()):
+        raise ValueError("counts must be non-negative.")
+    law = expected.to(torch.float64)
+    if abs(float(law.sum()) - 1.0) > 1e-9 or bool((law < 0).any()):
+        raise ValueError(f"expected must be a probability vector, got sum {float(law.sum())!r}.")
+    return law
+
+
+def check_emitted_block(block: object, k: int, error: type[ValueError] = ValueError) -> Tensor:
+    """One emitted block of a single-sequence function: a 1-d tensor of ``1..k+1`` tokens.
+
+    Raises ``error`` (a ``ValueError`` subclass the caller picks) when it is not.
+    """
+    if not isinstance(block, Tensor) or block.dim() != 1:
+        raise error(f"expected a 1-d LongTensor block, got {block!r:.60}.")
+    if not 1 <= block.numel() <= k + 1:
+        raise error(f"emitted block length must lie in 1..{k + 1}, got {block.numel()}.")
+    return block
+
+
+def check_emitted_blocks(
+    blocks: object, rows: int, k: int, vocab: int, error: type[ValueError] = ValueError
+) -> Tensor:
+    """``rows`` emitted blocks ``[rows, k+1]``: integer ids in ``[0, vocab)``, then ``-1`` padding.
+
+    Every block holds at least one token and no token after its padding starts. Returns the
+    blocks as int64; raises ``error`` (a ``ValueError`` subclass the caller picks) otherwise.
+    """
+    if not isinstance(blocks, Tensor) or blocks.dtype not in (torch.int64, torch.int32):
+        raise error(f"expected an integer tensor, got {type(blocks).__name__}.")
+    if tuple(blocks.shape) != (rows, k + 1):
+        raise error(f"expected shape {(rows, k + 1)}, got {tuple(blocks.shape)}.")
+    blocks = blocks.long()
+    filled = blocks >= 0
+    if not bool(filled[:, 0].all()):
+        raise error("every emitted block needs at least one token.")
+    if bool((filled[:, 1:] & ~filled[:, :-1]).any()):
+        raise error("-1 padding must come after the emitted tokens.")
+    if bool((blocks >= vocab).any()) or bool((blocks < -1).any()):
+        raise error(f"token ids must lie in [0, {vocab}) (or -1 for padding).")
+    return blocks

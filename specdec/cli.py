@@ -1,7 +1,8 @@
 """The ``specdec`` command: ``specdec demo`` and ``specdec audit MODULE:FUNCTION``.
 
-Exit codes of ``specdec audit``: 0 lossless (optimal or not), 1 lossy (or nondeterministic),
-2 usage error or a crash of the audited function (its traceback is printed).
+Exit codes of ``specdec audit`` (``specdec.testing.audit.ExitCode``): 0 lossless (optimal or
+not), 1 lossy (or nondeterministic), 2 usage error or a crash of the audited function (its
+traceback is printed).
 """
 
 import argparse
@@ -16,8 +17,6 @@ from typing import Any
 from specdec.demo import run_demo
 
 __all__ = ["load_function", "main"]
-
-USAGE_ERROR = 2
 
 
 def load_function(spec: str) -> Callable[..., Any]:
@@ -47,13 +46,15 @@ def load_function(spec: str) -> Callable[..., Any]:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
+    # Imported on use: ``specdec demo`` never loads the audit.
+    from specdec.testing.audit import ExitCode, InvalidOutputError, audit_step, audit_verifier
 
+    usage_error = int(ExitCode.USAGE_ERROR)
     try:
         fn = load_function(args.function)
     except Exception as error:  # usage error: report it, exit 2
         print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return usage_error
 
     def progress(line: str) -> None:
         if not args.quiet:
@@ -72,11 +73,11 @@ def _audit(args: argparse.Namespace) -> int:
         )
     except InvalidOutputError as error:
         print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return usage_error
     except Exception:
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
-        return USAGE_ERROR
+        return usage_error
     print(report.format())
     return report.exit_code
 

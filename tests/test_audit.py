@@ -1,5 +1,7 @@
 """The audit and its command: verdicts, exit codes, validity and determinism checks."""
 
+import itertools
+import math
 import textwrap
 from pathlib import Path
 
@@ -9,8 +11,15 @@ import torch
 import specdec
 from specdec.cli import main
 from specdec.testing import zoo
-from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
-from specdec.testing.scenarios import step_scenarios, verifier_scenarios
+from specdec.testing.audit import (
+    ExitCode,
+    InvalidOutputError,
+    audit_step,
+    audit_verifier,
+    step_scenarios,
+    verifier_scenarios,
+)
+from specdec.testing.audit.plan import chunk_sizes, split_error_rate
 from specdec.testing.signatures import batched, is_batched
 from specdec.types import VerifyRule
 
@@ -29,6 +38,42 @@ def _batched(rule: VerifyRule):  # type: ignore[no-untyped-def]
 
 def test_batched_marker() -> None:
     assert is_batched(_batched(specdec.verify_tokens)) and not is_batched(specdec.verify_tokens)
+
+
+@pytest.mark.parametrize("alpha", [1e-6, 3e-4, 0.05, 0.2])
+@pytest.mark.parametrize("scenarios", [1, 4, 7, 11])
+def test_error_rate_split_is_half_to_the_e_processes_half_to_the_tests(
+    alpha: float, scenarios: int
+) -> None:
+    """Bit for bit the levels the audit has always used (same verdicts for the same seed)."""
+    budget = split_error_rate(alpha, 1e-3, num_scenarios=scenarios)
+    assert budget.e_log_threshold == math.log(2 * scenarios / alpha)  # Ville, Bonferroni
+    assert budget.tests_rate == alpha / 2  # Holm over the 2S p-values
+    assert budget.scenario_rate == alpha / (2 * scenarios)  # printed threshold, margin
+
+
+@pytest.mark.parametrize(("samples", "is_batch"), [(1, True), (999, False), (200_000, True)])
+def test_chunks_double_up_to_the_largest_and_sum_to_the_sample_size(
+    samples: int, is_batch: bool
+) -> None:
+    largest = 50_000 if is_batch else 2_000
+    sizes = chunk_sizes(samples, is_batch)
+    assert sum(sizes) == samples and max(sizes) <= largest
+    assert all(b == min(2 * a, largest) for a, b in itertools.pairwise(sizes[:-1]))  # last: rest
+    assert chunk_sizes(200_000, True) == (
+        2_000,
+        4_000,
+        8_000,
+        16_000,
+        32_000,
+        50_000,
+        50_000,
+        38_000,
+    )
+
+
+def test_exit_codes() -> None:
+    assert [int(code) for code in ExitCode] == [0, 1, 2]
 
 
 def test_reference_verifier_is_lossless_and_optimal() -> None:

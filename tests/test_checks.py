@@ -15,7 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specdec
-from specdec._checks import check_logits, check_logits_argmax
+from specdec._checks import (
+    check_emitted_block,
+    check_emitted_blocks,
+    check_in_unit_interval,
+    check_logits,
+    check_logits_argmax,
+)
 from specdec.testing.strategies import DraftBlock, draft_blocks, prob_pairs, prob_vectors
 
 NAN, INF = math.nan, math.inf
@@ -639,3 +645,52 @@ def test_check_logits_argmax_raises_as_check_logits(
     for check in (check_logits, check_logits_argmax):
         with pytest.raises(error, match=match.format(name="logits")):
             check("logits", bad)
+
+
+@pytest.mark.parametrize(
+    ("value", "include_one", "ok"),
+    [
+        (0.5, False, True),
+        (1.0, False, False),
+        (1.0, True, True),
+        (0.0, True, False),
+        (NAN, True, False),
+    ],
+)
+def test_check_in_unit_interval(value: float, include_one: bool, ok: bool) -> None:
+    if ok:
+        assert check_in_unit_interval("rate", value, include_one=include_one) == value
+    else:
+        with pytest.raises(ValueError, match=r"rate must lie in \(0, 1"):
+            check_in_unit_interval("rate", value, include_one=include_one)
+
+
+class _RefusedError(ValueError):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("blocks", "message"),
+    [
+        (torch.tensor([[0.0, 1.0]]), "integer tensor"),
+        (torch.tensor([[0, 1, 2]]), "expected shape"),
+        (torch.tensor([[-1, -1]]), "at least one token"),
+        (torch.tensor([[0, -1], [-1, 0]]), "at least one token"),
+        (torch.tensor([[0, -1], [1, 3]]), "token ids"),
+        (torch.tensor([[0, -2]]), "token ids"),
+    ],
+)
+def test_check_emitted_blocks_raises_the_error_it_is_given(
+    blocks: torch.Tensor, message: str
+) -> None:
+    with pytest.raises(_RefusedError, match=message):
+        check_emitted_blocks(blocks, blocks.shape[0], 1, 3, _RefusedError)
+    assert check_emitted_blocks(torch.tensor([[2, -1], [0, 1]]), 2, 1, 3).dtype == torch.int64
+
+
+def test_check_emitted_block_lengths() -> None:
+    with pytest.raises(ValueError, match=r"length must lie in 1\.\.3"):
+        check_emitted_block(torch.zeros(0, dtype=torch.int64), 2)
+    with pytest.raises(ValueError, match="1-d LongTensor"):
+        check_emitted_block([0], 2)
+    assert check_emitted_block(torch.tensor([1, 0, 2]), 2).tolist() == [1, 0, 2]

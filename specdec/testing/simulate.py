@@ -4,10 +4,10 @@
 target rows along them; ``complete_blocks`` fills each emitted block up to ``k+1`` tokens from
 the target. For a lossless rule the completions are i.i.d. draws from
 ``target_law(target, prefix, k + 1)`` (``proofs/theory.md`` claim 2), which
-``specdec.testing.stats`` tests.
+``specdec.testing.stats`` tests once ``encode_sequences`` has turned them into cells.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -17,18 +17,15 @@ from torch import Tensor
 from specdec._kernels import inverse_cdf
 from specdec.models.toy import ToyModel
 from specdec.noise import uniforms
+from specdec.testing.stats import RowFn
 from specdec.types import VerifyRule
 
 __all__ = [
     "DraftBatch",
     "complete_blocks",
     "draft_batch",
-    "encode_sequences",
     "sample_completions",
 ]
-
-RowFn = Callable[[Tensor], Tensor]
-"""Maps contexts ``[n, L]`` to next-token probability rows ``[n, V]``."""
 
 
 @dataclass(frozen=True)
@@ -103,10 +100,3 @@ def sample_completions(
         batch.tokens, batch.draft_probs, batch.target_probs, uniforms(generator, (n, k + 1))
     )
     return complete_blocks(target, prefix, verdict.tokens, generator)
-
-
-def encode_sequences(sequences: Int[Tensor, "n length"], vocab_size: int) -> Int[Tensor, " n"]:
-    """Cell index of each sequence: its tokens read as a base-``V`` number, first token highest."""
-    length = sequences.shape[1]
-    weights = vocab_size ** torch.arange(length - 1, -1, -1, dtype=torch.int64)
-    return (sequences * weights).sum(dim=1)

@@ -14,8 +14,7 @@ import torch
 from scipy.stats import binom
 
 import specdec
-from specdec.testing.audit import audit_verifier
-from specdec.testing.scenarios import verifier_scenarios
+from specdec.testing.audit import audit_verifier, verifier_scenarios
 from specdec.testing.signatures import batched
 from specdec.testing.stats import (
     chi2_test,

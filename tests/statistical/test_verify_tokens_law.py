@@ -26,8 +26,9 @@ import specdec
 from specdec.exact import block_law, completion_law, target_law, total_variation
 from specdec.models.toy import make_toy_pair
 from specdec.testing import zoo
-from specdec.testing.simulate import encode_sequences, sample_completions
+from specdec.testing.simulate import sample_completions
 from specdec.testing.stats import (
+    encode_sequences,
     l1_test,
     min_detectable_tv_by_l1,
     min_sample_size_by_l1,

@@ -2,14 +2,22 @@
 
 Each scenario is a context-dependent toy pair (exact rational tables), a prefix, ``k`` and, for
 step audits, the sampling options. They are fixed (seeded) so an audit is reproducible.
+
+Example:
+    >>> [len(verifier_scenarios()), len(step_scenarios())]
+    [7, 4]
 """
 
 from dataclasses import dataclass
 from fractions import Fraction
 
-from specdec.models.toy import ToyPair, make_toy_pair
+import torch
 
-__all__ = ["Scenario", "step_scenarios", "verifier_scenarios"]
+from specdec.models.toy import ToyModel, ToyPair, make_toy_pair
+from specdec.testing.stats import RowFn
+from specdec.warp import warp_probs
+
+__all__ = ["Scenario", "step_scenarios", "verifier_scenarios", "warped_rows"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,33 @@ class Scenario:
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
+
+
+def warped_rows(model: ToyModel, scenario: Scenario) -> RowFn:
+    """The model's next-token rows under the scenario's sampling options (``warp_probs``)."""
+
+    def rows(contexts: torch.Tensor) -> torch.Tensor:
+        return warp_probs(
+            torch.log(model.float_probs(contexts)),
+            temperature=scenario.temperature,
+            top_k=scenario.top_k,
+            top_p=scenario.top_p,
+        )
+
+    return rows
+
+
+def _near_equal_pair(vocab_size: int, *, seed: int, closeness: Fraction) -> ToyPair:
+    """Draft rows ``closeness * p + (1 - closeness) * r``; no zeros, no one-hot or equal rows."""
+    return make_toy_pair(
+        vocab_size,
+        seed=seed,
+        denominator=96,
+        zero_rate=0.0,
+        one_hot_rate=0.0,
+        closeness=closeness,
+        equal_rate=0.0,
+    )
 
 
 def verifier_scenarios() -> list[Scenario]:
@@ -70,30 +105,14 @@ def verifier_scenarios() -> list[Scenario]:
         Scenario(
             "near-equal-v10-k1",
             "near-equal rows with many small probabilities (TV about 0.03)",
-            make_toy_pair(
-                10,
-                seed=15,
-                denominator=96,
-                zero_rate=0.0,
-                one_hot_rate=0.0,
-                closeness=Fraction(31, 32),
-                equal_rate=0.0,
-            ),
+            _near_equal_pair(10, seed=15, closeness=Fraction(31, 32)),
             (4,),
             1,
         ),
         Scenario(
             "near-equal-v5-k3",
             "near-equal rows (TV 0.02-0.08 per row) over three drafts",
-            make_toy_pair(
-                5,
-                seed=3,
-                denominator=96,
-                zero_rate=0.0,
-                one_hot_rate=0.0,
-                closeness=Fraction(29, 32),
-                equal_rate=0.0,
-            ),
+            _near_equal_pair(5, seed=3, closeness=Fraction(29, 32)),
             (1,),
             3,
         ),

@@ -1,0 +1,43 @@
+"""The audit: is *your* speculative decoder lossless?
+
+``audit_verifier`` and ``audit_step`` run a fixed battery of toy scenarios (``battery``). For
+each they draw draft blocks, run the audited function, complete each emitted block to ``k+1``
+tokens by sampling the target, and compare the completions with the target's exact joint law of
+``k+1`` tokens, which a lossless function reproduces exactly (``proofs/theory.md`` claim 2). Per
+scenario the report gives:
+
+* **the completion-law test**: the finite-sample L1 test on cells pooled by expected mass
+  (expected count >= 5, decided before sampling), with a conservative p-value, and the G test
+  on the same cells as a complement (more power when there are many cells); Holm's procedure
+  over both tests of every scenario;
+* **an anytime-valid e-process** (Krichevsky–Trofimov mixture) watched after every chunk, so a
+  gross bug stops the scenario early; an outcome the target forbids is a certain rejection;
+* **the efficiency**: mean emitted tokens against the token-level optimum
+  ``sum_i P(tau >= i)``; a lossless but wasteful function is *lossless, suboptimal*, not lossy;
+* **determinism** (same generator seed, same output) and **validity** (lengths ``1..k+1``,
+  ``-1`` padding, ids in range).
+
+The family-wise false-fail rate over all scenarios is at most ``false_fail_rate``; how it is
+divided between the e-processes and the tests is documented in ``plan``. Modules: ``battery``
+(the scenarios), ``plan`` (sample sizes, cells, the error-rate split), ``run`` (calling the
+function and completing its blocks), ``report`` (results, verdict, printed report, exit codes),
+``audits`` (the two entry points).
+"""
+
+from specdec.testing.audit.audits import Progress, audit_step, audit_verifier
+from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
+from specdec.testing.audit.report import AuditReport, ExitCode, ScenarioResult
+from specdec.testing.audit.run import InvalidOutputError
+
+__all__ = [
+    "AuditReport",
+    "ExitCode",
+    "InvalidOutputError",
+    "Progress",
+    "Scenario",
+    "ScenarioResult",
+    "audit_step",
+    "audit_verifier",
+    "step_scenarios",
+    "verifier_scenarios",
+]

@@ -1,0 +1,194 @@
+"""``audit_verifier`` and ``audit_step``: plan the battery, run it, report.
+
+Both audits share one skeleton: fix every scenario's cells, optimum and share of the error rate
+before drawing (``plan``), draw and complete the audited function's blocks scenario by scenario
+(``run``), then test and decide (``report``). They differ in what is audited: a verifier is handed
+draft blocks drafted from the toy draft, a step drafts, warps and verifies on its own.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+
+from specdec._checks import check_in_unit_interval
+from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
+from specdec.testing.audit.plan import (
+    ScenarioPlan,
+    chunk_sizes,
+    plan_step_scenario,
+    plan_verifier_scenario,
+    sample_size,
+    split_error_rate,
+)
+from specdec.testing.audit.report import (
+    AuditReport,
+    ScenarioResult,
+    decide_by_holm,
+    progress_line,
+    scenario_result,
+    verdict,
+)
+from specdec.testing.audit.run import (
+    Complete,
+    Draw,
+    collect_evidence,
+    complete_step,
+    complete_verifier,
+    step_draw,
+    threads,
+    verifier_draw,
+)
+from specdec.testing.signatures import StepFn, VerifierFn, is_batched
+
+__all__ = ["Progress", "audit_step", "audit_verifier"]
+
+Progress = Callable[[str], None]
+"""Called with one line per finished scenario."""
+
+
+def audit_verifier(
+    fn: VerifierFn,
+    *,
+    batched: bool | None = None,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    seed: int = 0,
+    scenarios: Sequence[Scenario] | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Audit a verifier: does its emitted block complete to the target's law?
+
+    The criterion: the emitted block, completed to ``k+1`` tokens by sampling the target, must
+    have exactly the target's joint law of ``k+1`` tokens (``proofs/theory.md`` claim 2). Each
+    scenario tests it with an e-process, the L1 test and the G test; the error-rate split is
+    documented in ``specdec.testing.audit.plan``.
+
+    Args:
+        fn: ``fn(draft_tokens [k], draft_probs [k, V], target_probs [k+1, V], generator)
+            -> LongTensor[n]``, or the batched form (leading ``N``, result ``[N, k+1]``
+            ``-1``-padded) marked with ``@specdec.testing.signatures.batched``.
+        batched: override the ``@batched`` marker.
+        samples: per scenario (default 200,000 batched, 6,000 single-sequence: a Python
+            function is called once per sample, and the default audit should finish in about
+            a minute; timings in ``benchmarks/README.md``).
+        false_fail_rate: family-wise over the battery.
+        false_pass_rate: per scenario, at the printed detectable distance.
+        seed: everything the audit draws derives from it.
+        scenarios: the battery (default ``verifier_scenarios()``).
+        progress: called with one line per finished scenario.
+
+    Returns:
+        An ``AuditReport``. Exceptions raised by ``fn`` propagate; an output that is not an
+        emitted block raises ``InvalidOutputError``.
+
+    Raises:
+        ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``.
+    """
+    is_batch = is_batched(fn) if batched is None else batched
+    return _audit(
+        "verifier",
+        _name(fn),
+        scenarios or verifier_scenarios(),
+        plan_verifier_scenario,
+        verifier_draw(fn, is_batch),
+        complete_verifier,
+        is_batch=is_batch,
+        samples=samples,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        seed=seed,
+        progress=progress,
+    )
+
+
+def audit_step(
+    fn: StepFn,
+    *,
+    batched: bool | None = None,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    seed: int = 0,
+    scenarios: Sequence[Scenario] | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Audit a whole step (drafting, warping, verification) against the *warped* target.
+
+    ``fn(target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, top_p)``
+    returns the emitted block; the logits callables are toy models behind a plain function
+    (``log`` of exact rational rows, ``-inf`` for zero probabilities). The audit picks the
+    sampling options per scenario; the target law is that of
+    ``warp_probs(target_logits(context), temperature, top_k, top_p)`` at every context, and
+    the optimum assumes the draft uses the same options. Arguments as in ``audit_verifier``
+    (default battery ``step_scenarios()``).
+    """
+    is_batch = is_batched(fn) if batched is None else batched
+    return _audit(
+        "step",
+        _name(fn),
+        scenarios or step_scenarios(),
+        plan_step_scenario,
+        step_draw(fn, is_batch),
+        complete_step,
+        is_batch=is_batch,
+        samples=samples,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        seed=seed,
+        progress=progress,
+    )
+
+
+def _audit(
+    level: str,
+    name: str,
+    scenarios: Sequence[Scenario],
+    plan_scenario: Callable[[Scenario, int], ScenarioPlan],
+    draw: Draw,
+    complete: Complete,
+    *,
+    is_batch: bool,
+    samples: int | None,
+    false_fail_rate: float,
+    false_pass_rate: float,
+    seed: int,
+    progress: Progress | None,
+) -> AuditReport:
+    """Plan every scenario, run them in turn (one thread for single-sequence functions), decide."""
+    start = time.perf_counter()
+    check_in_unit_interval("false_fail_rate", false_fail_rate)
+    check_in_unit_interval("false_pass_rate", false_pass_rate)
+    n = sample_size(samples, is_batch)
+    plans = [plan_scenario(scenario, n) for scenario in scenarios]
+    budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(plans))
+    chunks = chunk_sizes(n, is_batch)
+    results: list[ScenarioResult] = []
+    with threads(None if is_batch else 1):
+        for index, plan in enumerate(plans):
+            evidence = collect_evidence(
+                plan,
+                draw,
+                complete,
+                index=index,
+                seed=seed,
+                chunks=chunks,
+                e_log_threshold=budget.e_log_threshold,
+            )
+            results.append(scenario_result(plan, evidence, budget))
+            if progress is not None:
+                progress(progress_line(index, len(plans), results[-1]))
+        decided = decide_by_holm(results, budget)
+    return AuditReport(
+        verdict(decided),
+        level,
+        name,
+        false_fail_rate,
+        false_pass_rate,
+        decided,
+        time.perf_counter() - start,
+    )
+
+
+def _name(fn: object) -> str:
+    module = getattr(fn, "__module__", "?")
+    return f"{module}:{getattr(fn, '__qualname__', repr(fn))}"

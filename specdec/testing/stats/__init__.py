@@ -1,0 +1,76 @@
+"""Goodness-of-fit statistics with both error rates stated.
+
+Design (after TensorFlow Probability's ``statistical_testing``): every assertion takes a
+``false_fail_rate`` (the probability of rejecting a correct implementation, type I), and companion
+functions give the sample size needed for a ``false_pass_rate`` (type II) at a stated
+total-variation distance, and the smallest distance detectable with a given sample. A test calls
+the sample-size function *before* asserting, so a test that could not detect the deviation it
+claims to detect fails loudly instead of passing silently.
+
+Modules, one concept each:
+
+* ``l1``: the primary test, the finite-sample L1 test over cells fixed before the data are seen
+  (Bretagnolle–Huber–Carol), with its p-value, sample size and detectable distance;
+* ``divergence``: Pearson's chi-squared and the G test, asymptotic complements of the L1 test;
+* ``sequential``: the Krichevsky–Trofimov e-process, watched after every sample (Ville);
+* ``multiple``: Bonferroni and Holm, to split one family-wise false-fail rate over many tests;
+* ``means``: Hoeffding's bound on a sample mean;
+* ``cells``: sequences as cells, and cells pooled by expected mass before sampling;
+* ``laws``: null laws over cells and the expected block length, by enumeration on toy models.
+
+References:
+    TensorFlow Probability, ``tfp.distributions.internal.statistical_testing``.
+"""
+
+from specdec.testing.stats.cells import (
+    PooledLaw,
+    decode_sequence,
+    encode_sequences,
+    pool_cells_by_expected,
+    pool_law_by_expected_count,
+)
+from specdec.testing.stats.divergence import chi2_test, g_test
+from specdec.testing.stats.l1 import (
+    L1TestResult,
+    assert_law_equal_by_l1,
+    l1_p_value,
+    l1_test,
+    l1_threshold,
+    min_detectable_tv_by_l1,
+    min_sample_size_by_l1,
+)
+from specdec.testing.stats.laws import (
+    RowFn,
+    joint_law_by_enumeration,
+    law_tensor,
+    tail_sum_by_enumeration,
+)
+from specdec.testing.stats.means import mean_margin_by_hoeffding
+from specdec.testing.stats.multiple import bonferroni_level, holm
+from specdec.testing.stats.sequential import e_value_log_threshold, kt_log_e_values
+
+__all__ = [
+    "L1TestResult",
+    "PooledLaw",
+    "RowFn",
+    "assert_law_equal_by_l1",
+    "bonferroni_level",
+    "chi2_test",
+    "decode_sequence",
+    "e_value_log_threshold",
+    "encode_sequences",
+    "g_test",
+    "holm",
+    "joint_law_by_enumeration",
+    "kt_log_e_values",
+    "l1_p_value",
+    "l1_test",
+    "l1_threshold",
+    "law_tensor",
+    "mean_margin_by_hoeffding",
+    "min_detectable_tv_by_l1",
+    "min_sample_size_by_l1",
+    "pool_cells_by_expected",
+    "pool_law_by_expected_count",
+    "tail_sum_by_enumeration",
+]
