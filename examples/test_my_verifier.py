@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from torch import Tensor
 
 import specdec
-from specdec.testing import DraftBlock, draft_blocks, nested_support_pairs, prob_pairs
+from specdec.testing import VerifyInputs, nested_support_pairs, prob_pairs, verify_inputs
 
 
 def my_verifier(
@@ -22,8 +22,8 @@ def my_verifier(
 
 
 @settings(max_examples=200, deadline=None)
-@given(draft_blocks(max_k=4, max_vocab=6))
-def test_block_is_well_formed_and_agrees_with_the_oracle(block: DraftBlock) -> None:
+@given(verify_inputs(max_k=4, max_vocab=6))
+def test_block_is_well_formed_and_agrees_with_the_oracle(block: VerifyInputs) -> None:
     mine = my_verifier(block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms)
     oracle = specdec.verify_tokens(
         block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms

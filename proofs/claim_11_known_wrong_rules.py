@@ -30,9 +30,9 @@ from specdec.exact import (
     block_law,
     cdf_steps,
     completion_law,
+    law_total_variation,
     rejection_breakpoints,
     target_law,
-    total_variation,
 )
 from specdec.models.toy import make_toy_pair
 from specdec.testing import zoo
@@ -94,7 +94,7 @@ def check_completion_laws_differ() -> int:
             pair = make_toy_pair(vocab, seed=seed, closeness=closeness, zero_rate=0.3)
             law = block_law(rule, pair.target, pair.draft, (1,), k, breakpoints=breakpoints)
             completed = completion_law(law, pair.target, (1,), k)
-            distances.append(total_variation(completed, target_law(pair.target, (1,), k + 1)))
+            distances.append(law_total_variation(completed, target_law(pair.target, (1,), k + 1)))
             cases += 1
         assert max(distances) > Fraction(1, 50), (rule.__name__, distances)
     return cases

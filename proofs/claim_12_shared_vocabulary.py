@@ -23,7 +23,7 @@ import torch
 from _common import completion, reference_block_law, run_checks, table_model, target_law
 
 import specdec
-from specdec.exact import Law, block_law, completion_law, restricted_draft, total_variation
+from specdec.exact import Law, block_law, completion_law, law_total_variation, restricted_draft
 from specdec.models import MappedDraft, ToyLM, VocabularyMap, empty_context, extend
 from specdec.models.toy import ToyModel, make_toy_model
 
@@ -161,7 +161,7 @@ def check_restricting_the_target_is_lossy() -> int:
         shared = set(vmap.target_ids.tolist())
         law, wrong = target_law(target, (), k + 1), target_law(restricted, (), k + 1)
         off_shared = sum((w for seq, w in law.items() if not set(seq) <= shared), ZERO)
-        distance = total_variation(law, wrong)
+        distance = law_total_variation(law, wrong)
         assert (distance > 0) == (off_shared > 0), (seed, distance, off_shared)
         assert distance >= off_shared, (seed, distance, off_shared)  # that mass is lost
         cases += 1

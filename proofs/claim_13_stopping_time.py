@@ -34,7 +34,7 @@ from _common import (
     target_law,
 )
 
-from specdec.exact import Law, total_variation
+from specdec.exact import Law, law_total_variation
 from specdec.models import ToyLM
 from specdec.models.toy import ToyModel, make_toy_pair
 from specdec.step import StepState, speculative_step
@@ -153,7 +153,7 @@ def check_excluding_the_stopping_draft_is_lossy() -> int:
         ),
         after,
     ):
-        lossy += total_variation(completed, expected) > 0
+        lossy += law_total_variation(completed, expected) > 0
         cases += 1
     assert lossy >= cases // 2, f"only {lossy} of {cases} cases lossy"
     return cases

@@ -51,10 +51,10 @@ __all__ = [
     "completion_law",
     "draft_law",
     "inverse_cdf_breakpoints",
+    "law_total_variation",
     "rejection_breakpoints",
     "restricted_draft",
     "target_law",
-    "total_variation",
     "union_breakpoints",
 ]
 
@@ -319,8 +319,9 @@ def accepted_length_law(law: Law) -> dict[int, Fraction]:
     return lengths
 
 
-def total_variation(law_a: Law, law_b: Law) -> Fraction:
-    r"""Exact total-variation distance :math:`\frac12 \sum_s |a(s) - b(s)|`."""
+def law_total_variation(law_a: Law, law_b: Law) -> Fraction:
+    r"""Exact total-variation distance of two laws of sequences, :math:`\frac12 \sum_s |a(s) -
+    b(s)|` (for two next-token rows see ``specdec.theory.total_variation``)."""
     keys = set(law_a) | set(law_b)
     zero = Fraction(0)
     return sum((abs(law_a.get(s, zero) - law_b.get(s, zero)) for s in keys), zero) / 2

@@ -63,7 +63,11 @@ def exact_match_acceptance_rate(target_probs: Sequence[Num], draft_probs: Sequen
 
 
 def total_variation(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> Num:
-    r""":math:`\mathrm{TV}(p, q) = \frac12 \sum_x |p(x) - q(x)|`."""
+    r""":math:`\mathrm{TV}(p, q) = \frac12 \sum_x |p(x) - q(x)|` of two next-token rows.
+
+    For the distance between two laws of token sequences (dicts of Fractions) see
+    ``specdec.exact.law_total_variation``.
+    """
     _check_rows(target_probs, draft_probs)
     terms = [abs(p_x - q_x) for p_x, q_x in zip(target_probs, draft_probs, strict=True)]
     total = terms[0]

@@ -22,7 +22,7 @@ from specdec._checks import (
     check_logits,
     check_logits_argmax,
 )
-from specdec.testing.strategies import DraftBlock, draft_blocks, prob_pairs, prob_vectors
+from specdec.testing.strategies import VerifyInputs, prob_pairs, prob_vectors, verify_inputs
 
 NAN, INF = math.nan, math.inf
 LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
@@ -525,8 +525,8 @@ def test_uniforms_bad_shape(shape: object, error: type[Exception], match: str) -
 # Half-precision policy: lower-precision inputs give the tokens of their float64 values ------------
 
 
-def _cast_block(block: DraftBlock, dtype: torch.dtype) -> DraftBlock:
-    return DraftBlock(
+def _cast_block(block: VerifyInputs, dtype: torch.dtype) -> VerifyInputs:
+    return VerifyInputs(
         draft_tokens=block.draft_tokens,
         draft_probs=block.draft_probs.to(dtype),
         target_probs=block.target_probs.to(dtype),
@@ -534,8 +534,8 @@ def _cast_block(block: DraftBlock, dtype: torch.dtype) -> DraftBlock:
     )
 
 
-def _as_float64(block: DraftBlock) -> DraftBlock:
-    return DraftBlock(
+def _as_float64(block: VerifyInputs) -> VerifyInputs:
+    return VerifyInputs(
         draft_tokens=block.draft_tokens,
         draft_probs=block.draft_probs.double(),
         target_probs=block.target_probs.double(),
@@ -544,8 +544,10 @@ def _as_float64(block: DraftBlock) -> DraftBlock:
 
 
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
-@given(block=draft_blocks(dyadic=True))
-def test_verify_rules_in_low_precision_match_float64(dtype: torch.dtype, block: DraftBlock) -> None:
+@given(block=verify_inputs(dyadic=True))
+def test_verify_rules_in_low_precision_match_float64(
+    dtype: torch.dtype, block: VerifyInputs
+) -> None:
     low = _cast_block(block, dtype)
     high = _as_float64(low)
     for low_result, high_result in [
@@ -566,8 +568,8 @@ def test_verify_rules_in_low_precision_match_float64(dtype: torch.dtype, block: 
         assert torch.equal(low_result.num_accepted, high_result.num_accepted)
 
 
-@given(block=draft_blocks(dtype=torch.float32))
-def test_verify_tokens_float32_rows_of_any_denominator(block: DraftBlock) -> None:
+@given(block=verify_inputs(dtype=torch.float32))
+def test_verify_tokens_float32_rows_of_any_denominator(block: VerifyInputs) -> None:
     result = specdec.verify_tokens(
         block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms
     )

@@ -12,10 +12,10 @@ from specdec.exact import (
     block_law,
     completion_law,
     inverse_cdf_breakpoints,
+    law_total_variation,
     rejection_breakpoints,
     restricted_draft,
     target_law,
-    total_variation,
 )
 from specdec.models import VocabularyMap
 from specdec.models.toy import ToyPair, make_toy_model, make_toy_pair
@@ -114,7 +114,7 @@ def test_known_wrong_verifiers_have_a_different_completion_law(name: str) -> Non
     pair = _pair(0, 3, Fraction(1, 2))
     rule = zoo.rule(name)
     law = block_law(rule, pair.target, pair.draft, [1], 3, breakpoints=MUTANT_BREAKPOINTS[name])
-    distance = total_variation(
+    distance = law_total_variation(
         completion_law(law, pair.target, [1], 3), target_law(pair.target, [1], 4)
     )
     assert distance > Fraction(1, 50)
@@ -145,7 +145,7 @@ def test_block_law_validates_arguments() -> None:
 
 
 def test_total_variation_is_exact() -> None:
-    assert total_variation(
+    assert law_total_variation(
         {(0,): Fraction(1, 3), (1,): Fraction(2, 3)}, {(0,): Fraction(1)}
     ) == Fraction(2, 3)
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specdec
-from specdec.testing.strategies import DraftBlock, draft_blocks
+from specdec.testing.strategies import VerifyInputs, verify_inputs
 from specdec.verify import exact_match_rule
 
 THE, CAT, SAT, ON, MAT = range(5)
@@ -76,12 +76,12 @@ def test_rule_adapter_ignores_draft_probs() -> None:
 # Properties ---------------------------------------------------------------------------------------
 
 
-def _verify(block: DraftBlock) -> specdec.Verification:
+def _verify(block: VerifyInputs) -> specdec.Verification:
     return specdec.verify_exact_match(block.draft_tokens, block.target_probs, block.uniforms)
 
 
-@given(block=draft_blocks())
-def test_emitted_tokens_are_the_targets_own_samples(block: DraftBlock) -> None:
+@given(block=verify_inputs())
+def test_emitted_tokens_are_the_targets_own_samples(block: VerifyInputs) -> None:
     result = _verify(block)
     accepted = int(result.num_accepted)
     samples = specdec.sample(block.target_probs, block.uniforms)  # y_i, [k+1]
@@ -93,8 +93,8 @@ def test_emitted_tokens_are_the_targets_own_samples(block: DraftBlock) -> None:
     assert result.tokens.shape == (block.k + 1,)
 
 
-@given(block=draft_blocks())
-def test_emitted_tokens_have_positive_target_probability(block: DraftBlock) -> None:
+@given(block=verify_inputs())
+def test_emitted_tokens_have_positive_target_probability(block: VerifyInputs) -> None:
     result = _verify(block)
     for position in range(int(result.num_accepted) + 1):
         token = int(result.tokens[position])
@@ -106,7 +106,7 @@ def test_batch_over_two_leading_dims_equals_rows(
     data: st.DataObject, rows: int, columns: int
 ) -> None:
     k, vocab = data.draw(st.integers(1, 4)), data.draw(st.integers(2, 6))
-    same_shape = draft_blocks(min_k=k, max_k=k, min_vocab=vocab, max_vocab=vocab)
+    same_shape = verify_inputs(min_k=k, max_k=k, min_vocab=vocab, max_vocab=vocab)
     flat = [data.draw(same_shape) for _ in range(rows * columns)]
 
     def stacked(name: str) -> torch.Tensor:

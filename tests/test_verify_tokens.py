@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specdec
-from specdec.testing.strategies import DraftBlock, draft_blocks, uniform_values
+from specdec.testing.strategies import VerifyInputs, uniform_values, verify_inputs
 from tests._walkthrough import (
     CAT,
     DRAFT_ROWS,
@@ -117,14 +117,14 @@ def test_result_is_frozen() -> None:
 # Properties ---------------------------------------------------------------------------------------
 
 
-def _verify(block: DraftBlock) -> specdec.Verification:
+def _verify(block: VerifyInputs) -> specdec.Verification:
     return specdec.verify_tokens(
         block.draft_tokens, block.draft_probs, block.target_probs, block.uniforms
     )
 
 
-@given(block=draft_blocks())
-def test_block_layout(block: DraftBlock) -> None:
+@given(block=verify_inputs())
+def test_block_layout(block: VerifyInputs) -> None:
     result = _verify(block)
     accepted = int(result.num_accepted)
     assert 0 <= accepted <= block.k
@@ -134,8 +134,8 @@ def test_block_layout(block: DraftBlock) -> None:
     assert bool((result.tokens[accepted + 1 :] == -1).all())
 
 
-@given(block=draft_blocks())
-def test_emitted_tokens_have_positive_probability(block: DraftBlock) -> None:
+@given(block=verify_inputs())
+def test_emitted_tokens_have_positive_probability(block: VerifyInputs) -> None:
     # Accepted drafts have p_i(x_i) > 0 (u < p/q = 0 is impossible); the final token has positive
     # probability under the row it is drawn from: the residual after a rejection, else p_k.
     result = _verify(block)
@@ -151,8 +151,8 @@ def test_emitted_tokens_have_positive_probability(block: DraftBlock) -> None:
     assert float(block.target_probs[accepted, final]) > 0.0
 
 
-@given(block=draft_blocks())
-def test_composes_acceptance_residual_and_sample(block: DraftBlock) -> None:
+@given(block=verify_inputs())
+def test_composes_acceptance_residual_and_sample(block: VerifyInputs) -> None:
     # The first i with u_i >= a_i is the rejection; the last uniform samples its row.
     result = _verify(block)
     accept = specdec.acceptance_probs(
@@ -171,8 +171,10 @@ def test_composes_acceptance_residual_and_sample(block: DraftBlock) -> None:
     assert int(result.tokens[expected_accepted]) == int(expected_final)
 
 
-@given(block=draft_blocks(), data=st.data())
-def test_uniforms_after_the_rejection_are_not_read(block: DraftBlock, data: st.DataObject) -> None:
+@given(block=verify_inputs(), data=st.data())
+def test_uniforms_after_the_rejection_are_not_read(
+    block: VerifyInputs, data: st.DataObject
+) -> None:
     result = _verify(block)
     accepted = int(result.num_accepted)
     uniforms = block.uniforms.clone()
@@ -184,8 +186,8 @@ def test_uniforms_after_the_rejection_are_not_read(block: DraftBlock, data: st.D
     assert torch.equal(again.tokens, result.tokens)
 
 
-@given(block=draft_blocks())
-def test_same_uniforms_same_bits_and_inputs_untouched(block: DraftBlock) -> None:
+@given(block=verify_inputs())
+def test_same_uniforms_same_bits_and_inputs_untouched(block: VerifyInputs) -> None:
     copies = [t.clone() for t in (block.draft_tokens, block.draft_probs, block.target_probs)]
     first, second = _verify(block), _verify(block)
     assert torch.equal(first.tokens, second.tokens)
@@ -201,7 +203,7 @@ def test_batch_over_two_leading_dims_equals_rows(
 ) -> None:
     k = data.draw(st.integers(1, 4))
     vocab = data.draw(st.integers(2, 6))
-    same_shape = draft_blocks(min_k=k, max_k=k, min_vocab=vocab, max_vocab=vocab)
+    same_shape = verify_inputs(min_k=k, max_k=k, min_vocab=vocab, max_vocab=vocab)
     flat = [data.draw(same_shape) for _ in range(rows * columns)]
 
     def stacked(name: str) -> torch.Tensor:

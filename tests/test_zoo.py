@@ -19,10 +19,10 @@ from specdec.exact import (
     block_law,
     cdf_steps,
     completion_law,
+    law_total_variation,
     rejection_breakpoints,
     residual_row,
     target_law,
-    total_variation,
 )
 from specdec.models.toy import ToyModel, ToyPair, make_toy_pair
 from specdec.noise import uniforms
@@ -267,7 +267,7 @@ def test_rule_exact_law_separates_lossy_from_lossless(name: str) -> None:
     law = block_law(
         zoo.VERIFIER_RULES[name], pair.target, pair.draft, prefix, k, breakpoints=breakpoints
     )
-    distance = total_variation(
+    distance = law_total_variation(
         completion_law(law, pair.target, prefix, k), target_law(pair.target, prefix, k + 1)
     )
     if name in zoo.LOSSY_VERIFIERS:

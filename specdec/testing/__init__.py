@@ -6,13 +6,13 @@ beside it.
 """
 
 from specdec.testing.strategies import (
-    DraftBlock,
     RationalRow,
-    draft_blocks,
+    VerifyInputs,
     prob_pairs,
     prob_vectors,
     rational_rows,
     uniform_values,
+    verify_inputs,
 )
 from specdec.testing.strategies_more import (
     filtered_pairs,
@@ -23,9 +23,8 @@ from specdec.testing.strategies_more import (
 )
 
 __all__ = [
-    "DraftBlock",
     "RationalRow",
-    "draft_blocks",
+    "VerifyInputs",
     "filtered_pairs",
     "nested_support_pairs",
     "prob_pairs",
@@ -34,5 +33,6 @@ __all__ = [
     "tiny_mass_vectors",
     "toy_pairs",
     "uniform_values",
+    "verify_inputs",
     "vocabulary_maps",
 ]

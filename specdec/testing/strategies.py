@@ -26,13 +26,13 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 __all__ = [
-    "DraftBlock",
     "RationalRow",
-    "draft_blocks",
+    "VerifyInputs",
     "prob_pairs",
     "prob_vectors",
     "rational_rows",
     "uniform_values",
+    "verify_inputs",
 ]
 
 _GRID = 2.0**-53  # spacing of specdec.uniforms
@@ -62,8 +62,10 @@ class RationalRow:
 
 
 @dataclass(frozen=True)
-class DraftBlock:
-    """One drafted block with everything ``verify_tokens`` takes.
+class VerifyInputs:
+    """The four arguments of a verification rule: one drafted block, the rows it was sampled
+    from, the target rows and the uniforms (``specdec.step.DraftBlock`` is the step's pairing
+    of drafted tokens with their rows; this is the whole input of ``verify_tokens``).
 
     Attributes:
         draft_tokens: ``[k]`` int64 drafted ids; ``draft_probs[i, draft_tokens[i]] > 0``.
@@ -295,7 +297,7 @@ def _draft_blocks(
     max_vocab: int,
     dtype: torch.dtype,
     dyadic: bool,
-) -> DraftBlock:
+) -> VerifyInputs:
     k = draw(st.integers(min_k, max_k))
     vocab = draw(st.integers(min_vocab, max_vocab))
     draft_rows, target_rows, tokens = [], [], []
@@ -308,7 +310,7 @@ def _draft_blocks(
     bonus = draw(rational_rows(min_vocab=vocab, max_vocab=vocab, dyadic=dyadic))
     target_rows.append(bonus.probs(dtype))
     noise = draw(st.lists(uniform_values(), min_size=k + 1, max_size=k + 1))
-    return DraftBlock(
+    return VerifyInputs(
         draft_tokens=torch.tensor(tokens, dtype=torch.int64),
         draft_probs=torch.stack(draft_rows),
         target_probs=torch.stack(target_rows),
@@ -316,7 +318,7 @@ def _draft_blocks(
     )
 
 
-def draft_blocks(
+def verify_inputs(
     *,
     min_k: int = 1,
     max_k: int = 4,
@@ -324,7 +326,7 @@ def draft_blocks(
     max_vocab: int = 8,
     dtype: torch.dtype = torch.float64,
     dyadic: bool = False,
-) -> st.SearchStrategy[DraftBlock]:
+) -> st.SearchStrategy[VerifyInputs]:
     """Drafted blocks for a single-chain verification rule.
 
     Each position pairs a draft row and a target row as ``prob_pairs`` does (so ``p == q``,
@@ -340,7 +342,7 @@ def draft_blocks(
         dyadic: denominators that are powers of two, exact in every float dtype.
 
     Returns:
-        A strategy of ``DraftBlock``.
+        A strategy of ``VerifyInputs``.
 
     Raises:
         ValueError: inconsistent bounds.

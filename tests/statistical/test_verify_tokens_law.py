@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import specdec
-from specdec.exact import block_law, completion_law, target_law, total_variation
+from specdec.exact import block_law, completion_law, law_total_variation, target_law
 from specdec.models.toy import make_toy_pair
 from specdec.testing import zoo
 from specdec.testing.simulate import sample_completions
@@ -82,7 +82,7 @@ def test_lossless_rule_reproduces_completion_law(rule: VerifyRule) -> None:
 def test_known_wrong_verifier_is_rejected(name: str) -> None:
     rule = zoo.rule(name)
     law = block_law(rule, PAIR.target, PAIR.draft, PREFIX, K, breakpoints=MUTANT_BREAKPOINTS[name])
-    distance = total_variation(
+    distance = law_total_variation(
         completion_law(law, PAIR.target, PREFIX, K), target_law(PAIR.target, PREFIX, K + 1)
     )
     assert distance >= DETECTABLE_TV, f"{name} is only {float(distance):.4f} from the target"
