@@ -289,7 +289,7 @@ def uniform_values() -> st.SearchStrategy[float]:
 
 
 @st.composite
-def _draft_blocks(
+def _verify_inputs(
     draw: st.DrawFn,
     min_k: int,
     max_k: int,
@@ -349,4 +349,4 @@ def verify_inputs(
     """
     _check_bounds("k", min_k, max_k, 1)
     _check_bounds("vocab", min_vocab, max_vocab, 1)
-    return _draft_blocks(min_k, max_k, min_vocab, max_vocab, dtype, dyadic)
+    return _verify_inputs(min_k, max_k, min_vocab, max_vocab, dtype, dyadic)
