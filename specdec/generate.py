@@ -38,6 +38,7 @@ from torch import Tensor
 from typing_extensions import TypedDict, Unpack
 
 from specdec._checks import (
+    check_instance,
     check_positive_int,
     check_prompt_ids,
     check_same_vocabulary,
@@ -181,9 +182,7 @@ def _options(
         if given:
             spelled = ", ".join(prefix + key for key in given)
             raise TypeError(f"pass either {name} or the keywords {spelled}, not both.")
-        if not isinstance(options, SamplingOptions):
-            raise TypeError(f"{name} must be SamplingOptions, got {type(options).__name__}.")
-        return options
+        return check_instance(name, options, SamplingOptions, "SamplingOptions")
     values = {
         key: getattr(default, key) if given.get(key) is None else given[key] for key in _FIELDS
     }
