@@ -293,7 +293,7 @@ def check_sizes(name: str, value: object) -> tuple[int, ...]:
 
 
 def check_sequence_pair(target_probs: Sequence[object], draft_probs: Sequence[object]) -> None:
-    """Two exact probability rows (sequences of numbers) over one non-empty vocabulary."""
+    """Two probability rows given as sequences (of Fractions or floats) of one non-zero length."""
     if len(target_probs) != len(draft_probs) or not target_probs:
         raise ValueError(
             f"Vocabulary mismatch: target_probs has {len(target_probs)} entries, draft_probs "

@@ -263,6 +263,7 @@ def block_law(
         A ``Law`` over emitted blocks (tuples of length ``1..k+1``); its values sum to 1.
 
     Raises:
+        TypeError: ``k`` not an int.
         ValueError: ``k < 1``, mismatched vocabularies, or a rule not constant on a cell.
 
     Example:

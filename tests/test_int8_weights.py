@@ -40,7 +40,7 @@ def test_quantise_rows_error_is_at_most_half_a_step_and_input_is_unchanged() -> 
 
 
 def test_quantise_rows_rejects_bad_weights() -> None:
-    with pytest.raises(TypeError, match="weight must have a floating dtype .* got torch.int64"):
+    with pytest.raises(TypeError, match=r"weight must have a floating dtype .* got torch\.int64"):
         quantise_rows(torch.ones(2, 2, dtype=torch.int64))
     with pytest.raises(ValueError, match="2-D"):
         quantise_rows(torch.ones(3))
