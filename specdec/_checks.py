@@ -22,11 +22,18 @@ every statistical test.
 """
 
 import math
+import numbers
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 __all__: list[str] = []
+
+_T = TypeVar("_T")
+_Number = TypeVar("_Number", int, float, Fraction)
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -179,25 +186,189 @@ def check_tokens(name: str, value: object, vocab: int) -> Tensor:
     return tokens
 
 
-def check_same_vocabulary(target_vocab: int, draft_vocab: int) -> None:
-    """The target and the draft give logits over the same number of tokens."""
+def check_same_vocabulary(target_vocab: int, draft_vocab: int, *, wrap_hint: bool = True) -> None:
+    """The target and the draft give logits over the same number of tokens; ``wrap_hint``
+    adds how to wrap a ``CausalLM`` draft of another vocabulary (not for toy models)."""
     if target_vocab != draft_vocab:
+        mismatch = f"Vocabulary mismatch: target has V={target_vocab}, draft V={draft_vocab}"
+        if not wrap_hint:
+            raise ValueError(f"{mismatch}.")
         raise ValueError(
-            f"Vocabulary mismatch: target has V={target_vocab}, draft V={draft_vocab}; "
-            "speculative sampling needs the same token ids on both sides. For a draft with "
-            "another vocabulary wrap it: specdec.models.MappedDraft(draft, "
+            f"{mismatch}; speculative sampling needs the same token ids on both sides. For a "
+            "draft with another vocabulary wrap it: specdec.models.MappedDraft(draft, "
             "specdec.models.VocabularyMap(...)) drafts the shared tokens only and stays "
             "lossless (proofs/theory.md, claim 12)."
         )
 
 
-def check_positive_int(name: str, value: object) -> int:
-    """A Python ``int >= 1`` (``bool`` refused)."""
+def check_instance(
+    name: str,
+    value: object,
+    kind: type[_T] | tuple[type[_T], ...],
+    expected: str,
+    *,
+    fix: str = "",
+) -> _T:
+    """``value`` itself if it is a ``kind``, else ``TypeError``: ``expected`` says what was
+    wanted in words (``"a torch.Generator"``), ``fix`` how to mend the call (optional).
+
+    Example:
+        >>> check_instance("flag", 1.5, int, "an int", fix="round it")
+        Traceback (most recent call last):
+        TypeError: flag must be an int, got float; round it.
+    """
+    if not isinstance(value, kind):
+        hint = f"; {fix}" if fix else ""
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}{hint}.")
+    return value
+
+
+def check_bool(name: str, value: object) -> bool:
+    """A Python ``bool`` (``0``, ``1`` and strings refused)."""
+    return check_instance(name, value, bool, "a bool")
+
+
+def check_at_least(name: str, value: _Number, minimum: int) -> _Number:
+    """A number ``>= minimum`` (``ValueError`` otherwise, NaN included)."""
+    if not value >= minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}.")
+    return value
+
+
+def check_not_above(name: str, value: _Number, bound_name: str, bound: _Number) -> _Number:
+    """A number ``<= bound``: another argument or a limit, named ``bound_name`` in the message."""
+    if not value <= bound:
+        raise ValueError(f"{name} ({value}) must not exceed {bound_name} ({bound}).")
+    return value
+
+
+def check_unit_interval(name: str, value: _Number) -> _Number:
+    """A number in ``[0, 1]`` (a probability or a rate; NaN refused)."""
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must lie in [0, 1], got {value!r}.")
+    return value
+
+
+def check_finite(name: str, value: object) -> float:
+    """A finite real number (``int``, ``float``, ``Fraction``; ``bool`` refused), as a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}.")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}.")
+    return float(value)
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """A Python ``int`` (``bool`` refused), ``>= minimum`` when one is given."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}.")
+    return value if minimum is None else check_at_least(name, value, minimum)
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """A Python ``int >= 1`` (``bool`` refused)."""
+    return check_int(name, value, minimum=1)
+
+
+def check_int_range(name: str, value: object, low: int, high: int, *, high_is: str) -> int:
+    """A Python ``int`` in ``[low, high]`` (``bool`` refused); ``high_is`` says what ``high`` is.
+
+    Example:
+        >>> check_int_range("length", 7, 0, 5, high_is="the cache length")
+        Traceback (most recent call last):
+        ValueError: length must lie in [0, 5] (the cache length), got 7.
+    """
+    number = check_int(name, value)
+    if not low <= number <= high:
+        raise ValueError(f"{name} must lie in [{low}, {high}] ({high_is}), got {number}.")
+    return number
+
+
+def check_sizes(name: str, value: object) -> tuple[int, ...]:
+    """A tensor shape: a tuple (or list, or ``torch.Size``) of ints ``>= 0``, as a tuple."""
+    sizes = check_instance(
+        name, value, (tuple, list, torch.Size), "a tuple of ints", fix="write (n,) for one axis"
+    )
+    return tuple(check_int(f"{name}[{index}]", size, minimum=0) for index, size in enumerate(sizes))
+
+
+def check_sequence_pair(target_probs: Sequence[object], draft_probs: Sequence[object]) -> None:
+    """Two probability rows given as sequences (of Fractions or floats) of one non-zero length."""
+    if len(target_probs) != len(draft_probs) or not target_probs:
+        raise ValueError(
+            f"Vocabulary mismatch: target_probs has {len(target_probs)} entries, draft_probs "
+            f"{len(draft_probs)}; both must be equal and non-empty."
+        )
+
+
+def check_dtype(name: str, value: object, dtypes: tuple[torch.dtype, ...], expected: str) -> Tensor:
+    """A tensor of one of ``dtypes``, else ``TypeError`` saying ``expected`` (in words, with
+    the layout: ``"an int64 tensor [batch, n]"``) and the type or dtype received."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}.")
+    if value.dtype not in dtypes:
+        raise TypeError(f"{name} must be {expected}, got {value.dtype}.")
     return value
+
+
+def check_floating_dtype(name: str, value: object) -> torch.dtype:
+    """A floating ``torch.dtype`` (``torch.bfloat16``, ``torch.float32``, ...)."""
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch.dtype, got {value!r}.")
+    return value
+
+
+def check_dim(name: str, tensor: Tensor, dim: int, layout: str) -> None:
+    """Exactly ``dim`` dimensions, described by ``layout`` (for example ``[rows, columns]``)."""
+    if tensor.dim() != dim:
+        raise ValueError(
+            f"{name} must have shape {layout} ({dim}-D), got shape {tuple(tensor.shape)}."
+        )
+
+
+def check_last_dim(name: str, tensor: Tensor, size: int, meaning: str) -> None:
+    """At least one dimension, the last of size ``size`` (``meaning`` says what it counts)."""
+    if tensor.dim() < 1 or tensor.shape[-1] != size:
+        raise ValueError(
+            f"{name} must have a last dimension of {size} ({meaning}), "
+            f"got shape {tuple(tensor.shape)}."
+        )
+
+
+def check_all_finite(name: str, tensor: Tensor) -> Tensor:
+    """No NaN and no infinite entry (one pass over the tensor)."""
+    if not bool(torch.isfinite(tensor).all()):
+        raise ValueError(f"{name} must be finite, got NaN or infinite entries.")
+    return tensor
+
+
+def check_int8_layer(
+    quantised: object, scales: object, dtype: object
+) -> tuple[Tensor, Tensor, torch.dtype]:
+    """An int8 layer's parts: a 2-D int8 matrix ``[rows, columns]``, one floating scale per row
+    and a floating activation dtype (the int8 kernel reads them unchecked: a short ``scales``
+    would be read past its end). A matrix of another rank is a ``TypeError`` like one of another
+    dtype: ``quantise_rows`` makes the only valid kind."""
+    expected = "a 2-D int8 tensor [rows, columns] (see quantise_rows)"
+    matrix = check_dtype("quantised", quantised, (torch.int8,), expected)
+    if matrix.dim() != 2:
+        raise TypeError(f"quantised must be {expected}, got shape {tuple(matrix.shape)}.")
+    row_scales = check_float("scales", scales)
+    check_shape("scales", row_scales, (matrix.shape[0],), "[rows] (one per row of quantised)")
+    return matrix, row_scales, check_floating_dtype("dtype", dtype)
+
+
+def check_probs_pair(target_probs: object, draft_probs: object) -> tuple[Tensor, Tensor]:
+    """Target and draft probability rows of one shape ``[*b, V]``."""
+    target = check_probs("target_probs", target_probs)
+    draft = check_probs("draft_probs", draft_probs)
+    if target.shape[-1] != draft.shape[-1]:
+        raise ValueError(
+            f"Vocabulary mismatch: target_probs has V={target.shape[-1]} but draft_probs has "
+            f"V={draft.shape[-1]}."
+        )
+    check_shape("draft_probs", draft, tuple(target.shape), "the shape of target_probs")
+    return target, draft
 
 
 def check_target_block(
@@ -320,10 +491,7 @@ def check_token_budget(
 ) -> int:
     """``max_new_tokens``: an int ``>= 0`` such that the prompt, the new tokens and the
     ``lookahead`` drafts fit the model's ``max_length`` (when it has one)."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}.")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
     needed = prompt_length + max_new_tokens + lookahead
     if isinstance(max_length, int) and needed > max_length:
         raise ValueError(
@@ -333,8 +501,9 @@ def check_token_budget(
     return max_new_tokens
 
 
-def check_in_unit_interval(name: str, value: float, *, include_one: bool = False) -> float:
-    """A number in ``(0, 1)`` (an error rate), or in ``(0, 1]`` with ``include_one``; NaN fails."""
+def check_rate(name: str, value: float, *, include_one: bool = False) -> float:
+    """An error rate in ``(0, 1)``, or in ``(0, 1]`` with ``include_one``; NaN fails (for the
+    closed ``[0, 1]`` see ``check_unit_interval``)."""
     inside = 0.0 < value <= 1.0 if include_one else 0.0 < value < 1.0
     if not inside:
         interval = "(0, 1]" if include_one else "(0, 1)"

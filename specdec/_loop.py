@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from specdec._checks import check_instance
 from specdec.cache import KVCache
 from specdec.models.base import CausalLM
 from specdec.noise import uniforms
@@ -97,9 +98,7 @@ def build_options(
         if given:
             spelled = ", ".join(prefix + key for key in given)
             raise TypeError(f"pass either {name} or the keywords {spelled}, not both.")
-        if not isinstance(options, SamplingOptions):
-            raise TypeError(f"{name} must be SamplingOptions, got {type(options).__name__}.")
-        return options
+        return check_instance(name, options, SamplingOptions, "SamplingOptions")
     values = {
         key: getattr(default, key) if given.get(key) is None else given[key] for key in FIELDS
     }

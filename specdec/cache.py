@@ -23,6 +23,8 @@ from torch import Tensor
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from specdec._checks import check_dtype, check_int_range
+
 __all__ = [
     "KVCache",
     "cache_length",
@@ -36,6 +38,8 @@ __all__ = [
 
 TupleCache: TypeAlias = tuple[tuple[Tensor, Tensor], ...]
 KVCache: TypeAlias = TupleCache | DynamicCache
+
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
 
 
 def layer_tensors(cache: KVCache) -> list[tuple[Tensor, Tensor]]:
@@ -93,13 +97,6 @@ def cache_length(cache: KVCache) -> int:
     return lengths.pop()
 
 
-def _check_length(name: str, value: int, upper: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if not 0 <= value <= upper:
-        raise ValueError(f"{name} must lie in [0, {upper}] (the cache length), got {value}.")
-
-
 def crop_cache(cache: KVCache, length: int) -> KVCache:
     """Keep the first ``length`` sequence slots of every layer; views, input unchanged.
 
@@ -111,22 +108,22 @@ def crop_cache(cache: KVCache, length: int) -> KVCache:
         >>> cache_length(cropped), cropped[0][0].data_ptr() == kv.data_ptr()
         (3, True)
     """
-    _check_length("length", length, cache_length(cache))
+    check_int_range("length", length, 0, cache_length(cache), high_is="the cache length")
     pairs = [(k[..., :length, :], v[..., :length, :]) for k, v in layer_tensors(cache)]
     return make_cache(pairs, cache)
 
 
 def drop_leading(cache: KVCache, count: int) -> KVCache:
     """Drop the first ``count`` sequence slots of every layer; views, input unchanged."""
-    _check_length("count", count, cache_length(cache))
+    check_int_range("count", count, 0, cache_length(cache), high_is="the cache length")
     pairs = [(k[..., count:, :], v[..., count:, :]) for k, v in layer_tensors(cache)]
     return make_cache(pairs, cache)
 
 
 def select_rows(cache: KVCache, rows: Tensor | slice) -> KVCache:
     """Keep the batch rows ``rows``: a ``slice`` gives views; an index tensor gathers (copy)."""
-    if isinstance(rows, Tensor) and rows.dtype not in (torch.int64, torch.int32, torch.bool):
-        raise TypeError(f"rows must be an integer or bool tensor or a slice, got {rows.dtype}.")
+    if not isinstance(rows, slice):  # a slice needs no check; anything else must be an index
+        check_dtype("rows", rows, _INDEX_DTYPES, "an integer or bool tensor or a slice")
     pairs = [(k[rows], v[rows]) for k, v in layer_tensors(cache)]
     return make_cache(pairs, cache)
 

@@ -37,6 +37,7 @@ from fractions import Fraction
 
 import torch
 
+from specdec._checks import check_int, check_positive_int, check_same_vocabulary
 from specdec.models.toy import ToyModel
 from specdec.models.vocabulary import VocabularyMap
 from specdec.types import VerifyRule
@@ -133,8 +134,7 @@ all_breakpoints: Breakpoints = union_breakpoints(rejection_breakpoints, inverse_
 
 def target_law(model: ToyModel, prefix: Sequence[int], n: int) -> Law:
     """The exact joint law of the next ``n`` tokens after ``prefix`` under ``model``."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}.")
+    check_int("n", n, minimum=0)
     law: Law = {}
     for tokens, weight in _paths(model, tuple(prefix), n):
         law[tokens] = weight
@@ -265,6 +265,7 @@ def block_law(
         A ``Law`` over emitted blocks (tuples of length ``1..k+1``); its values sum to 1.
 
     Raises:
+        TypeError: ``k`` not an int.
         ValueError: ``k < 1``, mismatched vocabularies, or a rule not constant on a cell.
 
     Example:
@@ -276,12 +277,8 @@ def block_law(
         >>> completion_law(law, pair.target, [], 2) == target_law(pair.target, [], 3)
         True
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}.")
-    if target.vocab_size != draft.vocab_size:
-        raise ValueError(
-            f"Vocabulary mismatch: target has V={target.vocab_size}, draft V={draft.vocab_size}."
-        )
+    check_positive_int("k", k)
+    check_same_vocabulary(target.vocab_size, draft.vocab_size, wrap_hint=False)
     law: Law = {}
     for drafts, weight in _paths(draft, tuple(prefix), k):
         contexts = [(*prefix, *drafts[:i]) for i in range(k + 1)]

@@ -8,6 +8,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from specdec._checks import check_instance, check_sizes
+
 __all__ = ["uniforms"]
 
 _MANTISSA_BITS = 53
@@ -38,18 +40,8 @@ def uniforms(generator: torch.Generator, shape: tuple[int, ...]) -> Float[Tensor
         >>> u.shape, u.dtype, bool(((0 <= u) & (u < 1)).all())
         (torch.Size([2, 3]), torch.float64, True)
     """
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}.")
-    if not isinstance(shape, (tuple, list, torch.Size)):
-        raise TypeError(
-            f"shape must be a tuple of ints, got {type(shape).__name__}; write (n,) for one axis."
-        )
-    dims = tuple(shape)
-    for index, size in enumerate(dims):
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise TypeError(f"shape[{index}] must be an int, got {type(size).__name__}.")
-        if size < 0:
-            raise ValueError(f"shape[{index}] must be >= 0, got {size}.")
+    check_instance("generator", generator, torch.Generator, "a torch.Generator")
+    dims = check_sizes("shape", shape)
     if dims and 0 in dims:
         return torch.zeros(dims, dtype=torch.float64)
     mantissas = torch.randint(

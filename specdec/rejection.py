@@ -4,22 +4,10 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_probs, check_shape, check_tokens
+from specdec._checks import check_probs_pair, check_shape, check_tokens
 from specdec._kernels import acceptance, residual
 
 __all__ = ["acceptance_probs", "residual_probs"]
-
-
-def _check_pair(target_probs: object, draft_probs: object) -> tuple[Tensor, Tensor]:
-    target = check_probs("target_probs", target_probs)
-    draft = check_probs("draft_probs", draft_probs)
-    if target.shape[-1] != draft.shape[-1]:
-        raise ValueError(
-            f"Vocabulary mismatch: target_probs has V={target.shape[-1]} but draft_probs has "
-            f"V={draft.shape[-1]}."
-        )
-    check_shape("draft_probs", draft, tuple(target.shape), "the shape of target_probs")
-    return target, draft
 
 
 def acceptance_probs(
@@ -57,7 +45,7 @@ def acceptance_probs(
     References:
         Leviathan et al. 2023, Sec. 2.3; ``proofs/theory.md`` claim 1.
     """
-    target, draft = _check_pair(target_probs, draft_probs)
+    target, draft = check_probs_pair(target_probs, draft_probs)
     tokens = check_tokens("draft_tokens", draft_tokens, target.shape[-1])
     check_shape("draft_tokens", tokens, tuple(target.shape[:-1]), "[*b]")
     index = tokens.long().unsqueeze(-1)
@@ -104,5 +92,5 @@ def residual_probs(
     References:
         Leviathan et al. 2023, Sec. 2.3; Chen et al. 2023, Alg. 2; ``proofs/theory.md`` claims 1, 3.
     """
-    target, draft = _check_pair(target_probs, draft_probs)
+    target, draft = check_probs_pair(target_probs, draft_probs)
     return residual(target.to(torch.float64), draft.to(torch.float64))

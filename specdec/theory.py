@@ -5,11 +5,18 @@ context-dependent accepted-length laws take toy models and return exact Fraction
 engine (``specdec.exact``) must agree with them with ``==``.
 """
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import TypeVar
 
+from specdec._checks import (
+    check_at_least,
+    check_finite,
+    check_positive_int,
+    check_same_vocabulary,
+    check_sequence_pair,
+    check_unit_interval,
+)
 from specdec.models.toy import ToyModel
 
 __all__ = [
@@ -26,14 +33,6 @@ __all__ = [
 Num = TypeVar("Num", Fraction, float)
 
 
-def _check_rows(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> None:
-    if len(target_probs) != len(draft_probs) or not target_probs:
-        raise ValueError(
-            f"Vocabulary mismatch: target_probs has {len(target_probs)} entries, draft_probs "
-            f"{len(draft_probs)}; both must be equal and non-empty."
-        )
-
-
 def acceptance_rate(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> Num:
     r"""Probability that one draft token is accepted: :math:`\alpha = \sum_x \min(p(x), q(x))`.
 
@@ -44,7 +43,7 @@ def acceptance_rate(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> 
         >>> acceptance_rate([F(1, 2), F(1, 2)], [F(3, 4), F(1, 4)])
         Fraction(3, 4)
     """
-    _check_rows(target_probs, draft_probs)
+    check_sequence_pair(target_probs, draft_probs)
     terms = [min(p_x, q_x) for p_x, q_x in zip(target_probs, draft_probs, strict=True)]
     total = terms[0]
     for term in terms[1:]:
@@ -54,7 +53,7 @@ def acceptance_rate(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> 
 
 def exact_match_acceptance_rate(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> Num:
     r"""Acceptance of exact-match verification: :math:`\sum_x p(x)\,q(x) \le \sum_x \min(p, q)`."""
-    _check_rows(target_probs, draft_probs)
+    check_sequence_pair(target_probs, draft_probs)
     terms = [p_x * q_x for p_x, q_x in zip(target_probs, draft_probs, strict=True)]
     total = terms[0]
     for term in terms[1:]:
@@ -68,19 +67,12 @@ def total_variation(target_probs: Sequence[Num], draft_probs: Sequence[Num]) -> 
     For the distance between two laws of token sequences (dicts of Fractions) see
     ``specdec.exact.law_total_variation``.
     """
-    _check_rows(target_probs, draft_probs)
+    check_sequence_pair(target_probs, draft_probs)
     terms = [abs(p_x - q_x) for p_x, q_x in zip(target_probs, draft_probs, strict=True)]
     total = terms[0]
     for term in terms[1:]:
         total = total + term
     return total / 2
-
-
-def _check_alpha_k(alpha: Num, k: int) -> None:
-    if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}.")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}.")
 
 
 def expected_tokens_per_step(alpha: Num, k: int) -> Num:
@@ -97,7 +89,8 @@ def expected_tokens_per_step(alpha: Num, k: int) -> Num:
     References:
         Leviathan et al. 2023, Eq. (1); ``proofs/theory.md`` claim 4.
     """
-    _check_alpha_k(alpha, k)
+    check_unit_interval("alpha", alpha)
+    check_positive_int("k", k)
     if alpha == 1:
         return alpha * (k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
@@ -114,9 +107,9 @@ def walltime_improvement(alpha: Num, k: int, cost_ratio: Num) -> Num:
     References:
         Leviathan et al. 2023, Thm. 3.8; ``proofs/theory.md`` claim 5.
     """
-    _check_alpha_k(alpha, k)
-    if cost_ratio < 0:
-        raise ValueError(f"cost_ratio must be >= 0, got {cost_ratio!r}.")
+    check_unit_interval("alpha", alpha)
+    check_positive_int("k", k)
+    check_at_least("cost_ratio", cost_ratio, 0)
     return expected_tokens_per_step(alpha, k) / (k * cost_ratio + 1)
 
 
@@ -127,23 +120,18 @@ def best_k(alpha: float, cost_ratio: float, *, k_max: int = 64) -> int:
         >>> best_k(0.8, 0.05)
         8
     """
-    if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
-        raise ValueError(f"k_max must be an int >= 1, got {k_max!r}.")
-    if not math.isfinite(alpha) or not math.isfinite(cost_ratio):
-        raise ValueError(f"alpha and cost_ratio must be finite, got {alpha!r}, {cost_ratio!r}.")
-    gains = [walltime_improvement(float(alpha), k, float(cost_ratio)) for k in range(1, k_max + 1)]
+    check_positive_int("k_max", k_max)
+    finite_alpha = check_finite("alpha", alpha)
+    finite_cost = check_finite("cost_ratio", cost_ratio)
+    gains = [walltime_improvement(finite_alpha, k, finite_cost) for k in range(1, k_max + 1)]
     return 1 + max(range(k_max), key=lambda i: (gains[i], -i))
 
 
 def _length_tail(
     target: ToyModel, draft: ToyModel, prefix: Sequence[int], k: int, exact_match: bool
 ) -> list[Fraction]:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}.")
-    if target.vocab_size != draft.vocab_size:
-        raise ValueError(
-            f"Vocabulary mismatch: target has V={target.vocab_size}, draft V={draft.vocab_size}."
-        )
+    check_positive_int("k", k)
+    check_same_vocabulary(target.vocab_size, draft.vocab_size, wrap_hint=False)
     tails = [Fraction(0)] * (k + 1)
     frontier: dict[tuple[int, ...], Fraction] = {(): Fraction(1)}  # accepted prefixes x_<i
     for i in range(k + 1):

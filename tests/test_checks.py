@@ -7,6 +7,7 @@ and float32 inputs are accepted and give the tokens of the float64 version of th
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -16,11 +17,30 @@ from hypothesis import strategies as st
 
 import specdec
 from specdec._checks import (
+    check_all_finite,
+    check_at_least,
+    check_bool,
+    check_dim,
+    check_dtype,
     check_emitted_block,
     check_emitted_blocks,
-    check_in_unit_interval,
+    check_finite,
+    check_floating_dtype,
+    check_instance,
+    check_int,
+    check_int8_layer,
+    check_int_range,
+    check_last_dim,
     check_logits,
     check_logits_argmax,
+    check_not_above,
+    check_positive_int,
+    check_probs_pair,
+    check_rate,
+    check_same_vocabulary,
+    check_sequence_pair,
+    check_sizes,
+    check_unit_interval,
 )
 from specdec.testing.strategies import VerifyInputs, prob_pairs, prob_vectors, verify_inputs
 
@@ -661,10 +681,10 @@ def test_check_logits_argmax_raises_as_check_logits(
 )
 def test_check_in_unit_interval(value: float, include_one: bool, ok: bool) -> None:
     if ok:
-        assert check_in_unit_interval("rate", value, include_one=include_one) == value
+        assert check_rate("rate", value, include_one=include_one) == value
     else:
         with pytest.raises(ValueError, match=r"rate must lie in \(0, 1"):
-            check_in_unit_interval("rate", value, include_one=include_one)
+            check_rate("rate", value, include_one=include_one)
 
 
 class _RefusedError(ValueError):
@@ -696,3 +716,197 @@ def test_check_emitted_block_lengths() -> None:
     with pytest.raises(ValueError, match="1-d LongTensor"):
         check_emitted_block([0], 2)
     assert check_emitted_block(torch.tensor([1, 0, 2]), 2).tolist() == [1, 0, 2]
+
+
+# The argument checks the modules share: the value back, each bad kind refused by name -----------
+
+
+def test_check_instance_returns_the_value_and_names_what_was_wanted() -> None:
+    generator = torch.Generator()
+    assert check_instance("generator", generator, torch.Generator, "a torch.Generator") is generator
+    assert check_instance("shape", [2], (tuple, list), "a tuple of ints") == [2]
+    with pytest.raises(TypeError, match=r"^generator must be a torch\.Generator, got int\.$"):
+        check_instance("generator", 0, torch.Generator, "a torch.Generator")
+    with pytest.raises(TypeError, match=r"^shape must be a tuple of ints, got int; write \(n,\)"):
+        check_instance("shape", 3, tuple, "a tuple of ints", fix="write (n,) for one axis")
+
+
+def test_check_bool_refuses_ints_and_strings() -> None:
+    assert check_bool("share_weights", False) is False
+    for bad, kind in ((1, "int"), ("yes", "str"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"^share_weights must be a bool, got {kind}\\.$"):
+            check_bool("share_weights", bad)
+
+
+@pytest.mark.parametrize(
+    ("value", "minimum", "error", "match"),
+    [
+        (True, None, TypeError, r"^n must be an int, got bool\.$"),
+        (2.0, None, TypeError, r"^n must be an int, got float\.$"),
+        ("3", 0, TypeError, r"^n must be an int, got str\.$"),
+        (-1, 0, ValueError, r"^n must be >= 0, got -1\.$"),
+        (0, 1, ValueError, r"^n must be >= 1, got 0\.$"),
+    ],
+)
+def test_check_int_refuses(value: object, minimum: int | None, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        check_int("n", value, minimum=minimum)
+
+
+def test_check_int_and_check_positive_int_return_the_int() -> None:
+    assert check_int("n", -5) == -5  # no minimum: any int
+    assert check_int("n", 0, minimum=0) == 0
+    assert check_positive_int("k", 1) == 1
+    with pytest.raises(ValueError, match=r"^k must be >= 1, got 0\.$"):
+        check_positive_int("k", 0)
+    with pytest.raises(TypeError, match=r"^k must be an int, got bool\.$"):
+        check_positive_int("k", True)
+
+
+def test_check_int_range_includes_both_ends() -> None:
+    assert [check_int_range("length", v, 0, 5, high_is="the cache length") for v in (0, 5)] == [
+        0,
+        5,
+    ]
+    for bad in (-1, 6):
+        with pytest.raises(
+            ValueError, match=rf"^length must lie in \[0, 5\] \(the cache length\), got {bad}\.$"
+        ):
+            check_int_range("length", bad, 0, 5, high_is="the cache length")
+    with pytest.raises(TypeError, match=r"^length must be an int, got float\.$"):
+        check_int_range("length", 2.0, 0, 5, high_is="the cache length")
+
+
+def test_check_at_least_and_check_not_above() -> None:
+    assert check_at_least("cost_ratio", Fraction(0), 0) == 0
+    assert check_at_least("cost_ratio", 0.5, 0) == 0.5
+    with pytest.raises(ValueError, match=r"^cost_ratio must be >= 0, got -0\.5\.$"):
+        check_at_least("cost_ratio", -0.5, 0)
+    with pytest.raises(ValueError, match=r"^cost_ratio must be >= 0, got nan\.$"):
+        check_at_least("cost_ratio", NAN, 0)
+    assert check_not_above("min_ngram", 3, "max_ngram", 3) == 3
+    with pytest.raises(ValueError, match=r"^min_ngram \(4\) must not exceed max_ngram \(3\)\.$"):
+        check_not_above("min_ngram", 4, "max_ngram", 3)
+
+
+def test_check_unit_interval_keeps_the_number_type() -> None:
+    assert check_unit_interval("alpha", Fraction(1, 3)) == Fraction(1, 3)
+    assert check_unit_interval("alpha", 0.0) == 0.0 and check_unit_interval("alpha", 1) == 1
+    for bad, shown in ((1.5, r"1\.5"), (-0.1, r"-0\.1"), (NAN, "nan"), (Fraction(4, 3), "Frac")):
+        with pytest.raises(ValueError, match=rf"^alpha must lie in \[0, 1\], got {shown}"):
+            check_unit_interval("alpha", bad)
+
+
+def test_check_finite_gives_a_float() -> None:
+    assert check_finite("alpha", Fraction(1, 4)) == 0.25 and check_finite("alpha", 2) == 2.0
+    for bad, shown in ((NAN, "nan"), (INF, "inf"), (-INF, "-inf")):
+        with pytest.raises(ValueError, match=rf"^alpha must be finite, got {shown}\.$"):
+            check_finite("alpha", bad)
+    for bad, kind in ((True, "bool"), ("0.5", "str"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=rf"^alpha must be a float, got {kind}\.$"):
+            check_finite("alpha", bad)
+
+
+def test_check_sizes_gives_a_tuple_of_ints() -> None:
+    assert check_sizes("shape", [2, 0]) == (2, 0)
+    assert check_sizes("shape", torch.Size([3])) == (3,) and check_sizes("shape", ()) == ()
+    with pytest.raises(TypeError, match=r"^shape must be a tuple of ints, got int; write \(n,\)"):
+        check_sizes("shape", 3)
+    with pytest.raises(TypeError, match=r"^shape\[1\] must be an int, got float\.$"):
+        check_sizes("shape", (2, 3.0))
+    with pytest.raises(ValueError, match=r"^shape\[0\] must be >= 0, got -1\.$"):
+        check_sizes("shape", (-1, 2))
+
+
+def test_check_sequence_pair_needs_one_non_empty_length() -> None:
+    check_sequence_pair([Fraction(1)], [Fraction(1)])
+    for target, draft in (([1.0], [0.5, 0.5]), ([], [])):
+        with pytest.raises(
+            ValueError,
+            match=rf"^Vocabulary mismatch: target_probs has {len(target)} entries, draft_probs "
+            rf"{len(draft)}; both must be equal and non-empty\.$",
+        ):
+            check_sequence_pair(target, draft)
+
+
+def test_check_dtype_names_the_expected_kind() -> None:
+    mask = torch.ones(1, 2, dtype=torch.bool)
+    assert check_dtype("mask", mask, (torch.bool,), "a bool tensor [batch, total]") is mask
+    with pytest.raises(TypeError, match=r"^mask must be a bool tensor \[batch, total\], got list"):
+        check_dtype("mask", [True], (torch.bool,), "a bool tensor [batch, total]")
+    with pytest.raises(TypeError, match=r"^mask must be a bool tensor \[batch, total\], got torch"):
+        check_dtype("mask", mask.long(), (torch.bool,), "a bool tensor [batch, total]")
+
+
+def test_check_floating_dtype() -> None:
+    assert check_floating_dtype("dtype", torch.bfloat16) is torch.bfloat16
+    for bad, shown in ((torch.int8, r"torch\.int8"), ("float32", "'float32'"), (None, "None")):
+        with pytest.raises(
+            TypeError, match=rf"^dtype must be a floating torch\.dtype, got {shown}"
+        ):
+            check_floating_dtype("dtype", bad)
+
+
+def test_check_dim_and_check_last_dim() -> None:
+    check_dim("weight", torch.zeros(2, 3), 2, "[rows, columns]")
+    with pytest.raises(
+        ValueError, match=r"^weight must have shape \[rows, columns\] \(2-D\), got shape \(3,\)\.$"
+    ):
+        check_dim("weight", torch.zeros(3), 2, "[rows, columns]")
+    check_last_dim("x", torch.zeros(2, 3, 4), 4, "in_features")
+    for bad in (torch.zeros(4, 3), torch.tensor(1.0)):
+        with pytest.raises(
+            ValueError,
+            match=rf"^x must have a last dimension of 4 \(in_features\), got shape "
+            rf"\({', '.join(map(str, bad.shape))}",
+        ):
+            check_last_dim("x", bad, 4, "in_features")
+
+
+def test_check_all_finite() -> None:
+    weight = torch.tensor([[1.0, -2.0]])
+    assert check_all_finite("weight", weight) is weight
+    for bad in (NAN, INF, -INF):
+        with pytest.raises(ValueError, match=r"^weight must be finite, got NaN or infinite"):
+            check_all_finite("weight", torch.tensor([[1.0, bad]]))
+
+
+def test_check_int8_layer_refuses_each_part() -> None:
+    matrix, scales = torch.zeros(3, 4, dtype=torch.int8), torch.ones(3)
+    assert check_int8_layer(matrix, scales, torch.float32) == (matrix, scales, torch.float32)
+    expected = r"^quantised must be a 2-D int8 tensor \[rows, columns\] \(see quantise_rows\), got "
+    for bad, got in ((matrix.float(), r"torch\.float32"), (matrix[0], r"shape \(4,\)"), (0, "int")):
+        with pytest.raises(TypeError, match=expected + got):
+            check_int8_layer(bad, scales, torch.float32)
+    with pytest.raises(TypeError, match=r"^scales must have a floating dtype"):
+        check_int8_layer(matrix, scales.long(), torch.float32)
+    with pytest.raises(ValueError, match=r"scales must have shape \[rows\] .*= \(3,\), got \(2,\)"):
+        check_int8_layer(matrix, scales[:2], torch.float32)
+    with pytest.raises(TypeError, match=r"^dtype must be a floating torch\.dtype, got torch\.int8"):
+        check_int8_layer(matrix, scales, torch.int8)
+
+
+def test_check_probs_pair() -> None:
+    target, draft = check_probs_pair(ROWS_2, ROWS_2.flip(0))
+    assert target is ROWS_2 and torch.equal(draft, ROWS_2.flip(0))
+    with pytest.raises(ValueError, match=r"^target_probs rows must sum to 1"):
+        check_probs_pair(ROWS_2 * 2, ROWS_2)
+    with pytest.raises(ValueError, match=r"^draft_probs must be non-negative"):
+        check_probs_pair(ROWS_2, _f64([[1.5, -0.5, 0.0], [0.5, 0.25, 0.25]]))
+    with pytest.raises(
+        ValueError, match=r"^Vocabulary mismatch: target_probs has V=3 but draft_probs has V=2\.$"
+    ):
+        check_probs_pair(ROWS_2, _f64([[0.5, 0.5], [0.5, 0.5]]))
+    with pytest.raises(ValueError, match=r"draft_probs must have shape the shape of target_probs"):
+        check_probs_pair(ROWS_2, ROWS_3)
+
+
+def test_check_same_vocabulary_hints_at_mapped_draft_unless_told_not_to() -> None:
+    check_same_vocabulary(5, 5, wrap_hint=False)
+    with pytest.raises(
+        ValueError,
+        match=r"target has V=5, draft V=4; .*wrap it: specdec\.models\.MappedDraft\(draft, ",
+    ):
+        check_same_vocabulary(5, 4)
+    with pytest.raises(ValueError, match=r"^Vocabulary mismatch: target has V=5, draft V=4\.$"):
+        check_same_vocabulary(5, 4, wrap_hint=False)

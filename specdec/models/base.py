@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from specdec._checks import check_positive_int
 from specdec.cache import KVCache, crop_cache, drop_leading, shift_rows
 
 __all__ = ["CausalLM", "Context", "empty_context", "extend", "keep_new"]
@@ -92,11 +93,7 @@ def extend(
     if logits_to_keep is None:
         logits, cache = model.forward(tokens, context.cache, live, positions)
     else:
-        if isinstance(logits_to_keep, bool) or not isinstance(logits_to_keep, int):
-            raise TypeError(f"logits_to_keep must be an int, got {type(logits_to_keep).__name__}.")
-        if logits_to_keep < 1:
-            raise ValueError(f"logits_to_keep must be >= 1, got {logits_to_keep}.")
-        keep = min(logits_to_keep, n)
+        keep = min(check_positive_int("logits_to_keep", logits_to_keep), n)
         logits, cache = model.forward(tokens, context.cache, live, positions, keep)
         if logits.shape[1] != keep:  # a model that ignores the hint
             logits = logits[:, -keep:]

@@ -32,28 +32,21 @@ caller who trains or edits one model changes the other.
 
 import copy
 import warnings
+from typing import TypeVar
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.pytorch_utils import Conv1D
 
+from specdec._checks import check_bool, check_instance, check_int_range
 from specdec.models.int8_weights import Int8Embedding, Int8Linear, quantise_rows
 
 __all__ = ["bfloat16_copy", "int8_dynamic_copy", "int8_weight_copy", "truncated_copy"]
 
 
-def _check_flag(share_weights: object) -> None:
-    if not isinstance(share_weights, bool):
-        raise TypeError(f"share_weights must be a bool, got {type(share_weights).__name__}.")
-
-
-def _check_model(model: object) -> PreTrainedModel:
-    if not isinstance(model, PreTrainedModel):
-        raise TypeError(
-            f"model must be a transformers PreTrainedModel, got {type(model).__name__}."
-        )
-    return model
+_A_MODEL = "a transformers PreTrainedModel"  # what every function's ``model`` must be
+_Module = TypeVar("_Module", bound=nn.Module)
 
 
 def _fresh_copy(model: PreTrainedModel, keep: tuple[nn.Parameter, ...] = ()) -> PreTrainedModel:
@@ -74,7 +67,7 @@ def _embedding_parameters(model: PreTrainedModel) -> tuple[nn.Parameter, ...]:
     return tuple(found)
 
 
-def _shallow(module: nn.Module) -> nn.Module:
+def _shallow(module: _Module) -> _Module:
     """A new module object over the same parameters, buffers and child modules.
 
     Every container in the module's ``__dict__`` (``_modules``, ``_parameters``, ``_buffers``,
@@ -113,7 +106,7 @@ def bfloat16_copy(model: PreTrainedModel) -> PreTrainedModel:
         >>> draft.dtype, target.dtype
         (torch.bfloat16, torch.float32)
     """
-    clone = _fresh_copy(_check_model(model))
+    clone = _fresh_copy(check_instance("model", model, PreTrainedModel, _A_MODEL))
     nn.Module.to(clone, dtype=torch.bfloat16)  # in place on the copy (modules cast in place)
     return clone
 
@@ -149,8 +142,8 @@ def int8_dynamic_copy(model: PreTrainedModel, *, share_weights: bool = False) ->
         >>> draft.model.layers[0].mlp.down_proj.weight().dtype, draft.lm_head.weight.dtype
         (torch.qint8, torch.float32)
     """
-    _check_model(model)
-    _check_flag(share_weights)
+    check_instance("model", model, PreTrainedModel, _A_MODEL)
+    check_bool("share_weights", share_weights)
     clone = _fresh_copy(model, _embedding_parameters(model) if share_weights else ())
     if clone.dtype != torch.float32:
         raise ValueError(
@@ -218,7 +211,7 @@ def int8_weight_copy(model: PreTrainedModel) -> PreTrainedModel:
         ``proofs/theory.md`` claim 2 (lossless for any draft law: the rounding changes the
         acceptance rate, never the output law).
     """
-    clone = _fresh_copy(_check_model(model))
+    clone = _fresh_copy(check_instance("model", model, PreTrainedModel, _A_MODEL))
     if not clone.dtype.is_floating_point:
         raise ValueError(f"model must be floating point to be quantised, got {clone.dtype}.")
     dtype = torch.bfloat16
@@ -291,15 +284,10 @@ def truncated_copy(
         >>> draft.config.num_hidden_layers, len(draft.model.layers)
         (1, 1)
     """
-    _check_model(model)
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int):
-        raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}.")
+    check_instance("model", model, PreTrainedModel, _A_MODEL)
     total = model.config.num_hidden_layers
-    if not 1 <= num_layers <= total:
-        raise ValueError(
-            f"num_layers must lie in [1, {total}] (the model's decoder layers), got {num_layers}."
-        )
-    _check_flag(share_weights)
+    check_int_range("num_layers", num_layers, 1, total, high_is="the model's decoder layers")
+    check_bool("share_weights", share_weights)
     parent, _, _ = _decoder_layers(model)  # fail before copying when the layout is unknown
     clone = _shared_structure(model, parent) if share_weights else _fresh_copy(model)
     parent, attribute, layers = _decoder_layers(clone)
@@ -316,18 +304,15 @@ def _shared_structure(model: PreTrainedModel, parent: nn.Module) -> PreTrainedMo
     shared; the new modules get one new config (a deep copy) wherever the old ones held the
     target's, and the root a new generation config."""
     path = next(name for name, module in model.named_modules() if module is parent)
-    copied = [_shallow(model)]  # the root, then each module on the path to ``parent``
+    root = _shallow(model)
+    copied: list[nn.Module] = [root]  # the root, then each module on the path to ``parent``
     for name in path.split(".") if path else []:
-        child = copied[-1]._modules[name]
-        assert child is not None
-        copied.append(_shallow(child))
+        copied.append(_shallow(copied[-1].get_submodule(name)))
         copied[-2]._modules[name] = copied[-1]
     config = copy.deepcopy(model.config)
     for module in copied:
         if getattr(module, "config", None) is model.config:
             module.__dict__["config"] = config
-    root = copied[0]
     root.__dict__["generation_config"] = copy.deepcopy(model.generation_config)
-    root.eval()
-    assert isinstance(root, PreTrainedModel)
+    root.eval()  # type: ignore[no-untyped-call]
     return root

@@ -5,6 +5,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel
 
+from specdec._checks import check_instance
 from specdec.cache import KVCache, layer_tensors, make_cache
 
 __all__ = ["HFModel"]
@@ -24,10 +25,7 @@ class HFModel:
     """
 
     def __init__(self, model: PreTrainedModel) -> None:
-        if not isinstance(model, PreTrainedModel):
-            raise TypeError(
-                f"model must be a transformers PreTrainedModel, got {type(model).__name__}."
-            )
+        check_instance("model", model, PreTrainedModel, "a transformers PreTrainedModel")
         self.model = model.eval()  # type: ignore[no-untyped-call]
         embeddings = model.get_output_embeddings()  # type: ignore[no-untyped-call]
         if embeddings is None:

@@ -20,6 +20,16 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.nn import functional
 
+from specdec._checks import (
+    check_all_finite,
+    check_dim,
+    check_float,
+    check_int8_layer,
+    check_last_dim,
+    check_shape,
+    check_tensor,
+)
+
 __all__ = ["Int8Embedding", "Int8Linear", "quantise_rows"]
 
 # torch 2.13's CPU kernel reads the input dimension in blocks of 16: other widths crash it or
@@ -58,33 +68,12 @@ def quantise_rows(
         ``proofs/theory.md`` claim 2: the step is lossless for any draft law, so a draft may
         compute with rounded weights.
     """
-    if not isinstance(weight, Tensor) or not weight.is_floating_point():
-        raise TypeError("weight must be a floating-point tensor [rows, columns].")
-    if weight.dim() != 2:
-        raise ValueError(f"weight must be 2-D [rows, columns], got shape {tuple(weight.shape)}.")
-    values = weight.detach().float()
-    if not bool(torch.isfinite(values).all()):
-        raise ValueError("weight must be finite to be quantised (found NaN or inf).")
+    check_dim("weight", check_float("weight", weight), 2, "[rows, columns]")
+    values = check_all_finite("weight", weight.detach().float())
     peak = values.abs().amax(dim=1)
     scales = torch.where(peak > 0, peak / 127, torch.ones_like(peak))
     quantised = torch.round(values / scales[:, None]).clamp(-127, 127).to(torch.int8)
     return quantised.contiguous(), scales
-
-
-def _check_layer(quantised: object, scales: object, dtype: object) -> None:
-    """A 2-D int8 matrix, one floating scale per row and a floating dtype (the kernel reads
-    them unchecked: a short ``scales`` would be read past its end)."""
-    if not isinstance(quantised, Tensor) or quantised.dtype != torch.int8 or quantised.dim() != 2:
-        raise TypeError("quantised must be a 2-D int8 tensor [rows, columns] (see quantise_rows).")
-    if not isinstance(scales, Tensor) or not scales.is_floating_point():
-        raise TypeError("scales must be a floating-point tensor [rows].")
-    if scales.shape != quantised.shape[:1]:
-        raise ValueError(
-            f"scales must have shape [{quantised.shape[0]}] (one per row of quantised), "
-            f"got {tuple(scales.shape)}."
-        )
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}.")
 
 
 class Int8Linear(nn.Module):
@@ -127,14 +116,9 @@ class Int8Linear(nn.Module):
         bias: Float[Tensor, " out"] | None,
         dtype: torch.dtype,
     ) -> None:
-        _check_layer(quantised, scales, dtype)
+        check_int8_layer(quantised, scales, dtype)
         if bias is not None:
-            if not isinstance(bias, Tensor) or not bias.is_floating_point():
-                raise TypeError("bias must be a floating-point tensor [out] or None.")
-            if bias.shape != quantised.shape[:1]:
-                raise ValueError(
-                    f"bias must have shape [{quantised.shape[0]}], got {tuple(bias.shape)}."
-                )
+            check_shape("bias", check_float("bias", bias), (quantised.shape[0],), "[out]")
         super().__init__()
         self.in_features = int(quantised.shape[1])
         self.out_features = int(quantised.shape[0])
@@ -148,10 +132,7 @@ class Int8Linear(nn.Module):
         return self.qweight
 
     def forward(self, x: Float[Tensor, "*batch in"]) -> Float[Tensor, "*batch out"]:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"x must be a tensor [..., {self.in_features}].")
-        if x.dim() < 1 or x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape [..., {self.in_features}], got {tuple(x.shape)}.")
+        check_last_dim("x", check_tensor("x", x), self.in_features, "in_features")
         scales = self.scales
         rows = x.reshape(-1, self.in_features).to(scales.dtype)
         if self.in_features % _KERNEL_BLOCK == 0 and rows.device.type == "cpu":
@@ -196,7 +177,7 @@ class Int8Embedding(nn.Module):
         scales: Float[Tensor, " vocab"],
         dtype: torch.dtype,
     ) -> None:
-        _check_layer(quantised, scales, dtype)
+        check_int8_layer(quantised, scales, dtype)
         super().__init__()
         self.num_embeddings = int(quantised.shape[0])
         self.embedding_dim = int(quantised.shape[1])

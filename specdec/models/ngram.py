@@ -29,7 +29,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from specdec._checks import check_positive_int
+from specdec._checks import check_dim, check_dtype, check_not_above, check_positive_int, check_shape
 from specdec.cache import KVCache, layer_tensors
 
 __all__ = ["NGramDraft", "lookup"]
@@ -55,20 +55,15 @@ def lookup(tokens: list[int], max_ngram: int, min_ngram: int = 1) -> int | None:
         >>> lookup([5, 6], max_ngram=2) is None
         True
     """
-    _check_sizes(max_ngram, min_ngram)
+    check_positive_int("max_ngram", max_ngram)
+    check_positive_int("min_ngram", min_ngram)
+    check_not_above("min_ngram", min_ngram, "max_ngram", max_ngram)
     for n in range(min(max_ngram, len(tokens) - 1), min_ngram - 1, -1):
         suffix = tokens[-n:]
         for start in range(len(tokens) - n - 1, -1, -1):
             if tokens[start : start + n] == suffix:
                 return tokens[start + n]
     return None
-
-
-def _check_sizes(max_ngram: int, min_ngram: int) -> None:
-    check_positive_int("max_ngram", max_ngram)
-    check_positive_int("min_ngram", min_ngram)
-    if min_ngram > max_ngram:
-        raise ValueError(f"min_ngram ({min_ngram}) must not exceed max_ngram ({max_ngram}).")
 
 
 class NGramDraft:
@@ -94,8 +89,9 @@ class NGramDraft:
 
     def __init__(self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1) -> None:
         self._vocab_size = check_positive_int("vocab_size", vocab_size)
-        _check_sizes(max_ngram, min_ngram)
-        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.max_ngram = check_positive_int("max_ngram", max_ngram)
+        self.min_ngram = check_positive_int("min_ngram", min_ngram)
+        check_not_above("min_ngram", min_ngram, "max_ngram", max_ngram)
 
     @property
     def vocab_size(self) -> int:
@@ -142,10 +138,8 @@ def _history(
     cache: KVCache | None, input_ids: Tensor, attention_mask: Tensor
 ) -> Int[Tensor, "batch 1 total 1"]:
     """The checked token history after ``input_ids``: ``[batch, 1, slots, 1]`` int64."""
-    if not isinstance(input_ids, Tensor) or input_ids.dtype != torch.int64:
-        raise TypeError("input_ids must be an int64 tensor [batch, n].")
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids must have shape [batch, n], got {tuple(input_ids.shape)}.")
+    ids = check_dtype("input_ids", input_ids, (torch.int64,), "an int64 tensor [batch, n]")
+    check_dim("input_ids", ids, 2, "[batch, n]")
     new = input_ids[:, None, :, None]
     if cache is None:
         history = new
@@ -157,11 +151,9 @@ def _history(
         if keys.shape[0] != input_ids.shape[0]:
             raise ValueError(f"cache holds {keys.shape[0]} rows, input_ids {input_ids.shape[0]}.")
         history = torch.cat([keys, new], dim=2)
-    if not isinstance(attention_mask, Tensor) or attention_mask.dtype != torch.bool:
-        raise TypeError("attention_mask must be a bool tensor [batch, total].")
-    if attention_mask.shape != (input_ids.shape[0], history.shape[2]):
-        raise ValueError(
-            f"attention_mask must have shape [{input_ids.shape[0]}, {history.shape[2]}] (cached "
-            f"and new slots), got {tuple(attention_mask.shape)}."
-        )
+    mask = check_dtype(
+        "attention_mask", attention_mask, (torch.bool,), "a bool tensor [batch, total]"
+    )
+    slots = (input_ids.shape[0], history.shape[2])
+    check_shape("attention_mask", mask, slots, "[batch, total] (cached and new slots)")
     return history

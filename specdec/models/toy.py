@@ -17,7 +17,11 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from specdec._checks import check_int, check_not_above, check_positive_int, check_unit_interval
+
 __all__ = ["ToyModel", "ToyPair", "make_toy_model", "make_toy_pair"]
+
+_MOST_ROWS = "the most rows a toy model holds"
 
 Row = tuple[Fraction, ...]
 
@@ -98,23 +102,6 @@ def _random_row(
     return tuple(Fraction(units.get(token, 0), denominator) for token in range(vocab_size))
 
 
-def _check_options(vocab_size: int, order: int, denominator: int, rates: dict[str, float]) -> None:
-    for name, value in (("vocab_size", vocab_size), ("order", order)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}.")
-    if isinstance(denominator, bool) or not isinstance(denominator, int) or denominator < 1:
-        raise ValueError(f"denominator must be an int >= 1, got {denominator!r}.")
-    if (vocab_size + 1) ** order > 100_000:
-        raise ValueError(
-            f"(vocab_size + 1) ** order must be <= 100000 rows, got {(vocab_size + 1) ** order}."
-        )
-    for name, rate in rates.items():
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {rate!r}.")
-
-
 def make_toy_model(
     vocab_size: int,
     *,
@@ -140,8 +127,12 @@ def make_toy_model(
         >>> sum(model.probs([0, 2]))
         Fraction(1, 1)
     """
-    rates = {"zero_rate": zero_rate, "one_hot_rate": one_hot_rate}
-    _check_options(vocab_size, order, denominator, rates)
+    check_int("vocab_size", vocab_size, minimum=2)
+    check_positive_int("order", order)
+    check_positive_int("denominator", denominator)
+    check_not_above("(vocab_size + 1) ** order", (vocab_size + 1) ** order, _MOST_ROWS, 100_000)
+    check_unit_interval("zero_rate", zero_rate)
+    check_unit_interval("one_hot_rate", one_hot_rate)
     rows = [
         _random_row(
             random.Random(f"specdec-toy:{seed}:target:{code}"),
@@ -179,15 +170,10 @@ def make_toy_pair(
         >>> pair.target.vocab_size == pair.draft.vocab_size == 4
         True
     """
-    rates = {
-        "zero_rate": zero_rate,
-        "one_hot_rate": one_hot_rate,
-        "equal_rate": equal_rate,
-        "closeness": float(closeness),
-    }
+    check_unit_interval("equal_rate", equal_rate)
+    check_unit_interval("closeness", float(closeness))
     mix = Fraction(closeness)
-    _check_options(vocab_size, order, denominator, rates)
-    target = make_toy_model(
+    target = make_toy_model(  # checks the other options
         vocab_size,
         seed=seed,
         order=order,

@@ -43,7 +43,15 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from specdec._checks import check_integer, check_positive_int, check_tokens
+from specdec._checks import (
+    check_float,
+    check_instance,
+    check_int_range,
+    check_integer,
+    check_last_dim,
+    check_positive_int,
+    check_tokens,
+)
 from specdec.cache import KVCache
 from specdec.models.base import CausalLM
 
@@ -116,10 +124,9 @@ class VocabularyMap:
                     "pass draft_unknown_id, the draft id the draft reads in their place."
                 )
             unknown = 0  # never read: every target id is shared
-        elif isinstance(unknown, bool) or not isinstance(unknown, int):
-            raise TypeError(f"draft_unknown_id must be an int, got {type(unknown).__name__}.")
-        elif not 0 <= unknown < draft_vocab:
-            raise ValueError(f"draft_unknown_id must lie in [0, {draft_vocab}), got {unknown}.")
+        else:
+            last = draft_vocab - 1
+            check_int_range("draft_unknown_id", unknown, 0, last, high_is="the last draft id")
         table = torch.full((target_vocab,), unknown, dtype=torch.int64)
         table[target_ids] = draft_ids  # a fresh tensor: the arguments are not written
         # own copies: a caller writing into its tensors later cannot change the map
@@ -205,13 +212,8 @@ class VocabularyMap:
         docstring). The dtype is the input's. Raises ``TypeError`` for non-float logits and
         ``ValueError`` for a last dimension other than ``draft_vocab_size``.
         """
-        if not isinstance(draft_logits, Tensor) or not draft_logits.is_floating_point():
-            raise TypeError("draft_logits must be a floating-point tensor [*b, V_draft].")
-        if draft_logits.dim() < 1 or draft_logits.shape[-1] != self.draft_vocab_size:
-            raise ValueError(
-                f"draft_logits must have a last dimension of {self.draft_vocab_size} (the draft "
-                f"vocabulary), got shape {tuple(draft_logits.shape)}."
-            )
+        logits = check_float("draft_logits", draft_logits)
+        check_last_dim("draft_logits", logits, self.draft_vocab_size, "the draft vocabulary")
         rows = draft_logits.reshape(-1, self.draft_vocab_size)  # [n, V_draft]
         minus_inf = rows.new_full((rows.shape[0], 1), -torch.inf)
         padded = torch.cat([rows, minus_inf], dim=1)  # [n, V_draft + 1]
@@ -244,10 +246,7 @@ class MappedDraft:
     """
 
     def __init__(self, draft: CausalLM, vocabulary_map: VocabularyMap) -> None:
-        if not isinstance(vocabulary_map, VocabularyMap):
-            raise TypeError(
-                f"vocabulary_map must be a VocabularyMap, got {type(vocabulary_map).__name__}."
-            )
+        check_instance("vocabulary_map", vocabulary_map, VocabularyMap, "a VocabularyMap")
         vocabulary_map.check_sizes(draft=draft.vocab_size)
         self.draft = draft
         self.vocabulary_map = vocabulary_map

@@ -9,7 +9,7 @@ draft blocks drafted from the toy draft, a step drafts, warps and verifies on it
 import time
 from collections.abc import Callable, Sequence
 
-from specdec._checks import check_in_unit_interval
+from specdec._checks import check_rate
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
 from specdec.testing.audit.plan import (
     ScenarioPlan,
@@ -156,8 +156,8 @@ def _audit(
 ) -> AuditReport:
     """Plan every scenario, run them in turn (one thread for single-sequence functions), decide."""
     start = time.perf_counter()
-    check_in_unit_interval("false_fail_rate", false_fail_rate)
-    check_in_unit_interval("false_pass_rate", false_pass_rate)
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
     n = sample_size(samples, is_batch)
     plans = [plan_scenario(scenario, n) for scenario in scenarios]
     budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(plans))

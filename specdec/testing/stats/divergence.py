@@ -19,7 +19,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_in_unit_interval
+from specdec._checks import check_rate
 
 __all__ = ["chi2_test", "g_test"]
 
@@ -58,7 +58,7 @@ def _divergence_test(
 ) -> tuple[float, bool]:
     from scipy.stats import chi2  # imported lazily: only these two tests need scipy
 
-    check_in_unit_interval("false_fail_rate", false_fail_rate)
+    check_rate("false_fail_rate", false_fail_rate)
     law = expected.to(torch.float64)
     observed = counts.to(torch.float64)
     impossible = law == 0

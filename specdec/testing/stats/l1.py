@@ -23,7 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_counts_against_law, check_in_unit_interval, check_positive_int
+from specdec._checks import check_counts_against_law, check_positive_int, check_rate
 
 __all__ = [
     "L1TestResult",
@@ -44,7 +44,7 @@ def l1_threshold(num_cells: int, sample_size: int, false_fail_rate: float) -> fl
     r"""The L1 rejection threshold :math:`\sqrt{2 (m \ln 2 + \ln(1/\alpha)) / n}`."""
     check_positive_int("num_cells", num_cells)
     check_positive_int("sample_size", sample_size)
-    check_in_unit_interval("false_fail_rate", false_fail_rate)
+    check_rate("false_fail_rate", false_fail_rate)
     return math.sqrt(2.0 * _log_terms(num_cells, false_fail_rate) / sample_size)
 
 
@@ -56,7 +56,7 @@ def min_detectable_tv_by_l1(
     .. math::
         \delta_{\min} = \tfrac12 \big(\varepsilon(m, n, \alpha) + \varepsilon(m, n, \beta)\big)
     """
-    check_in_unit_interval("false_pass_rate", false_pass_rate)
+    check_rate("false_pass_rate", false_pass_rate)
     return 0.5 * (
         l1_threshold(num_cells, sample_size, false_fail_rate)
         + l1_threshold(num_cells, sample_size, false_pass_rate)
@@ -76,9 +76,9 @@ def min_sample_size_by_l1(
         349803
     """
     check_positive_int("num_cells", num_cells)
-    check_in_unit_interval("false_fail_rate", false_fail_rate)
-    check_in_unit_interval("false_pass_rate", false_pass_rate)
-    check_in_unit_interval("tv", tv, include_one=True)
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
+    check_rate("tv", tv, include_one=True)
     root = math.sqrt(_log_terms(num_cells, false_fail_rate))
     root += math.sqrt(_log_terms(num_cells, false_pass_rate))
     return math.ceil(root**2 / (2.0 * tv**2))

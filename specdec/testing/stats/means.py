@@ -14,7 +14,7 @@ References:
 
 import math
 
-from specdec._checks import check_in_unit_interval, check_positive_int
+from specdec._checks import check_positive_int, check_rate
 
 __all__ = ["mean_margin_by_hoeffding"]
 
@@ -32,5 +32,5 @@ def mean_margin_by_hoeffding(value_range: float, sample_size: int, false_fail_ra
         0.1073
     """
     check_positive_int("sample_size", sample_size)
-    check_in_unit_interval("false_fail_rate", false_fail_rate)
+    check_rate("false_fail_rate", false_fail_rate)
     return value_range * math.sqrt(math.log(1 / false_fail_rate) / (2 * sample_size))

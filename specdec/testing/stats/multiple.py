@@ -13,7 +13,7 @@ References:
     Holm (1979), "A simple sequentially rejective multiple test procedure".
 """
 
-from specdec._checks import check_in_unit_interval, check_positive_int
+from specdec._checks import check_positive_int, check_rate
 
 __all__ = ["bonferroni_level", "holm"]
 
@@ -25,7 +25,7 @@ def bonferroni_level(family_false_fail_rate: float, num_tests: int) -> float:
         >>> bonferroni_level(0.5e-6, 7)  # half of 1e-6 over the seven verifier scenarios
         7.142857142857142e-08
     """
-    check_in_unit_interval("family_false_fail_rate", family_false_fail_rate)
+    check_rate("family_false_fail_rate", family_false_fail_rate)
     check_positive_int("num_tests", num_tests)
     return family_false_fail_rate / num_tests
 
@@ -41,7 +41,7 @@ def holm(p_values: list[float], family_false_fail_rate: float) -> list[bool]:
         >>> holm([0.01, 0.04, 0.03], 0.05)  # 0.01 <= 0.05/3, then 0.03 > 0.05/2 stops
         [True, False, False]
     """
-    check_in_unit_interval("family_false_fail_rate", family_false_fail_rate)
+    check_rate("family_false_fail_rate", family_false_fail_rate)
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     reject = [False] * len(p_values)
     for rank, index in enumerate(order):

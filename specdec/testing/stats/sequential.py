@@ -18,7 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_in_unit_interval, check_positive_int
+from specdec._checks import check_positive_int, check_rate
 
 __all__ = ["e_value_log_threshold", "kt_log_e_values"]
 
@@ -34,7 +34,7 @@ def e_value_log_threshold(family_false_fail_rate: float, num_processes: int = 1)
         >>> round(e_value_log_threshold(0.05), 4)  # ln 20
         2.9957
     """
-    check_in_unit_interval("family_false_fail_rate", family_false_fail_rate)
+    check_rate("family_false_fail_rate", family_false_fail_rate)
     check_positive_int("num_processes", num_processes)
     return math.log(num_processes / family_false_fail_rate)
 
