@@ -69,11 +69,6 @@ class StoppingRule(Protocol):
         ...
 
 
-def _own_probs(draft_logits: Tensor) -> Tensor:
-    """The draft's unwarped softmax row, float64 ``[b, V]``."""
-    return torch.softmax(draft_logits.double(), dim=-1)
-
-
 @dataclass(frozen=True)
 class NeverStop:
     """Every block has ``k`` drafts (or the caller's ``lengths``)."""
@@ -94,7 +89,30 @@ NEVER = NeverStop()
 
 
 @dataclass(frozen=True)
-class StopBelow:
+class _OnOwnRow:
+    """A rule that compares the draft's own unwarped softmax row with ``threshold``."""
+
+    threshold: float
+
+    def __post_init__(self) -> None:
+        check_probability_threshold(f"{type(self).__name__} threshold", self.threshold)
+
+    def block_end(
+        self,
+        position: int,
+        draft_logits: Float[Tensor, "batch vocab"],
+        draft_tokens: Int[Tensor, "batch drafted"],
+    ) -> Int[Tensor, " batch"]:
+        """``-1`` or the block's length, from the row ``q_position`` (float64)."""
+        own = torch.softmax(draft_logits.double(), dim=-1)  # q_i, unwarped, [b, V]
+        return self._end(position, own, draft_tokens)
+
+    def _end(self, position: int, own: Tensor, draft_tokens: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class StopBelow(_OnOwnRow):
     """End a block at its first draft ``x`` with ``q(x) < threshold`` (``x`` included).
 
     ``q`` is the draft's unwarped softmax, whatever the draft's sampling options.
@@ -103,25 +121,14 @@ class StopBelow:
         TypeError, ValueError: ``threshold`` is not a float in ``(0, 1]``.
     """
 
-    threshold: float
-
-    def __post_init__(self) -> None:
-        check_probability_threshold("StopBelow threshold", self.threshold)
-
-    def block_end(
-        self,
-        position: int,
-        draft_logits: Float[Tensor, "batch vocab"],
-        draft_tokens: Int[Tensor, "batch drafted"],
-    ) -> Int[Tensor, " batch"]:
+    def _end(self, position: int, own: Tensor, draft_tokens: Tensor) -> Tensor:
         """``position + 1`` where the newest draft's own probability is below the threshold."""
-        newest = draft_tokens[:, -1:]  # x_{i+1}, [b, 1]
-        confidence = _own_probs(draft_logits).gather(1, newest)[:, 0]  # q_i(x_{i+1}), [b]
+        confidence = own.gather(1, draft_tokens[:, -1:])[:, 0]  # q_i(x_{i+1}), [b]
         return torch.where(confidence < self.threshold, position + 1, CONTINUE)
 
 
 @dataclass(frozen=True)
-class StopPeakBelow:
+class StopPeakBelow(_OnOwnRow):
     """End a block *before* a draft whose row's largest probability is below ``threshold``.
 
     Decided on the row ``q_i`` alone (the token sampled from it is not read), so a block may be
@@ -131,21 +138,10 @@ class StopPeakBelow:
         TypeError, ValueError: ``threshold`` is not a float in ``(0, 1]``.
     """
 
-    threshold: float
-
-    def __post_init__(self) -> None:
-        check_probability_threshold("StopPeakBelow threshold", self.threshold)
-
-    def block_end(
-        self,
-        position: int,
-        draft_logits: Float[Tensor, "batch vocab"],
-        draft_tokens: Int[Tensor, "batch drafted"],
-    ) -> Int[Tensor, " batch"]:
+    def _end(self, position: int, own: Tensor, draft_tokens: Tensor) -> Tensor:
         """``position`` where the row ``q_position`` peaks below the threshold."""
         del draft_tokens
-        peak = _own_probs(draft_logits).amax(dim=-1)  # [b]
-        return torch.where(peak < self.threshold, position, CONTINUE)
+        return torch.where(own.amax(dim=-1) < self.threshold, position, CONTINUE)
 
 
 @dataclass(frozen=True)
