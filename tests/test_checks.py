@@ -910,3 +910,16 @@ def test_check_same_vocabulary_hints_at_mapped_draft_unless_told_not_to() -> Non
         check_same_vocabulary(5, 4)
     with pytest.raises(ValueError, match=r"^Vocabulary mismatch: target has V=5, draft V=4\.$"):
         check_same_vocabulary(5, 4, wrap_hint=False)
+
+
+def test_check_bounds_returns_the_range_and_names_the_bound_that_is_wrong() -> None:
+    from specdec._checks import check_bounds
+
+    assert check_bounds("vocab", 2, 5, 1) == (2, 5)
+    assert check_bounds("k", 1, 1, 1) == (1, 1)
+    with pytest.raises(ValueError, match="min_vocab must be >= 1, got 0"):
+        check_bounds("vocab", 0, 3, 1)
+    with pytest.raises(ValueError, match="max_k must be >= min_k = 3, got 2"):
+        check_bounds("k", 3, 2, 1)
+    with pytest.raises(TypeError, match="max_k must be an int, got float"):
+        check_bounds("k", 1, 2.0, 1)

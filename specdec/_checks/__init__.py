@@ -39,6 +39,7 @@ from specdec._checks.calls import (
 from specdec._checks.scalars import (
     check_at_least,
     check_bool,
+    check_bounds,
     check_finite,
     check_instance,
     check_int,
@@ -75,6 +76,7 @@ __all__ = [
     "check_at_least",
     "check_block_lengths",
     "check_bool",
+    "check_bounds",
     "check_counts_against_law",
     "check_dim",
     "check_draft_block",

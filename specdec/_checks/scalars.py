@@ -10,6 +10,7 @@ import torch
 __all__ = [
     "check_at_least",
     "check_bool",
+    "check_bounds",
     "check_finite",
     "check_instance",
     "check_int",
@@ -89,6 +90,21 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
     return value if minimum is None else check_at_least(name, value, minimum)
+
+
+def check_bounds(name: str, low: object, high: object, floor: int) -> tuple[int, int]:
+    """A range of ints ``min_{name} = low``, ``max_{name} = high`` with ``floor <= low <= high``.
+
+    Example:
+        >>> check_bounds("vocab", 3, 2, 1)
+        Traceback (most recent call last):
+        ValueError: max_vocab must be >= min_vocab = 3, got 2.
+    """
+    low = check_int(f"min_{name}", low, minimum=floor)
+    high = check_int(f"max_{name}", high)
+    if high < low:
+        raise ValueError(f"max_{name} must be >= min_{name} = {low}, got {high}.")
+    return low, high
 
 
 def check_positive_int(name: str, value: object) -> int:

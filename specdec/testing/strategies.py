@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from specdec._checks import check_bounds
+
 __all__ = [
     "RationalRow",
     "VerifyInputs",
@@ -90,13 +92,6 @@ class VerifyInputs:
         return int(self.target_probs.shape[-1])
 
 
-def _check_bounds(name: str, low: int, high: int, floor: int) -> None:
-    if low < floor:
-        raise ValueError(f"min_{name} must be >= {floor}, got {low}.")
-    if high < low:
-        raise ValueError(f"max_{name} must be >= min_{name} = {low}, got {high}.")
-
-
 @st.composite
 def _weights(draw: st.DrawFn, vocab: int, denominator: int, allow_zeros: bool) -> tuple[int, ...]:
     """``vocab`` ints summing to ``denominator`` (each ``>= 1`` unless ``allow_zeros``)."""
@@ -157,7 +152,7 @@ def rational_rows(
     Raises:
         ValueError: inconsistent bounds.
     """
-    _check_bounds("vocab", min_vocab, max_vocab, 1)
+    check_bounds("vocab", min_vocab, max_vocab, 1)
     if max_denominator < 1:
         raise ValueError(f"max_denominator must be >= 1, got {max_denominator}.")
     return _rational_rows(min_vocab, max_vocab, max_denominator, allow_zeros, dyadic)
@@ -271,7 +266,7 @@ def prob_pairs(
     Raises:
         ValueError: inconsistent bounds.
     """
-    _check_bounds("vocab", min_vocab, max_vocab, 1)
+    check_bounds("vocab", min_vocab, max_vocab, 1)
     return _prob_pairs(min_vocab, max_vocab, allow_zeros, dtype, dyadic)
 
 
@@ -347,6 +342,6 @@ def verify_inputs(
     Raises:
         ValueError: inconsistent bounds.
     """
-    _check_bounds("k", min_k, max_k, 1)
-    _check_bounds("vocab", min_vocab, max_vocab, 1)
+    check_bounds("k", min_k, max_k, 1)
+    check_bounds("vocab", min_vocab, max_vocab, 1)
     return _verify_inputs(min_k, max_k, min_vocab, max_vocab, dtype, dyadic)
