@@ -144,10 +144,33 @@ def check_wrong_draft_law_is_lossy() -> int:
     return cases
 
 
+def check_wrong_draft_law_examples() -> int:
+    """A wrong q is lossy for pi = (1/2, 1/2), q = (3/4, 1/4), q' = (1, 0); harmless if pi = q'
+    or pi is one-hot.
+
+    q' is the top-1 of q; the emitted law is (2/3, 1/3). Where pi = q' or pi is one-hot (every
+    grid pair of those kinds) the mismatch emits pi exactly, as the proof's sentence says.
+    """
+    half, one = Fraction(1, 2), Fraction(1)
+    assert emitted_law((half, half), (one, ZERO), (Fraction(3, 4), Fraction(1, 4))) == (
+        Fraction(2, 3),
+        Fraction(1, 3),
+    )
+    cases = 1
+    for target_row, draft_row in grid_pairs(WRONG_Q_GRID):
+        sampled = warp_rational(draft_row, (1, 1, None, None))
+        if sampled == target_row or max(target_row) == 1:
+            assert emitted_law(target_row, sampled, draft_row) == target_row
+            cases += 1
+    assert cases > 1
+    return cases
+
+
 CHECKS = [
     check_warp_probs_filters,
     check_lossless_with_differently_warped_draft,
     check_wrong_draft_law_is_lossy,
+    check_wrong_draft_law_examples,
 ]
 
 
@@ -161,6 +184,10 @@ def test_lossless_with_differently_warped_draft() -> None:
 
 def test_wrong_draft_law_is_lossy() -> None:
     check_wrong_draft_law_is_lossy()
+
+
+def test_wrong_draft_law_examples() -> None:
+    check_wrong_draft_law_examples()
 
 
 if __name__ == "__main__":

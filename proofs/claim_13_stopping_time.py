@@ -159,6 +159,27 @@ def check_excluding_the_stopping_draft_is_lossy() -> int:
     return cases
 
 
+def check_excluding_can_be_harmless() -> int:
+    """Excluding is harmless for p = (0, 1/5, 4/5), q = (1/6, 1/6, 2/3), token-0 drafts kept.
+
+    Not every pair with dropped mass and p != q makes the excluding variant lossy: here (the
+    same rows in every context) the residual norm(max(0, p - q)) is p itself, so the completed
+    law is the target's for k = 1..3.
+    """
+    target_row = (ZERO, Fraction(1, 5), Fraction(4, 5))
+    draft_row = (Fraction(1, 6), Fraction(1, 6), Fraction(2, 3))
+    assert residual_row(target_row, draft_row) == target_row
+    target = ToyModel.from_rows(3, 1, [target_row] * 4)
+    draft = ToyModel.from_rows(3, 1, [draft_row] * 4)
+    cases = 0
+    for k in (1, 2, 3):
+        law = excluding_block_law(target, draft, PREFIX, k, lambda q, x, i: x != 0, 1)
+        completed = completion(law, target, PREFIX, k + 1)
+        assert law_total_variation(completed, target_law(target, PREFIX, k + 1)) == 0, k
+        cases += 1
+    return cases
+
+
 def check_library_block_lengths() -> int:
     """``speculative_step(stopping=StopBelow(c))`` and ``(stopping=StopPeakBelow(c))``: each
     row's length is the rule's, on its own drafts (0 included for the rule on the row)."""
@@ -211,6 +232,7 @@ def check_library_block_lengths() -> int:
 CHECKS = [
     check_stopping_time_is_lossless,
     check_excluding_the_stopping_draft_is_lossy,
+    check_excluding_can_be_harmless,
     check_library_block_lengths,
 ]
 
@@ -221,6 +243,10 @@ def test_stopping_time_is_lossless() -> None:
 
 def test_excluding_the_stopping_draft_is_lossy() -> None:
     check_excluding_the_stopping_draft_is_lossy()
+
+
+def test_excluding_can_be_harmless() -> None:
+    check_excluding_can_be_harmless()
 
 
 def test_library_block_lengths() -> None:
