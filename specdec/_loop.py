@@ -20,16 +20,11 @@ Generators = torch.Generator | Sequence[torch.Generator]
 
 
 def draw(generator: Generators, batch: int, width: int) -> Tensor:
-    """``[batch, width]`` uniforms: one block from one generator, or one row per generator."""
+    """``[batch, width]`` uniforms: one block from one generator, or one row per generator
+    (``check_generators`` has checked there is one per row)."""
     if isinstance(generator, torch.Generator):
         return uniforms(generator, (batch, width))
-    streams = list(generator)
-    if len(streams) != batch:
-        raise ValueError(
-            f"generator must be one torch.Generator or one per row: got {len(streams)} "
-            f"generators for {batch} rows."
-        )
-    return torch.stack([uniforms(g, (width,)) for g in streams])
+    return torch.stack([uniforms(g, (width,)) for g in generator])
 
 
 @dataclass(frozen=True)

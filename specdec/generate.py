@@ -37,6 +37,8 @@ from torch import Tensor
 from typing_extensions import TypedDict, Unpack
 
 from specdec._checks import (
+    check_eos_token_id,
+    check_generators,
     check_positive_int,
     check_prompt_ids,
     check_same_vocabulary,
@@ -150,6 +152,8 @@ def generate_autoregressive(
     check_keywords(sampling, FIELDS, "generate_autoregressive")
     law = build_options("options", options, sampling, "", SamplingOptions())
     prompt = check_prompt_ids("prompt_ids", prompt_ids, model.vocab_size)
+    check_generators("generator", generator, prompt.shape[0])
+    check_eos_token_id("eos_token_id", eos_token_id, model.vocab_size)
     max_length = getattr(model, "max_length", None)
     budget = check_token_budget(max_new_tokens, prompt.shape[1], 0, max_length)
     batch = prompt.shape[0]
@@ -235,6 +239,8 @@ def generate_speculative(
     k = check_positive_int("k", k)
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = check_prompt_ids("prompt_ids", prompt_ids, target.vocab_size)
+    check_generators("generator", generator, prompt.shape[0])
+    check_eos_token_id("eos_token_id", eos_token_id, target.vocab_size)
     max_length = getattr(target, "max_length", None)
     budget = check_token_budget(max_new_tokens, prompt.shape[1], k, max_length)
     target_law = build_options("target_options", target_options, sampling, "", SamplingOptions())

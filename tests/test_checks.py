@@ -897,7 +897,11 @@ def test_check_probs_pair() -> None:
         ValueError, match=r"^Vocabulary mismatch: target_probs has V=3 but draft_probs has V=2\.$"
     ):
         check_probs_pair(ROWS_2, _f64([[0.5, 0.5], [0.5, 0.5]]))
-    with pytest.raises(ValueError, match=r"draft_probs must have shape the shape of target_probs"):
+    with pytest.raises(
+        ValueError,
+        match=r"draft_probs must have shape \[\*b, V\] \(target_probs' shape\) = "
+        r"\(2, 3\), got \(3, 3\)",
+    ):
         check_probs_pair(ROWS_2, ROWS_3)
 
 
@@ -923,3 +927,16 @@ def test_check_bounds_returns_the_range_and_names_the_bound_that_is_wrong() -> N
         check_bounds("k", 3, 2, 1)
     with pytest.raises(TypeError, match="max_k must be an int, got float"):
         check_bounds("k", 1, 2.0, 1)
+
+
+@pytest.mark.parametrize("function", ["verify_tokens", "verify_exact_match"])
+def test_target_rows_one_short_blame_target_probs(function: str) -> None:
+    """k drafts with only k target rows (the bonus row forgotten): the message names
+    target_probs and says how many rows it needs, not draft_tokens."""
+    overrides: dict[str, Any] = {"target_probs": ROWS_2}  # 2 rows for 2 drafts
+    if function == "verify_tokens":
+        overrides["draft_probs"] = ROWS_2
+    with pytest.raises(
+        ValueError, match=r"^target_probs must have shape \[\*b, k\+1, V\]: k\+1 = 3"
+    ):
+        _call(function, draft_tokens=torch.tensor([0, 1]), uniforms=_f64([0.5] * 3), **overrides)

@@ -454,3 +454,62 @@ def test_timings_split_each_step_between_the_models_and_the_rest() -> None:
     assert out.num_steps == len(out.draft_seconds) == len(out.other_seconds) >= 2
     assert out.draft_seconds[-1] == 0.0 and out.draft_seconds[0] > 0
     assert all(seconds > 0 for seconds in out.verify_seconds + out.other_seconds)
+
+
+@pytest.mark.parametrize(
+    ("generator", "error", "message"),
+    [
+        (None, TypeError, "generator must be a torch.Generator or a sequence of one per row"),
+        (0, TypeError, "generator must be a torch.Generator or a sequence of one per row, got int"),
+        ([torch.Generator()] * 2, ValueError, "got 2 generators for 3 rows"),
+        ([torch.Generator(), None, torch.Generator()], TypeError, "must hold torch.Generator"),
+    ],
+)
+@pytest.mark.parametrize("speculative", [False, True])
+def test_bad_generators_are_refused_before_any_step(
+    generator: object, error: type, message: str, speculative: bool
+) -> None:
+    counting = CountingLM(TARGET)
+    with pytest.raises(error, match=message):
+        if speculative:
+            generate_speculative(
+                counting,  # type: ignore[arg-type]
+                DRAFT,
+                PROMPT,
+                k=2,
+                max_new_tokens=4,
+                generator=generator,  # type: ignore[arg-type]
+            )
+        else:
+            generate_autoregressive(
+                counting,  # type: ignore[arg-type]
+                PROMPT,
+                max_new_tokens=4,
+                generator=generator,  # type: ignore[arg-type]
+            )
+    assert counting.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("eos", "error", "message"),
+    [
+        (5, ValueError, r"eos_token_id must lie in \[0, 4\] \(the last token id\), got 5"),
+        (-1, ValueError, r"eos_token_id must lie in \[0, 4\]"),
+        (1.0, TypeError, "eos_token_id must be an int"),
+    ],
+)
+def test_eos_outside_the_vocabulary_is_refused(eos: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        generate_speculative(
+            TARGET,
+            DRAFT,
+            PROMPT,
+            k=2,
+            max_new_tokens=4,
+            generator=_gen(0),
+            eos_token_id=eos,  # type: ignore[arg-type]
+        )
+    with pytest.raises(error, match=message):
+        generate_autoregressive(
+            TARGET, PROMPT, max_new_tokens=4, generator=_gen(0), eos_token_id=eos
+        )  # type: ignore[arg-type]

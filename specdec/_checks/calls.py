@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from specdec._checks.scalars import check_int
+from specdec._checks.scalars import check_int, check_int_range
 from specdec._checks.tensors import (
     check_dtype,
     check_float,
@@ -25,6 +25,8 @@ __all__ = [
     "check_draft_block",
     "check_emitted_block",
     "check_emitted_blocks",
+    "check_eos_token_id",
+    "check_generators",
     "check_int8_layer",
     "check_probs_pair",
     "check_prompt_ids",
@@ -85,7 +87,7 @@ def check_probs_pair(target_probs: object, draft_probs: object) -> tuple[Tensor,
             f"Vocabulary mismatch: target_probs has V={target.shape[-1]} but draft_probs has "
             f"V={draft.shape[-1]}."
         )
-    check_shape("draft_probs", draft, tuple(target.shape), "the shape of target_probs")
+    check_shape("draft_probs", draft, tuple(target.shape), "[*b, V] (target_probs' shape)")
     return target, draft
 
 
@@ -106,6 +108,12 @@ def check_target_block(
             f"got {k_plus_1} row(s) (shape {tuple(target.shape)})."
         )
     draft_ids = check_integer("draft_tokens", draft_tokens)
+    if tuple(draft_ids.shape) == (*batch, k_plus_1):  # k drafts but only k target rows
+        raise ValueError(
+            f"target_probs must have shape [*b, k+1, V]: k+1 = {k_plus_1 + 1} rows for the "
+            f"{k_plus_1} drafted tokens (the last row, p_k, draws the bonus token), got "
+            f"{k_plus_1} rows (shape {tuple(target.shape)})."
+        )
     check_shape("draft_tokens", draft_ids, (*batch, k), "[*b, k]")
     check_tokens("draft_tokens", draft_ids, vocab)
     noise = check_uniforms("uniforms", uniforms)
@@ -239,3 +247,35 @@ def check_emitted_blocks(
     if bool((blocks >= vocab).any()) or bool((blocks < -1).any()):
         raise error(f"token ids must lie in [0, {vocab}) (or -1 for padding).")
     return blocks
+
+
+def check_generators(
+    name: str, value: object, batch: int
+) -> "torch.Generator | list[torch.Generator]":
+    """One ``torch.Generator`` for the whole batch, or a sequence of exactly one per row."""
+    if isinstance(value, torch.Generator):
+        return value
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"{name} must be a torch.Generator or a sequence of one per row, got "
+            f"{type(value).__name__}; pass e.g. torch.Generator().manual_seed(0)."
+        )
+    streams = list(value)
+    if len(streams) != batch:
+        raise ValueError(
+            f"{name} must be one torch.Generator or one per row: got {len(streams)} "
+            f"generators for {batch} rows."
+        )
+    for stream in streams:
+        if not isinstance(stream, torch.Generator):
+            raise TypeError(
+                f"{name} must hold torch.Generator objects, got {type(stream).__name__}."
+            )
+    return streams
+
+
+def check_eos_token_id(name: str, value: object, vocab_size: int) -> int | None:
+    """``None`` or a token id in ``[0, vocab_size)``."""
+    if value is None:
+        return None
+    return check_int_range(name, value, 0, vocab_size - 1, high_is="the last token id")
