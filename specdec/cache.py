@@ -16,14 +16,16 @@ with the input (no copy). Selecting batch rows with an index tensor (``select_ro
 re-aligning rows (``shift_rows``) are gathers and therefore copies; the docstrings say so.
 """
 
-from typing import TypeAlias
+import sys
+from typing import TYPE_CHECKING, TypeAlias, TypeGuard, Union
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
 from specdec._checks import check_dtype, check_int_range
+
+if TYPE_CHECKING:  # transformers loads only when a DynamicCache is actually used
+    from transformers import DynamicCache
 
 __all__ = [
     "KVCache",
@@ -37,14 +39,21 @@ __all__ = [
 ]
 
 TupleCache: TypeAlias = tuple[tuple[Tensor, Tensor], ...]
-KVCache: TypeAlias = TupleCache | DynamicCache
+KVCache: TypeAlias = Union[TupleCache, "DynamicCache"]  # a forward reference: loaded lazily
+
+
+def _is_dynamic(cache: object) -> TypeGuard["DynamicCache"]:
+    """Whether ``cache`` is a transformers ``DynamicCache``; no object can be one before
+    transformers' cache module is loaded, so this never imports transformers itself."""
+    module = sys.modules.get("transformers.cache_utils")
+    return module is not None and isinstance(cache, module.DynamicCache)
 
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
 
 
 def layer_tensors(cache: KVCache) -> list[tuple[Tensor, Tensor]]:
     """The ``(key, value)`` tensors of every layer, ``[batch, heads, seq, head_dim]`` each."""
-    if isinstance(cache, DynamicCache):
+    if _is_dynamic(cache):
         pairs = []
         for index, layer in enumerate(cache.layers):
             keys = getattr(layer, "keys", None)
@@ -69,7 +78,9 @@ def layer_tensors(cache: KVCache) -> list[tuple[Tensor, Tensor]]:
 
 def make_cache(pairs: list[tuple[Tensor, Tensor]], like: KVCache) -> KVCache:
     """A new cache of the same layout as ``like`` holding exactly these tensors (no copy)."""
-    if isinstance(like, DynamicCache):
+    if _is_dynamic(like):
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+
         # One layer initialised per dtype and device, then shallow-copied for every layer:
         # ``lazy_initialization`` allocates two empty tensors, a copy does not (several caches
         # are made per speculative step; the measured saving is in benchmarks/README.md).
