@@ -48,6 +48,7 @@ def _is_dynamic(cache: object) -> TypeGuard["DynamicCache"]:
     module = sys.modules.get("transformers.cache_utils")
     return module is not None and isinstance(cache, module.DynamicCache)
 
+
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
 
 

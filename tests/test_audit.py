@@ -198,3 +198,24 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["audit", "no_such_module:fn"]) == 2
     assert main(["audit", "no-colon"]) == 2
     assert main(["audit"]) == 2
+
+
+def test_a_verify_rule_is_detected_and_run_on_uniforms_the_audit_draws() -> None:
+    """``uniforms`` as the fourth parameter: the audit draws ``uniforms(generator, (N, k+1))``
+    and passes them in, exactly as a hand-written batched wrapper does (same blocks, same
+    statistics); the report says which form ran; a lossy rule is still caught."""
+    report = audit_verifier(specdec.verify_tokens, samples=SMALL)
+    assert report.lossless and report.signature.startswith("VerifyRule")
+    assert "run as: VerifyRule (uniforms in, Verification out" in report.format()
+    wrapped = audit_verifier(_batched(specdec.verify_tokens), samples=SMALL)
+    assert wrapped.signature.startswith("batched verifier")
+    assert [s.l1_distance for s in wrapped.scenarios] == [s.l1_distance for s in report.scenarios]
+    assert not audit_verifier(zoo.rule("resample_from_target"), samples=SMALL).lossless
+
+
+def test_cli_audits_the_examples_rule_instead_of_crashing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "test_my_verifier.py"
+    assert main(["audit", f"{example}:my_verifier", "--samples", "5000", "--quiet"]) == 0
+    assert "run as: VerifyRule" in capsys.readouterr().out

@@ -15,6 +15,7 @@ import sys
 {statement}
 print("transformers" in sys.modules)
 """
+HELP = "from specdec.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
 
 
 def _loads_transformers(statement: str) -> bool:
@@ -34,8 +35,8 @@ def _loads_transformers(statement: str) -> bool:
         "import specdec",
         "import specdec.models",
         "from specdec.models import ToyLM, NGramDraft, MappedDraft",
-        "from specdec.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
-        "from specdec.cli import main\ntry:\n    main(['audit', '--help'])\nexcept SystemExit:\n    pass",
+        HELP.format(argv=["--help"]),
+        HELP.format(argv=["audit", "--help"]),
     ],
 )
 def test_light_imports_do_not_load_transformers(statement: str) -> None:

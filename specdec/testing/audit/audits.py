@@ -8,6 +8,7 @@ draft blocks drafted from the toy draft, a step drafts, warps and verifies on it
 
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from specdec._checks import check_rate
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
@@ -37,16 +38,29 @@ from specdec.testing.audit.run import (
     threads,
     verifier_draw,
 )
-from specdec.testing.signatures import StepFn, VerifierFn, is_batched
+from specdec.testing.signatures import (
+    StepFn,
+    VerifierFn,
+    is_batched,
+    takes_uniforms,
+    verifier_from_rule,
+)
+from specdec.types import VerifyRule
 
 __all__ = ["Progress", "audit_step", "audit_verifier"]
 
 Progress = Callable[[str], None]
 """Called with one line per finished scenario."""
 
+RULE_SIGNATURE = "VerifyRule (uniforms in, Verification out; the audit draws the uniforms)"
+BATCHED_VERIFIER = "batched verifier (generator in, [N, k+1] -1-padded blocks out)"
+SINGLE_VERIFIER = "single-sequence verifier (generator in, one block out)"
+BATCHED_STEP = "batched step (logits callables and generator in)"
+SINGLE_STEP = "single-sequence step (logits callables and generator in)"
+
 
 def audit_verifier(
-    fn: VerifierFn,
+    fn: VerifierFn | VerifyRule,
     *,
     batched: bool | None = None,
     samples: int | None = None,
@@ -66,8 +80,11 @@ def audit_verifier(
     Args:
         fn: ``fn(draft_tokens [k], draft_probs [k, V], target_probs [k+1, V], generator)
             -> LongTensor[n]``, or the batched form (leading ``N``, result ``[N, k+1]``
-            ``-1``-padded) marked with ``@specdec.testing.signatures.batched``.
-        batched: override the ``@batched`` marker.
+            ``-1``-padded) marked with ``@specdec.testing.signatures.batched``, or a
+            ``VerifyRule`` (``uniforms`` as its fourth parameter, a ``Verification`` out):
+            detected from its parameters, run batched on uniforms the audit draws. The
+            report's ``signature`` says which form ran.
+        batched: override the ``@batched`` marker (ignored for a ``VerifyRule``).
         samples: per scenario (default 200,000 batched, 6,000 single-sequence: a Python
             function is called once per sample, and the default audit should finish in about
             a minute; timings in ``benchmarks/README.md``).
@@ -84,14 +101,23 @@ def audit_verifier(
     Raises:
         ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``.
     """
-    is_batch = is_batched(fn) if batched is None else batched
+    name = _name(fn)
+    verifier: VerifierFn
+    if takes_uniforms(fn):  # a VerifyRule: the audit draws the uniforms it is given
+        verifier, is_batch = verifier_from_rule(cast(VerifyRule, fn)), True
+        signature = RULE_SIGNATURE
+    else:
+        verifier = cast(VerifierFn, fn)
+        is_batch = is_batched(fn) if batched is None else batched
+        signature = BATCHED_VERIFIER if is_batch else SINGLE_VERIFIER
     return _audit(
         "verifier",
-        _name(fn),
+        name,
         scenarios or verifier_scenarios(),
         plan_verifier_scenario,
-        verifier_draw(fn, is_batch),
+        verifier_draw(verifier, is_batch),
         complete_verifier,
+        signature=signature,
         is_batch=is_batch,
         samples=samples,
         false_fail_rate=false_fail_rate,
@@ -130,6 +156,7 @@ def audit_step(
         plan_step_scenario,
         step_draw(fn, is_batch),
         complete_step,
+        signature=BATCHED_STEP if is_batch else SINGLE_STEP,
         is_batch=is_batch,
         samples=samples,
         false_fail_rate=false_fail_rate,
@@ -147,6 +174,7 @@ def _audit(
     draw: Draw,
     complete: Complete,
     *,
+    signature: str,
     is_batch: bool,
     samples: int | None,
     false_fail_rate: float,
@@ -186,6 +214,7 @@ def _audit(
         false_pass_rate,
         decided,
         time.perf_counter() - start,
+        signature,
     )
 
 

@@ -115,6 +115,8 @@ class AuditReport:
         false_pass_rate: per-scenario rate of missing a deviation of ``detectable_tv``.
         scenarios: per-scenario results.
         seconds: wall time.
+        signature: the form the function was run in (a ``VerifyRule`` on uniforms the audit
+            drew, a batched or single-sequence verifier or step).
     """
 
     verdict: str
@@ -124,6 +126,7 @@ class AuditReport:
     false_pass_rate: float
     scenarios: tuple[ScenarioResult, ...]
     seconds: float
+    signature: str = ""
 
     @property
     def lossless(self) -> bool:
@@ -142,6 +145,7 @@ class AuditReport:
             f"  family-wise false-fail rate <= {self.false_fail_rate:g}; each scenario detects "
             f"a total-variation distance >= its 'detects' value with false-pass rate "
             f"<= {self.false_pass_rate:g}",
+            *([f"  run as: {self.signature}"] if self.signature else []),
             "",
             f"  {'scenario':<20} {'n':>8} {'cells':>5} {'L1/threshold':>13} {'detects':>8} "
             f"{'tokens/opt':>11}  result",

@@ -25,11 +25,15 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.noise import uniforms as draw_uniforms
-from specdec.testing.signatures import LogitsFn, batched, is_batched
+from specdec.testing.signatures import (
+    LogitsFn,
+    is_batched,
+    named_like,
+    verifier_from_rule,
+)
 from specdec.types import VerifyRule
 
-__all__ = ["ZOO", "Entry", "ExactTV", "Family", "Level", "Registry", "named_like"]
+__all__ = ["ZOO", "Entry", "ExactTV", "Family", "Level", "Registry"]
 
 Family = Literal[
     "reference", "acceptance", "residual", "rows", "randomness", "contrast", "draft", "target"
@@ -87,22 +91,6 @@ class Entry:
     exact_tv: tuple[ExactTV, ...]
 
 
-def _verifier_from_rule(rule: VerifyRule) -> BatchedFn:
-    """The batched verifier that draws ``uniforms(generator, (N, k+1))`` and applies ``rule``."""
-
-    def verifier(
-        draft_tokens: Int[Tensor, "batch k"],
-        draft_probs: Float[Tensor, "batch k vocab"],
-        target_probs: Float[Tensor, "batch k_plus_1 vocab"],
-        generator: torch.Generator,
-    ) -> Int[Tensor, "batch k_plus_1"]:
-        batch, k = draft_tokens.shape
-        noise = draw_uniforms(generator, (batch, k + 1))
-        return rule(draft_tokens, draft_probs, target_probs, noise).tokens
-
-    return named_like(batched(verifier), rule)
-
-
 def _single_verifier(verifier: BatchedFn) -> BatchedFn:
     """``verifier`` on a one-row batch: the same uniforms, the block without its padding."""
 
@@ -144,14 +132,6 @@ def _single_step(step: BatchedFn) -> BatchedFn:
         return tokens[0][tokens[0] >= 0]
 
     return named_like(single, step, suffix="_single")
-
-
-def named_like(fn: F, source: Callable[..., Any], suffix: str = "") -> F:
-    """``fn`` with the name, docstring and module of ``source`` (the name with ``suffix``)."""
-    fn.__name__ = fn.__qualname__ = source.__name__ + suffix
-    fn.__doc__ = source.__doc__
-    fn.__module__ = source.__module__
-    return fn
 
 
 class Registry(Mapping[str, Entry]):
@@ -224,7 +204,7 @@ class Registry(Mapping[str, Entry]):
             if law is not None and (level == "step" or not as_written):
                 raise ValueError(f"law= is for batched verifiers; {name!r} is not one.")
             rule = law if as_written else fn
-            full = fn if as_written else _verifier_from_rule(fn)
+            full = fn if as_written else verifier_from_rule(fn)
             single = _single_step(full) if level == "step" else _single_verifier(full)
             draws_noise = as_written and level == "verifier"
             self._entries[name] = Entry(

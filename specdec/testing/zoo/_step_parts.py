@@ -30,8 +30,7 @@ from torch import Tensor
 
 from specdec._kernels import inverse_cdf
 from specdec.noise import uniforms
-from specdec.testing.signatures import LogitsFn, batched
-from specdec.testing.zoo._registry import named_like
+from specdec.testing.signatures import LogitsFn, batched, named_like
 from specdec.verify import verify_tokens
 from specdec.warp import warp_probs
 
