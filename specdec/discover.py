@@ -1,0 +1,499 @@
+r"""Exact laws discovered from a rule's own decisions, not from breakpoints it claims to have.
+
+``specdec.exact.block_law`` cuts the cube of uniforms where a rule's *definition* says its
+decisions change; a rule that decides elsewhere (``u < 0.999 * min(1, p/q)``) is evaluated at a
+few points per cell and can slip through. This module asks the rule itself.
+
+**The grid.** ``specdec.uniforms`` draws float64 values ``m · 2^-53``, ``m = 0 .. 2^53 − 1``. A
+rule whose only randomness is its ``k + 1`` uniforms is a function of ``k + 1`` grid indices,
+and its law given a draft block is exact arithmetic on index counts: an output's probability is
+the number of index vectors that give it, times ``2^(−53 (k+1))``.
+
+**The class** (``proofs/theory.md``, claim 14). A rule is *interval-decided* when, along every
+axis-parallel line of the grid (all uniforms fixed but one), each output's preimage is an
+interval of indices. Accepting with ``u < r`` and sampling by inverse CDF are interval-decided,
+and so is any rule built from such decisions position by position (``verify_tokens``,
+exact match, greedy, the lossy thresholds of the zoo). For such a rule:
+
+1. If the output is the same at the lowest and highest index of a segment of a line, it is the
+   same on the whole segment; so the first change on a segment is found by bisection in at most
+   53 evaluations.
+2. If the output is the same at the ``2^(k+1)`` corners of a box of indices, it is the same on
+   the whole box (apply 1 along one coordinate at a time).
+
+**The algorithm.** Start from cuts ``{0, 2^53}`` in each coordinate plus the *candidates* (the
+breakpoints of the rule's definition, when given), each kept only if the rule's output changes
+across it on some line (evaluated one grid step either side). Then repeat: evaluate every corner
+of every box of the product partition; wherever two corners that differ in one coordinate give
+different outputs, bisect along that line and add the first change as a cut. When every box's
+corners agree, each box is constant (fact 2) and the law is the sum of box volumes by output:
+exact, with no probe that could miss a decision.
+
+**Guards for rules outside the class**, whose verdict is then "cannot decide", never a law:
+seeded interior probes of every box (an interior output differing from the box's corners);
+the same batch evaluated twice (randomness other than the uniforms, e.g. a module-level
+generator); torch's global RNG state before and after (a rule drawing from it); and a sample of
+boxes evaluated one row at a time (a rule that behaves differently on a single row). A rule
+outside the class that passes every guard is not detected: the guards are evidence, the class
+is the assumption, and the result states it.
+"""
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from specdec._checks import check_int, check_positive_int, check_same_vocabulary
+from specdec.exact import BlockRows, Breakpoints, Law, draft_law, rejection_breakpoints
+from specdec.models.toy import ToyModel
+from specdec.types import VerifyRule
+
+__all__ = [
+    "GRID",
+    "ROUNDING_BOUND",
+    "Discovery",
+    "ExactVerdict",
+    "discover_block_law",
+    "discover_rows_law",
+    "exact_verdict",
+    "grid_index",
+]
+
+GRID = 2**53
+"""Grid points per uniform coordinate: ``specdec.uniforms`` draws ``m / GRID``."""
+
+Status = Literal["exact", "outside-class", "nondeterministic", "batch-dependent", "invalid-output"]
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the discovery engine established about a rule.
+
+    Attributes:
+        status: ``"exact"`` (``law`` is the rule's exact law, under the class assumption), or
+            why no law is given: ``"outside-class"`` (an interior probe of a box differs from
+            its corners), ``"nondeterministic"`` (the same uniforms gave different outputs, or
+            the global RNG state moved), ``"batch-dependent"`` (a row alone differs from the
+            same row in a batch), ``"invalid-output"`` (not an emitted block: empty, longer
+            than ``k+1``, or holding an id outside the vocabulary).
+        law: the exact law of the emitted block when ``status == "exact"``, else ``None``.
+        evidence: a sentence on what was found (the draft block and uniforms where a guard
+            fired).
+        evaluations: rule evaluations made (rows).
+        cuts: the number of cuts found per coordinate, summed over draft blocks.
+    """
+
+    status: Status
+    law: Law | None
+    evidence: str
+    evaluations: int
+    cuts: tuple[int, ...]
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``law`` is exact."""
+        return self.status == "exact"
+
+
+def grid_index(value: Fraction) -> int:
+    """The first grid index at or above ``value`` (clamped to ``[0, GRID]``)."""
+    scaled = value * GRID
+    index = scaled.numerator // scaled.denominator + (scaled.denominator != 1)
+    return min(max(index, 0), GRID)
+
+
+class _Rows:
+    """A rule bound to one draft block: evaluates index vectors ``[n, k+1]`` to blocks."""
+
+    def __init__(self, rule: VerifyRule, rows: BlockRows) -> None:
+        self.rule = rule
+        self.rows = rows
+        self.k = len(rows.draft_tokens)
+        self.evaluations = 0
+        self._draft_tokens = torch.tensor(rows.draft_tokens, dtype=torch.int64)
+        self._draft_probs = torch.tensor(
+            [[float(v) for v in row] for row in rows.draft_rows], dtype=torch.float64
+        )
+        self._target_probs = torch.tensor(
+            [[float(v) for v in row] for row in rows.target_rows], dtype=torch.float64
+        )
+
+    def __call__(self, indices: Tensor) -> Tensor:
+        """Outputs ``[n, k+1]`` (``-1``-padded blocks) at grid indices ``[n, k+1]``, always in a
+        batch of at least two rows (a single row is evaluated beside a copy of itself), so that
+        only ``alone`` ever shows the rule one row."""
+        n = indices.shape[0]
+        if n == 0:
+            return torch.zeros(0, self.k + 1, dtype=torch.int64)
+        if n == 1:
+            return self.alone(indices.expand(2, -1))[:1]
+        return self.alone(indices)
+
+    def alone(self, indices: Tensor) -> Tensor:
+        """Outputs at ``indices`` in exactly one call of the rule, whatever the batch size."""
+        n = indices.shape[0]
+        self.evaluations += n
+        uniforms = indices.to(torch.float64) / GRID  # exact: m < 2^53, a power-of-two scale
+        tokens = self.rule(
+            self._draft_tokens.expand(n, -1),
+            self._draft_probs.expand(n, -1, -1),
+            self._target_probs.expand(n, -1, -1),
+            uniforms,
+        ).tokens
+        return tokens.long()
+
+
+def _confirmed(evaluate: _Rows, candidates: list[list[Fraction]]) -> list[set[int]]:
+    """Per coordinate: ``{0, GRID}`` and the candidate cuts across which the output changes,
+    one grid step either side, on some line through the candidate with every other uniform at
+    its lowest, middle or highest index (a dropped candidate is found again by refinement if
+    it matters elsewhere)."""
+    k_plus_1 = evaluate.k + 1
+    cuts: list[set[int]] = [{0, GRID} for _ in range(k_plus_1)]
+    others = torch.tensor(list(itertools.product((0, GRID // 2, GRID - 1), repeat=evaluate.k)))
+    for coordinate, values in enumerate(candidates):
+        indices = sorted({grid_index(v) for v in values} - {0, GRID})
+        if not indices:
+            continue
+        lines = others.repeat_interleave(len(indices), dim=0)  # [lines * candidates, k]
+        at = torch.tensor(indices).repeat(others.shape[0])
+        before = torch.cat([lines[:, :coordinate], (at - 1)[:, None], lines[:, coordinate:]], 1)
+        after = torch.cat([lines[:, :coordinate], at[:, None], lines[:, coordinate:]], 1)
+        changed = (evaluate(before) != evaluate(after)).any(dim=-1)
+        cuts[coordinate] |= set(at[changed].tolist())
+    return cuts
+
+
+def _corners(cuts: list[list[int]]) -> list[Tensor]:
+    """Per coordinate, the ``2 n`` corner indices of its ``n`` cells: ``lo_0, hi_0, lo_1, ...``
+    (``hi`` is the last index inside the cell)."""
+    return [
+        torch.tensor([i for lo, hi in itertools.pairwise(c) for i in (lo, hi - 1)]) for c in cuts
+    ]
+
+
+MAX_CUTS = 4096
+"""Cuts per uniform beyond which refinement gives up (``outside-class``): an interval-decided
+rule on a toy scenario has a few dozen."""
+
+
+def _refine(evaluate: _Rows, cuts: list[set[int]]) -> tuple[list[list[int]], Tensor] | None:
+    """Add cuts until every box's corners agree; returns the sorted cuts and the outputs at
+    every corner, shaped ``[2 n_0, ..., 2 n_k, k+1]``, or ``None`` past ``MAX_CUTS``."""
+    while True:
+        if max(len(c) for c in cuts) > MAX_CUTS:
+            return None
+        ordered = [sorted(c) for c in cuts]
+        corners = _corners(ordered)
+        grid = torch.cartesian_prod(*corners).reshape(-1, len(corners))  # [points, k+1]
+        outputs = evaluate(grid).reshape(*(len(c) for c in corners), -1)
+        found = 0
+        for coordinate, axis in enumerate(corners):
+            low = outputs.index_select(coordinate, torch.arange(0, len(axis), 2))
+            high = outputs.index_select(coordinate, torch.arange(1, len(axis), 2))
+            differ = (low != high).any(dim=-1)  # [.., n_c, ..]: a line whose cell changes
+            lines = differ.nonzero()
+            if lines.numel() == 0:
+                continue
+            starts = []
+            for line in lines.tolist():  # the line through these corner indices
+                point = [int(corners[c][line[c]]) for c in range(len(corners))]
+                cell = line[coordinate]
+                point[coordinate] = int(axis[2 * cell])
+                starts.append((point, int(axis[2 * cell]), int(axis[2 * cell + 1])))
+            for index in _first_changes(evaluate, coordinate, starts):
+                if index not in cuts[coordinate]:
+                    cuts[coordinate].add(index)
+                    found += 1
+        if not found:
+            return ordered, outputs
+
+
+def _first_changes(
+    evaluate: _Rows, coordinate: int, starts: list[tuple[list[int], int, int]]
+) -> set[int]:
+    """For each line (a point, and the lowest and highest index of a cell along
+    ``coordinate`` whose outputs differ), the first index whose output differs from the
+    lowest's, by bisection (all lines at once)."""
+    points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
+    reference = evaluate(points)  # the output at the lowest index of each cell
+    low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
+    high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
+    while bool((high - low > 1).any()):
+        middle = (low + high) // 2
+        probe = points.clone()
+        probe[:, coordinate] = middle
+        same = (evaluate(probe) == reference).all(dim=-1)
+        low = torch.where(same, middle, low)
+        high = torch.where(same, high, middle)
+    return set(high.tolist())
+
+
+def _twice(evaluate: _Rows, points: Tensor) -> tuple[Tensor, tuple[Status, str] | None]:
+    """Evaluate ``points`` twice: the outputs, or why the rule is not a function of its
+    uniforms (it moved torch's global RNG state, or gave two answers)."""
+    state = torch.random.get_rng_state()
+    first = evaluate(points)
+    if not torch.equal(state, torch.random.get_rng_state()):
+        return first, ("nondeterministic", "the rule drew from torch's global random state")
+    second = evaluate(points)
+    if not torch.equal(first, second):
+        row = int((first != second).any(dim=-1).nonzero()[0])
+        return first, (
+            "nondeterministic",
+            f"the same uniforms {_show(points[row])} gave {_strip(first[row])} then "
+            f"{_strip(second[row])}: the rule reads randomness other than its uniforms",
+        )
+    return first, None
+
+
+def _guards(
+    evaluate: _Rows, cuts: list[list[int]], outputs: Tensor, probes: int, seed: int
+) -> tuple[Status, str] | None:
+    """Interior probes, repeat evaluation and rows alone; ``None`` when every guard passes."""
+    k_plus_1 = evaluate.k + 1
+    lows = [torch.tensor(c[:-1]) for c in cuts]
+    highs = [torch.tensor(c[1:]) for c in cuts]  # exclusive
+    cells = torch.cartesian_prod(*(torch.arange(len(c)) for c in lows)).reshape(-1, k_plus_1)
+    corner_index = [2 * cells[:, c] for c in range(k_plus_1)]
+    expected = outputs[tuple(corner_index)]  # [cells, k+1] the output at each box's low corner
+    generator = torch.Generator().manual_seed(seed)
+    low = torch.stack([lows[c][cells[:, c]] for c in range(k_plus_1)], dim=-1)
+    span = torch.stack([highs[c][cells[:, c]] for c in range(k_plus_1)], dim=-1) - low
+    for _ in range(probes):
+        fraction = torch.rand(low.shape, generator=generator, dtype=torch.float64)
+        inside = low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1)
+        first, failure = _twice(evaluate, inside)
+        if failure is not None:
+            return failure
+        wrong = (first != expected).any(dim=-1).nonzero()
+        if wrong.numel():
+            row = int(wrong[0])
+            return "outside-class", (
+                f"inside a box whose corners all give {_strip(expected[row])} the uniforms "
+                f"{_show(inside[row])} give {_strip(first[row])}: the rule's decisions are not "
+                "intervals along a line, so no finite probing is exact"
+            )
+        for row in range(min(4, inside.shape[0])):
+            alone = evaluate.alone(inside[row : row + 1])[0]
+            if not torch.equal(alone, first[row]):
+                return "batch-dependent", (
+                    f"the uniforms {_show(inside[row])} give {_strip(first[row])} in a batch "
+                    f"and {_strip(alone)} on a row alone"
+                )
+    return None
+
+
+def _invalid_block(outputs: Tensor, vocab: int) -> str | None:
+    """Why some output row is not an emitted block (``1..k+1`` ids in ``[0, V)``, then ``-1``
+    padding), or ``None``."""
+    for row in outputs.tolist():
+        block = _strip(torch.tensor(row))
+        padded = list(block) + [-1] * (len(row) - len(block))
+        if not block or padded != row or max(block) >= vocab:
+            return f"the rule returned {row}, which is not an emitted block of 1..{len(row)} ids"
+    return None
+
+
+def _strip(tokens: Tensor) -> tuple[int, ...]:
+    return tuple(int(t) for t in tokens.tolist() if t >= 0)
+
+
+def _show(indices: Tensor) -> str:
+    return "(" + ", ".join(f"{int(i)}/2^53" for i in indices.tolist()) + ")"
+
+
+def discover_rows_law(
+    rule: VerifyRule,
+    rows: BlockRows,
+    *,
+    candidates: Breakpoints | None = rejection_breakpoints,
+    probes: int = 4,
+    seed: int = 0,
+) -> Discovery:
+    """The exact law of ``rule``'s emitted block for one draft block, from its own decisions.
+
+    Args:
+        rule: a ``VerifyRule`` (uniforms in, ``Verification`` out), batched over a leading axis.
+        rows: the draft block and the exact rows the rule sees.
+        candidates: breakpoints of the rule's definition to start from (each confirmed by
+            evaluating the rule; ``None`` starts from nothing and discovers every cut).
+        probes: seeded interior probes per box (the guards).
+        seed: seed of the probes.
+
+    Returns:
+        A ``Discovery`` for this block: its ``law`` (conditional on the draft block) when
+        ``status == "exact"``.
+    """
+    evaluate = _Rows(rule, rows)
+    generator = torch.Generator().manual_seed(seed)
+    sample = torch.randint(0, GRID, (64, len(rows.target_rows)), generator=generator)
+    _, failure = _twice(evaluate, sample)  # before refining, which assumes a function
+    if failure is not None:
+        status, evidence = failure
+        return Discovery(status, None, evidence, evaluate.evaluations, ())
+    start = candidates(rows) if candidates is not None else [[] for _ in rows.target_rows]
+    refined = _refine(evaluate, _confirmed(evaluate, start))
+    if refined is None:
+        evidence = f"refinement found more than {MAX_CUTS} cuts on one uniform"
+        return Discovery("outside-class", None, evidence, evaluate.evaluations, ())
+    cuts, outputs = refined
+    failure = _guards(evaluate, cuts, outputs, probes, seed)
+    counts = tuple(len(c) - 2 for c in cuts)
+    if failure is not None:
+        status, evidence = failure
+        return Discovery(status, None, evidence, evaluate.evaluations, counts)
+    bad = _invalid_block(outputs.reshape(-1, outputs.shape[-1]), len(rows.target_rows[0]))
+    if bad is not None:
+        return Discovery("invalid-output", None, bad, evaluate.evaluations, counts)
+    law: Law = {}
+    lengths = [[hi - lo for lo, hi in itertools.pairwise(c)] for c in cuts]
+    total = GRID ** len(cuts)
+    for cell in itertools.product(*(range(len(length)) for length in lengths)):
+        output = _strip(outputs[tuple(2 * i for i in cell)])
+        volume = 1
+        for coordinate, i in enumerate(cell):
+            volume *= lengths[coordinate][i]
+        law[output] = law.get(output, Fraction(0)) + Fraction(volume, total)
+    evidence = f"every box's {2 ** len(cuts)} corners agree; {sum(counts)} cuts found"
+    return Discovery("exact", law, evidence, evaluate.evaluations, counts)
+
+
+def discover_block_law(
+    rule: VerifyRule,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: tuple[int, ...] | list[int],
+    k: int,
+    *,
+    candidates: Breakpoints | None = rejection_breakpoints,
+    probes: int = 4,
+    seed: int = 0,
+) -> Discovery:
+    r"""The exact law of the block one step emits with ``rule``, from the rule's own decisions.
+
+    .. math::
+        P(S = s) = \sum_{x \in V^k} \prod_i q(x_i \mid x_{<i})\;
+        2^{-53(k+1)} \, \#\{m \in [0, 2^{53})^{k+1} : \mathrm{rule}(x, q, p, m\,2^{-53}) = s\}
+
+    Exact for interval-decided rules (module docstring; ``proofs/theory.md`` claim 14); a rule
+    caught outside that class, or reading other randomness, or behaving differently on a row
+    alone, gets no law and a ``status`` saying why.
+
+    Args:
+        rule: a ``VerifyRule``.
+        target: the target toy model ``p``.
+        draft: the draft toy model ``q`` (same vocabulary).
+        prefix: the context before the step.
+        k: number of drafts, ``>= 1``.
+        candidates: breakpoints to start from, confirmed before use (``None``: none).
+        probes: seeded interior probes per box.
+        seed: seed of the probes.
+
+    Returns:
+        A ``Discovery``; ``law`` sums to exactly 1 when ``exact``.
+
+    Example:
+        >>> import specdec
+        >>> from specdec.exact import completion_law, target_law
+        >>> from specdec.models.toy import make_toy_pair
+        >>> pair = make_toy_pair(3, seed=0)
+        >>> found = discover_block_law(specdec.verify_tokens, pair.target, pair.draft, [], 2)
+        >>> found.status, completion_law(found.law, pair.target, [], 2) == target_law(
+        ...     pair.target, [], 3)
+        ('exact', True)
+    """
+    check_positive_int("k", k)
+    check_int("probes", probes, minimum=1)
+    check_same_vocabulary(target.vocab_size, draft.vocab_size, wrap_hint=False)
+    law: Law = {}
+    evaluations, counts = 0, [0] * (k + 1)
+    for drafts, weight in draft_law(draft, tuple(prefix), k).items():
+        contexts = [(*prefix, *drafts[:i]) for i in range(k + 1)]
+        rows = BlockRows(
+            draft_tokens=drafts,
+            draft_rows=tuple(draft.probs(c) for c in contexts[:k]),
+            target_rows=tuple(target.probs(c) for c in contexts),
+        )
+        found = discover_rows_law(rule, rows, candidates=candidates, probes=probes, seed=seed)
+        evaluations += found.evaluations
+        if found.law is None:
+            evidence = f"draft block {drafts}: {found.evidence}"
+            return Discovery(found.status, None, evidence, evaluations, tuple(counts))
+        counts = [a + b for a, b in zip(counts, found.cuts, strict=True)]
+        for block, prob in found.law.items():
+            law[block] = law.get(block, Fraction(0)) + weight * prob
+    evidence = f"every box's corners agree for every draft block; cuts per uniform {counts}"
+    return Discovery("exact", law, evidence, evaluations, tuple(counts))
+
+
+ROUNDING_BOUND = Fraction(1, 2**40)
+"""Total variation a float64 implementation of a lossless rule may show from rounding alone.
+
+A rule computed in float64 on float64 views of rational rows puts each decision within a few
+grid steps (``2^-53``) of its rational position: an acceptance ratio or a cumulative sum rounds
+by a few units in the last place. Over the at most ``10^3`` cuts of a toy scenario that moves
+far less than ``2^-40`` (about ``9.1e-13``) of probability; the library's rules measure about
+``1e-16`` (``tests/test_discover.py``). A larger distance is a decision in the wrong place.
+"""
+
+
+@dataclass(frozen=True)
+class ExactVerdict:
+    """A discovered law compared with the target's, exactly.
+
+    Attributes:
+        lossless: no outcome the target forbids occurs, and the completed law is within
+            ``rounding_bound`` of the target's in total variation.
+        total_variation: exact TV between the completed law and the target's law.
+        forbidden_mass: the probability of completed outcomes the target gives probability 0.
+        rounding_bound: the tolerance for float64 rounding (``ROUNDING_BOUND``).
+        worst: up to three outcomes with the largest excess over the target, with the excess.
+    """
+
+    lossless: bool
+    total_variation: Fraction
+    forbidden_mass: Fraction
+    rounding_bound: Fraction
+    worst: tuple[tuple[tuple[int, ...], Fraction], ...]
+
+    def describe(self) -> str:
+        """One sentence: the verdict and its exact numbers."""
+        if self.forbidden_mass:
+            return (
+                f"LOSSY (exact): outcomes the target forbids occur with probability "
+                f"{float(self.forbidden_mass):.3g}; TV {float(self.total_variation):.3g}"
+            )
+        if not self.lossless:
+            return f"LOSSY (exact): TV {float(self.total_variation):.3g} from the target's law"
+        return (
+            f"LOSSLESS (exact, up to float64 rounding): TV {float(self.total_variation):.3g} "
+            f"<= {float(self.rounding_bound):.3g}"
+        )
+
+
+def exact_verdict(
+    completed: Law,
+    expected: Law,
+    *,
+    rounding_bound: Fraction = ROUNDING_BOUND,
+) -> ExactVerdict:
+    """Compare a completed law with the target's: forbidden outcomes, then TV against the bound.
+
+    Args:
+        completed: the rule's block law completed to ``k+1`` tokens with the target
+            (``specdec.exact.completion_law`` of ``Discovery.law``).
+        expected: the target's law of ``k+1`` tokens (``specdec.exact.target_law``).
+        rounding_bound: the largest TV attributed to float64 rounding.
+    """
+    keys = set(completed) | set(expected)
+    zero = Fraction(0)
+    excess = {s: completed.get(s, zero) - expected.get(s, zero) for s in keys}
+    tv = sum((abs(e) for e in excess.values()), zero) / 2
+    forbidden = sum((completed[s] for s in completed if expected.get(s, zero) == 0), zero)
+    worst = tuple(sorted(((s, e) for s, e in excess.items() if e > 0), key=lambda p: -p[1])[:3])
+    lossless = forbidden == 0 and tv <= rounding_bound
+    return ExactVerdict(lossless, tv, forbidden, rounding_bound, worst)
