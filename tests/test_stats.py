@@ -97,11 +97,23 @@ def test_cells_encode_first_token_highest_and_decode_back() -> None:
     assert [decode_sequence(int(c), 3, 3) for c in codes] == [(0, 0, 1), (2, 1, 0), (2, 2, 2)]
 
 
-@given(st.integers(2, 6).flatmap(lambda v: st.tuples(st.just(v), st.lists(st.integers(0, v - 1)))))
+@given(
+    st.integers(2, 6).flatmap(
+        lambda v: st.tuples(st.just(v), st.lists(st.integers(0, v - 1), max_size=24))
+    )
+)
 def test_decode_inverts_encode(vocab_and_tokens: tuple[int, list[int]]) -> None:
+    """Up to 6^24 < 2^63 cells: every code fits an int64."""
     vocab, tokens = vocab_and_tokens
     code = int(encode_sequences(torch.tensor([tokens], dtype=torch.int64).reshape(1, -1), vocab))
     assert decode_sequence(code, vocab, len(tokens)) == tuple(tokens)
+
+
+def test_encoding_more_cells_than_int64_numbers_is_refused() -> None:
+    """4^33 = 2^66 cells: the codes would wrap around (two sequences, one code) if allowed."""
+    encode_sequences(torch.zeros(1, 31, dtype=torch.int64), 4)  # 4^31 = 2^62 fits
+    with pytest.raises(ValueError, match="4\\^33 cells, more than an int64 index"):
+        encode_sequences(torch.zeros(1, 33, dtype=torch.int64), 4)
 
 
 def test_pooling_keeps_counts_of_five_pools_the_rest_and_sets_zeros_apart() -> None:

@@ -32,6 +32,11 @@ def encode_sequences(sequences: Int[Tensor, "n length"], vocab_size: int) -> Int
         tensor([5, 1])
     """
     length = sequences.shape[1]
+    if vocab_size**length > 2**63 - 1:
+        raise ValueError(
+            f"sequences of length {length} over {vocab_size} tokens have {vocab_size}^{length} "
+            "cells, more than an int64 index can number; encode shorter sequences."
+        )
     weights = vocab_size ** torch.arange(length - 1, -1, -1, dtype=torch.int64)
     return (sequences * weights).sum(dim=1)
 
