@@ -47,7 +47,17 @@ def load_function(spec: str) -> Callable[..., Any]:
 
 def _audit(args: argparse.Namespace) -> int:
     # Imported on use: ``specdec demo`` never loads the audit.
-    from specdec.testing.audit import ExitCode, InvalidOutputError, audit_step, audit_verifier
+    from specdec.testing.audit import (
+        AuditReport,
+        ExactAuditReport,
+        ExitCode,
+        InvalidOutputError,
+        audit_exact,
+        audit_step,
+        audit_verifier,
+        search_scenarios,
+        verifier_scenarios,
+    )
 
     usage_error = int(ExitCode.USAGE_ERROR)
     try:
@@ -60,17 +70,25 @@ def _audit(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    audit = audit_step if args.step else audit_verifier
+    if args.exact and args.step:
+        print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
+        return usage_error
+    report: AuditReport | ExactAuditReport
     try:
-        report = audit(
-            fn,
-            batched=True if args.batched else None,
-            samples=args.samples,
-            false_fail_rate=args.false_fail_rate,
-            false_pass_rate=args.false_pass_rate,
-            seed=args.seed,
-            progress=progress,
-        )
+        if args.exact:
+            scenarios = [*verifier_scenarios(), *search_scenarios(args.search, seed=args.seed)]
+            report = audit_exact(fn, scenarios=scenarios, seed=args.seed)
+        else:
+            audit = audit_step if args.step else audit_verifier
+            report = audit(
+                fn,
+                batched=True if args.batched else None,
+                samples=args.samples,
+                false_fail_rate=args.false_fail_rate,
+                false_pass_rate=args.false_pass_rate,
+                seed=args.seed,
+                progress=progress,
+            )
     except InvalidOutputError as error:
         print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
         return usage_error
@@ -78,7 +96,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
         return usage_error
-    print(report.format())
+    print(report.to_json() if args.json else report.format())
     return report.exit_code
 
 
@@ -93,16 +111,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     audit = commands.add_parser(
         "audit",
         help="test a verifier (or a whole step) for losslessness",
-        description="Audit MODULE:FUNCTION. Exit 0 lossless, 1 lossy, 2 usage error or crash.",
+        description=(
+            "Audit MODULE:FUNCTION. Exit 0 lossless, 1 lossy, 2 usage error, crash, or (with "
+            "--exact) cannot decide. FUNCTION is fn(draft_tokens[k], draft_probs[k,V], "
+            "target_probs[k+1,V], generator) -> LongTensor[n]; with --batched the same with a "
+            "leading batch axis; a VerifyRule fn(draft_tokens, draft_probs, target_probs, "
+            "uniforms) -> Verification is detected; with --step fn(target_logits, draft_logits, "
+            "prefix, k, generator, *, temperature, top_k, top_p) -> LongTensor[n]."
+        ),
     )
     audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
     audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
     audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
     audit.add_argument("--samples", type=int, default=None, help="samples per scenario")
-    audit.add_argument("--false-fail-rate", type=float, default=1e-6)
-    audit.add_argument("--false-pass-rate", type=float, default=1e-3)
-    audit.add_argument("--seed", type=int, default=0)
+    audit.add_argument(
+        "--false-fail-rate",
+        type=float,
+        default=1e-6,
+        help="family-wise rate of calling a lossless function lossy (default 1e-6)",
+    )
+    audit.add_argument(
+        "--false-pass-rate",
+        type=float,
+        default=1e-3,
+        help="rate of missing a deviation of the printed detectable TV (default 1e-3)",
+    )
+    audit.add_argument("--seed", type=int, default=0, help="seed of everything drawn")
     audit.add_argument("--quiet", action="store_true", help="no progress lines")
+    audit.add_argument(
+        "--exact",
+        action="store_true",
+        help="exact verdict from the rule's own decisions (a VerifyRule: uniforms in); "
+        "says 'cannot decide' where its randomness cannot be enumerated",
+    )
+    audit.add_argument(
+        "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
+    )
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:

@@ -21,23 +21,34 @@ The family-wise false-fail rate over all scenarios is at most ``false_fail_rate`
 divided between the e-processes and the tests is documented in ``plan``. Modules: ``battery``
 (the scenarios), ``plan`` (sample sizes, cells, the error-rate split), ``run`` (calling the
 function and completing its blocks), ``report`` (results, verdict, printed report, exit codes),
-``audits`` (the two entry points).
+``audits`` (the two entry points), ``exact`` (the exact audit of a rule that takes its
+uniforms: laws from its own decisions, no sampling; ``audit_verifier(..., exact=True)``).
 """
 
 from specdec.testing.audit.audits import Progress, audit_step, audit_verifier
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
+from specdec.testing.audit.exact import (
+    ExactAuditReport,
+    ExactScenarioResult,
+    audit_exact,
+    search_scenarios,
+)
 from specdec.testing.audit.report import AuditReport, ExitCode, ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 
 __all__ = [
     "AuditReport",
+    "ExactAuditReport",
+    "ExactScenarioResult",
     "ExitCode",
     "InvalidOutputError",
     "Progress",
     "Scenario",
     "ScenarioResult",
+    "audit_exact",
     "audit_step",
     "audit_verifier",
+    "search_scenarios",
     "step_scenarios",
     "verifier_scenarios",
 ]

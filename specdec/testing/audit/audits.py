@@ -8,10 +8,11 @@ draft blocks drafted from the toy draft, a step drafts, warps and verifies on it
 
 import time
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Literal, cast, overload
 
 from specdec._checks import check_rate
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
+from specdec.testing.audit.exact import ExactAuditReport, audit_exact
 from specdec.testing.audit.plan import (
     ScenarioPlan,
     chunk_sizes,
@@ -59,6 +60,7 @@ BATCHED_STEP = "batched step (logits callables and generator in)"
 SINGLE_STEP = "single-sequence step (logits callables and generator in)"
 
 
+@overload
 def audit_verifier(
     fn: VerifierFn | VerifyRule,
     *,
@@ -69,7 +71,37 @@ def audit_verifier(
     seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
-) -> AuditReport:
+    exact: Literal[False] = False,
+) -> AuditReport: ...
+
+
+@overload
+def audit_verifier(
+    fn: VerifierFn | VerifyRule,
+    *,
+    batched: bool | None = None,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    seed: int = 0,
+    scenarios: Sequence[Scenario] | None = None,
+    progress: Progress | None = None,
+    exact: Literal[True],
+) -> ExactAuditReport: ...
+
+
+def audit_verifier(
+    fn: VerifierFn | VerifyRule,
+    *,
+    batched: bool | None = None,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    seed: int = 0,
+    scenarios: Sequence[Scenario] | None = None,
+    progress: Progress | None = None,
+    exact: bool = False,
+) -> AuditReport | ExactAuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
 
     The criterion: the emitted block, completed to ``k+1`` tokens by sampling the target, must
@@ -93,14 +125,22 @@ def audit_verifier(
         seed: everything the audit draws derives from it.
         scenarios: the battery (default ``verifier_scenarios()``).
         progress: called with one line per finished scenario.
+        exact: run the exact audit instead (``specdec.testing.audit.exact.audit_exact``: the
+            rule's law from its own decisions, no sampling; ``samples``, the error rates,
+            ``batched`` and ``progress`` do not apply; a function that does not take uniforms
+            gets ``cannot decide``). Default battery: the verifier battery and 16 searched
+            pairs.
 
     Returns:
-        An ``AuditReport``. Exceptions raised by ``fn`` propagate; an output that is not an
-        emitted block raises ``InvalidOutputError``.
+        An ``AuditReport`` (an ``ExactAuditReport`` with ``exact=True``). Exceptions raised by
+        ``fn`` propagate; an output that is not an emitted block raises
+        ``InvalidOutputError``.
 
     Raises:
         ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``.
     """
+    if exact:
+        return audit_exact(fn, scenarios=scenarios, seed=seed)
     name = _name(fn)
     verifier: VerifierFn
     if takes_uniforms(fn):  # a VerifyRule: the audit draws the uniforms it is given

@@ -12,6 +12,8 @@ Holm's procedure across the battery (the error-rate split is documented in
 * ``"lossless"``.
 """
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -138,6 +140,14 @@ class AuditReport:
         """0 when lossless (optimal or not), 1 otherwise (``ExitCode``)."""
         return int(ExitCode.LOSSLESS if self.lossless else ExitCode.LOSSY)
 
+    def to_json(self) -> str:
+        """The whole report as JSON, with a top-level ``verdict`` (and ``mode``: statistical)."""
+        document = {"verdict": self.verdict, "mode": "statistical", **dataclasses.asdict(self)}
+        document["scenarios"] = [
+            {**dataclasses.asdict(s), "estimated_tv": s.estimated_tv} for s in self.scenarios
+        ]
+        return json.dumps(document, indent=2, default=_jsonable)
+
     def format(self) -> str:
         """A human-readable report."""
         lines = [
@@ -248,3 +258,10 @@ def progress_line(index: int, total: int, result: ScenarioResult) -> str:
         f"L1 {result.l1_distance:.4f} (threshold {result.l1_threshold:.4f})"
         + (", stopped early by the e-process" if result.stopped_early else "")
     )
+
+
+def _jsonable(value: object) -> object:
+    """JSON for what ``json`` does not know: fractions and tensors as text, tuples as lists."""
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value)

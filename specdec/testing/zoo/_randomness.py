@@ -24,14 +24,17 @@ UNIFORM_BITS = 8
 """Resolution of the uniforms drawn by ``accept_zero_prob_8bit``: ``u = floor(2^8 r) / 2^8``."""
 
 
-@ZOO.register(family="randomness", lossy=False)
+@ZOO.register(family="randomness", lossy=False, exact_lossy=True)
 def accept_le_full_precision(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
-    """Control (lossless): accept iff ``u <= min(1, p/q)`` with 53-bit uniforms.
+    """Statistical control, exactly lossy: accept iff ``u <= min(1, p/q)`` with 53-bit uniforms.
 
-    ``<=`` instead of ``<`` changes the acceptance probability by ``P(u = ratio) <= 2^-53``: the
-    comparison is harmless at full precision (compare ``accept_zero_prob_8bit``).
+    ``<=`` instead of ``<`` changes the acceptance probability by ``P(u = ratio) <= 2^-53``, far
+    below any sampling-based detection, so the statistical audit must pass it (compare
+    ``accept_zero_prob_8bit``). It is not lossless: a draft the target forbids (ratio 0) is
+    accepted when ``u = 0``, with probability ``2^-53`` per such draft, and the exact audit
+    (``specdec.testing.audit.exact``) reports that forbidden outcome.
     """
     ids, draft, target, checked = prepare(draft_tokens, draft_probs, target_probs, uniforms)
     k = ids.shape[-1]

@@ -77,6 +77,9 @@ class Entry:
         draws_noise: ``batched`` was registered as written (it draws its own noise), so it is not
             ``rule`` applied to ``uniforms(generator, (N, k+1))``.
         exact_tv: known distances from the target's law (see ``ExactTV``).
+        exact_lossy: whether the *exact* audit must call it lossy; the same as ``lossy``
+            except for an entry whose deviation is real but far below any sampling-based
+            detection (``accept_le_full_precision``: a forbidden draft accepted at ``u = 0``).
     """
 
     name: str
@@ -89,6 +92,7 @@ class Entry:
     rule: VerifyRule | None
     draws_noise: bool
     exact_tv: tuple[ExactTV, ...]
+    exact_lossy: bool = False
 
 
 def _single_verifier(verifier: BatchedFn) -> BatchedFn:
@@ -175,6 +179,7 @@ class Registry(Mapping[str, Entry]):
         level: Level = "verifier",
         law: VerifyRule | None = None,
         exact_tv: tuple[ExactTV, ...] = (),
+        exact_lossy: bool | None = None,
     ) -> Callable[[F], F]:
         """Record the decorated function as an entry (see the module docstring for the forms).
 
@@ -207,8 +212,19 @@ class Registry(Mapping[str, Entry]):
             full = fn if as_written else verifier_from_rule(fn)
             single = _single_step(full) if level == "step" else _single_verifier(full)
             draws_noise = as_written and level == "verifier"
+            exactly = lossy if exact_lossy is None else exact_lossy
             self._entries[name] = Entry(
-                name, family, level, lossy, suboptimal, full, single, rule, draws_noise, exact_tv
+                name,
+                family,
+                level,
+                lossy,
+                suboptimal,
+                full,
+                single,
+                rule,
+                draws_noise,
+                exact_tv,
+                exactly,
             )
             return fn
 
