@@ -28,11 +28,11 @@ UNIFORM_BITS = 8
 def accept_le_full_precision(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
-    """Statistical control, exactly lossy: accept iff ``u <= min(1, p/q)`` with 53-bit uniforms.
+    """Control of the statistical audit, exactly lossy: accept iff ``u <= min(1, p/q)``.
 
-    ``<=`` instead of ``<`` changes the acceptance probability by ``P(u = ratio) <= 2^-53``, far
-    below any sampling-based detection, so the statistical audit must pass it (compare
-    ``accept_zero_prob_8bit``). It is not lossless: a draft the target forbids (ratio 0) is
+    With 53-bit uniforms, ``<=`` instead of ``<`` changes the acceptance probability by
+    ``P(u = ratio) <= 2^-53``, far below any sampling-based detection, so the statistical audit
+    must pass it (compare ``accept_zero_prob_8bit``). It is not lossless: a draft the target forbids (ratio 0) is
     accepted when ``u = 0``, with probability ``2^-53`` per such draft, and the exact audit
     (``specdec.testing.audit.exact``) reports that forbidden outcome.
     """
