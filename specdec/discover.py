@@ -38,15 +38,14 @@ outside the class that passes every guard is not detected: the guards are eviden
 is the assumption, and the result states it.
 """
 
-import itertools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 import torch
 from torch import Tensor
 
 from specdec._checks import check_int, check_positive_int, check_same_vocabulary
+from specdec._grid import GRID, BatchEvaluator, Status, box_volumes, explore, grid_index, strip
 from specdec.exact import BlockRows, Breakpoints, Law, draft_law, rejection_breakpoints
 from specdec.models.toy import ToyModel
 from specdec.types import VerifyRule
@@ -61,11 +60,6 @@ __all__ = [
     "exact_verdict",
     "grid_index",
 ]
-
-GRID = 2**53
-"""Grid points per uniform coordinate: ``specdec.uniforms`` draws ``m / GRID``."""
-
-Status = Literal["exact", "outside-class", "nondeterministic", "batch-dependent", "invalid-output"]
 
 
 @dataclass(frozen=True)
@@ -98,20 +92,12 @@ class Discovery:
         return self.status == "exact"
 
 
-def grid_index(value: Fraction) -> int:
-    """The first grid index at or above ``value`` (clamped to ``[0, GRID]``)."""
-    scaled = value * GRID
-    index = scaled.numerator // scaled.denominator + (scaled.denominator != 1)
-    return min(max(index, 0), GRID)
-
-
-class _Rows:
-    """A rule bound to one draft block: evaluates index vectors ``[n, k+1]`` to blocks."""
+class _Rows(BatchEvaluator):
+    """A rule bound to one draft block: grid indices ``[n, k+1]`` to ``-1``-padded blocks."""
 
     def __init__(self, rule: VerifyRule, rows: BlockRows) -> None:
         self.rule = rule
-        self.rows = rows
-        self.k = len(rows.draft_tokens)
+        self.dims = self.width = len(rows.draft_tokens) + 1
         self.evaluations = 0
         self._draft_tokens = torch.tensor(rows.draft_tokens, dtype=torch.int64)
         self._draft_probs = torch.tensor(
@@ -121,19 +107,8 @@ class _Rows:
             [[float(v) for v in row] for row in rows.target_rows], dtype=torch.float64
         )
 
-    def __call__(self, indices: Tensor) -> Tensor:
-        """Outputs ``[n, k+1]`` (``-1``-padded blocks) at grid indices ``[n, k+1]``, always in a
-        batch of at least two rows (a single row is evaluated beside a copy of itself), so that
-        only ``alone`` ever shows the rule one row."""
-        n = indices.shape[0]
-        if n == 0:
-            return torch.zeros(0, self.k + 1, dtype=torch.int64)
-        if n == 1:
-            return self.alone(indices.expand(2, -1))[:1]
-        return self.alone(indices)
-
     def alone(self, indices: Tensor) -> Tensor:
-        """Outputs at ``indices`` in exactly one call of the rule, whatever the batch size."""
+        """The rule's blocks at ``indices``, in one call."""
         n = indices.shape[0]
         self.evaluations += n
         uniforms = indices.to(torch.float64) / GRID  # exact: m < 2^53, a power-of-two scale
@@ -146,164 +121,15 @@ class _Rows:
         return tokens.long()
 
 
-def _confirmed(evaluate: _Rows, candidates: list[list[Fraction]]) -> list[set[int]]:
-    """Per coordinate: ``{0, GRID}`` and the candidate cuts across which the output changes,
-    one grid step either side, on some line through the candidate with every other uniform at
-    its lowest, middle or highest index (a dropped candidate is found again by refinement if
-    it matters elsewhere)."""
-    k_plus_1 = evaluate.k + 1
-    cuts: list[set[int]] = [{0, GRID} for _ in range(k_plus_1)]
-    others = torch.tensor(list(itertools.product((0, GRID // 2, GRID - 1), repeat=evaluate.k)))
-    for coordinate, values in enumerate(candidates):
-        indices = sorted({grid_index(v) for v in values} - {0, GRID})
-        if not indices:
-            continue
-        lines = others.repeat_interleave(len(indices), dim=0)  # [lines * candidates, k]
-        at = torch.tensor(indices).repeat(others.shape[0])
-        before = torch.cat([lines[:, :coordinate], (at - 1)[:, None], lines[:, coordinate:]], 1)
-        after = torch.cat([lines[:, :coordinate], at[:, None], lines[:, coordinate:]], 1)
-        changed = (evaluate(before) != evaluate(after)).any(dim=-1)
-        cuts[coordinate] |= set(at[changed].tolist())
-    return cuts
-
-
-def _corners(cuts: list[list[int]]) -> list[Tensor]:
-    """Per coordinate, the ``2 n`` corner indices of its ``n`` cells: ``lo_0, hi_0, lo_1, ...``
-    (``hi`` is the last index inside the cell)."""
-    return [
-        torch.tensor([i for lo, hi in itertools.pairwise(c) for i in (lo, hi - 1)]) for c in cuts
-    ]
-
-
-MAX_CUTS = 4096
-"""Cuts per uniform beyond which refinement gives up (``outside-class``): an interval-decided
-rule on a toy scenario has a few dozen."""
-
-
-def _refine(evaluate: _Rows, cuts: list[set[int]]) -> tuple[list[list[int]], Tensor] | None:
-    """Add cuts until every box's corners agree; returns the sorted cuts and the outputs at
-    every corner, shaped ``[2 n_0, ..., 2 n_k, k+1]``, or ``None`` past ``MAX_CUTS``."""
-    while True:
-        if max(len(c) for c in cuts) > MAX_CUTS:
-            return None
-        ordered = [sorted(c) for c in cuts]
-        corners = _corners(ordered)
-        grid = torch.cartesian_prod(*corners).reshape(-1, len(corners))  # [points, k+1]
-        outputs = evaluate(grid).reshape(*(len(c) for c in corners), -1)
-        found = 0
-        for coordinate, axis in enumerate(corners):
-            low = outputs.index_select(coordinate, torch.arange(0, len(axis), 2))
-            high = outputs.index_select(coordinate, torch.arange(1, len(axis), 2))
-            differ = (low != high).any(dim=-1)  # [.., n_c, ..]: a line whose cell changes
-            lines = differ.nonzero()
-            if lines.numel() == 0:
-                continue
-            starts = []
-            for line in lines.tolist():  # the line through these corner indices
-                point = [int(corners[c][line[c]]) for c in range(len(corners))]
-                cell = line[coordinate]
-                point[coordinate] = int(axis[2 * cell])
-                starts.append((point, int(axis[2 * cell]), int(axis[2 * cell + 1])))
-            for index in _first_changes(evaluate, coordinate, starts):
-                if index not in cuts[coordinate]:
-                    cuts[coordinate].add(index)
-                    found += 1
-        if not found:
-            return ordered, outputs
-
-
-def _first_changes(
-    evaluate: _Rows, coordinate: int, starts: list[tuple[list[int], int, int]]
-) -> set[int]:
-    """For each line (a point, and the lowest and highest index of a cell along
-    ``coordinate`` whose outputs differ), the first index whose output differs from the
-    lowest's, by bisection (all lines at once)."""
-    points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
-    reference = evaluate(points)  # the output at the lowest index of each cell
-    low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
-    high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
-    while bool((high - low > 1).any()):
-        middle = (low + high) // 2
-        probe = points.clone()
-        probe[:, coordinate] = middle
-        same = (evaluate(probe) == reference).all(dim=-1)
-        low = torch.where(same, middle, low)
-        high = torch.where(same, high, middle)
-    return set(high.tolist())
-
-
-def _twice(evaluate: _Rows, points: Tensor) -> tuple[Tensor, tuple[Status, str] | None]:
-    """Evaluate ``points`` twice: the outputs, or why the rule is not a function of its
-    uniforms (it moved torch's global RNG state, or gave two answers)."""
-    state = torch.random.get_rng_state()
-    first = evaluate(points)
-    if not torch.equal(state, torch.random.get_rng_state()):
-        return first, ("nondeterministic", "the rule drew from torch's global random state")
-    second = evaluate(points)
-    if not torch.equal(first, second):
-        row = int((first != second).any(dim=-1).nonzero()[0])
-        return first, (
-            "nondeterministic",
-            f"the same uniforms {_show(points[row])} gave {_strip(first[row])} then "
-            f"{_strip(second[row])}: the rule reads randomness other than its uniforms",
-        )
-    return first, None
-
-
-def _guards(
-    evaluate: _Rows, cuts: list[list[int]], outputs: Tensor, probes: int, seed: int
-) -> tuple[Status, str] | None:
-    """Interior probes, repeat evaluation and rows alone; ``None`` when every guard passes."""
-    k_plus_1 = evaluate.k + 1
-    lows = [torch.tensor(c[:-1]) for c in cuts]
-    highs = [torch.tensor(c[1:]) for c in cuts]  # exclusive
-    cells = torch.cartesian_prod(*(torch.arange(len(c)) for c in lows)).reshape(-1, k_plus_1)
-    corner_index = [2 * cells[:, c] for c in range(k_plus_1)]
-    expected = outputs[tuple(corner_index)]  # [cells, k+1] the output at each box's low corner
-    generator = torch.Generator().manual_seed(seed)
-    low = torch.stack([lows[c][cells[:, c]] for c in range(k_plus_1)], dim=-1)
-    span = torch.stack([highs[c][cells[:, c]] for c in range(k_plus_1)], dim=-1) - low
-    for _ in range(probes):
-        fraction = torch.rand(low.shape, generator=generator, dtype=torch.float64)
-        inside = low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1)
-        first, failure = _twice(evaluate, inside)
-        if failure is not None:
-            return failure
-        wrong = (first != expected).any(dim=-1).nonzero()
-        if wrong.numel():
-            row = int(wrong[0])
-            return "outside-class", (
-                f"inside a box whose corners all give {_strip(expected[row])} the uniforms "
-                f"{_show(inside[row])} give {_strip(first[row])}: the rule's decisions are not "
-                "intervals along a line, so no finite probing is exact"
-            )
-        for row in range(min(4, inside.shape[0])):
-            alone = evaluate.alone(inside[row : row + 1])[0]
-            if not torch.equal(alone, first[row]):
-                return "batch-dependent", (
-                    f"the uniforms {_show(inside[row])} give {_strip(first[row])} in a batch "
-                    f"and {_strip(alone)} on a row alone"
-                )
-    return None
-
-
 def _invalid_block(outputs: Tensor, vocab: int) -> str | None:
     """Why some output row is not an emitted block (``1..k+1`` ids in ``[0, V)``, then ``-1``
     padding), or ``None``."""
     for row in outputs.tolist():
-        block = _strip(torch.tensor(row))
+        block = strip(torch.tensor(row))
         padded = list(block) + [-1] * (len(row) - len(block))
         if not block or padded != row or max(block) >= vocab:
             return f"the rule returned {row}, which is not an emitted block of 1..{len(row)} ids"
     return None
-
-
-def _strip(tokens: Tensor) -> tuple[int, ...]:
-    return tuple(int(t) for t in tokens.tolist() if t >= 0)
-
-
-def _show(indices: Tensor) -> str:
-    return "(" + ", ".join(f"{int(i)}/2^53" for i in indices.tolist()) + ")"
 
 
 def discover_rows_law(
@@ -329,36 +155,18 @@ def discover_rows_law(
         ``status == "exact"``.
     """
     evaluate = _Rows(rule, rows)
-    generator = torch.Generator().manual_seed(seed)
-    sample = torch.randint(0, GRID, (64, len(rows.target_rows)), generator=generator)
-    _, failure = _twice(evaluate, sample)  # before refining, which assumes a function
-    if failure is not None:
-        status, evidence = failure
-        return Discovery(status, None, evidence, evaluate.evaluations, ())
     start = candidates(rows) if candidates is not None else [[] for _ in rows.target_rows]
-    refined = _refine(evaluate, _confirmed(evaluate, start))
-    if refined is None:
-        evidence = f"refinement found more than {MAX_CUTS} cuts on one uniform"
-        return Discovery("outside-class", None, evidence, evaluate.evaluations, ())
-    cuts, outputs = refined
-    failure = _guards(evaluate, cuts, outputs, probes, seed)
+    status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
     counts = tuple(len(c) - 2 for c in cuts)
-    if failure is not None:
-        status, evidence = failure
+    if outputs is None:
         return Discovery(status, None, evidence, evaluate.evaluations, counts)
     bad = _invalid_block(outputs.reshape(-1, outputs.shape[-1]), len(rows.target_rows[0]))
     if bad is not None:
         return Discovery("invalid-output", None, bad, evaluate.evaluations, counts)
     law: Law = {}
-    lengths = [[hi - lo for lo, hi in itertools.pairwise(c)] for c in cuts]
-    total = GRID ** len(cuts)
-    for cell in itertools.product(*(range(len(length)) for length in lengths)):
-        output = _strip(outputs[tuple(2 * i for i in cell)])
-        volume = 1
-        for coordinate, i in enumerate(cell):
-            volume *= lengths[coordinate][i]
-        law[output] = law.get(output, Fraction(0)) + Fraction(volume, total)
-    evidence = f"every box's {2 ** len(cuts)} corners agree; {sum(counts)} cuts found"
+    for output, prob in box_volumes(cuts, outputs).items():
+        block = tuple(token for token in output if token >= 0)
+        law[block] = law.get(block, Fraction(0)) + prob
     return Discovery("exact", law, evidence, evaluate.evaluations, counts)
 
 

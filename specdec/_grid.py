@@ -1,0 +1,272 @@
+"""The grid engine behind ``specdec.discover``: refine a product partition of the uniforms'
+``2^-53`` grid until every box's corners agree (``proofs/theory.md``, claim 14).
+
+Private: it works on any *evaluator*, a function from grid indices ``[n, dims]`` to output
+rows ``[n, width]`` that also counts its evaluations and can evaluate rows alone; the public
+modules bind it to a verification rule (``specdec.discover``) or a whole step
+(``specdec.step_law``).
+"""
+
+import itertools
+from fractions import Fraction
+from typing import Literal, Protocol
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "GRID",
+    "MAX_CUTS",
+    "BatchEvaluator",
+    "Evaluator",
+    "Status",
+    "box_volumes",
+    "confirmed",
+    "explore",
+    "grid_index",
+    "guards",
+    "refine",
+    "show",
+    "strip",
+    "twice",
+]
+
+GRID = 2**53
+"""Grid points per uniform coordinate: ``specdec.uniforms`` draws ``m / GRID``."""
+
+Status = Literal["exact", "outside-class", "nondeterministic", "batch-dependent", "invalid-output"]
+
+
+class Evaluator(Protocol):
+    """Outputs at grid indices; ``dims`` uniforms per row."""
+
+    dims: int
+    evaluations: int
+
+    def __call__(self, indices: Tensor) -> Tensor:
+        """Outputs ``[n, width]`` at indices ``[n, dims]``, in batches of at least two rows."""
+        ...
+
+    def alone(self, indices: Tensor) -> Tensor:
+        """Outputs at ``indices`` in exactly one call, whatever the batch size."""
+        ...
+
+
+class BatchEvaluator:
+    """Base of the evaluators: ``alone`` makes one call; ``__call__`` never shows a single row
+    (it is evaluated beside a copy of itself), so only the guard's ``alone`` does."""
+
+    dims: int
+    width: int
+    evaluations: int = 0
+
+    def alone(self, indices: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def __call__(self, indices: Tensor) -> Tensor:
+        n = indices.shape[0]
+        if n == 0:
+            return torch.zeros(0, self.width, dtype=torch.int64)
+        if n == 1:
+            return self.alone(indices.expand(2, -1))[:1]
+        return self.alone(indices)
+
+
+def grid_index(value: Fraction) -> int:
+    """The first grid index at or above ``value`` (clamped to ``[0, GRID]``)."""
+    scaled = value * GRID
+    index = scaled.numerator // scaled.denominator + (scaled.denominator != 1)
+    return min(max(index, 0), GRID)
+
+
+def confirmed(evaluate: Evaluator, candidates: list[list[Fraction]]) -> list[set[int]]:
+    """Per coordinate: ``{0, GRID}`` and the candidate cuts across which the output changes,
+    one grid step either side, on some line through the candidate with every other uniform at
+    its lowest, middle or highest index (a dropped candidate is found again by refinement if
+    it matters elsewhere)."""
+    k_plus_1 = evaluate.dims
+    cuts: list[set[int]] = [{0, GRID} for _ in range(k_plus_1)]
+    others = torch.tensor(
+        list(itertools.product((0, GRID // 2, GRID - 1), repeat=evaluate.dims - 1))
+    )
+    for coordinate, values in enumerate(candidates):
+        indices = sorted({grid_index(v) for v in values} - {0, GRID})
+        if not indices:
+            continue
+        lines = others.repeat_interleave(len(indices), dim=0)  # [lines * candidates, k]
+        at = torch.tensor(indices).repeat(others.shape[0])
+        before = torch.cat([lines[:, :coordinate], (at - 1)[:, None], lines[:, coordinate:]], 1)
+        after = torch.cat([lines[:, :coordinate], at[:, None], lines[:, coordinate:]], 1)
+        changed = (evaluate(before) != evaluate(after)).any(dim=-1)
+        cuts[coordinate] |= set(at[changed].tolist())
+    return cuts
+
+
+def _corners(cuts: list[list[int]]) -> list[Tensor]:
+    """Per coordinate, the ``2 n`` corner indices of its ``n`` cells: ``lo_0, hi_0, lo_1, ...``
+    (``hi`` is the last index inside the cell)."""
+    return [
+        torch.tensor([i for lo, hi in itertools.pairwise(c) for i in (lo, hi - 1)]) for c in cuts
+    ]
+
+
+MAX_CUTS = 4096
+"""Cuts per uniform beyond which refinement gives up (``outside-class``): an interval-decided
+rule on a toy scenario has a few dozen."""
+
+
+def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], Tensor] | None:
+    """Add cuts until every box's corners agree; returns the sorted cuts and the outputs at
+    every corner, shaped ``[2 n_0, ..., 2 n_k, k+1]``, or ``None`` past ``MAX_CUTS``."""
+    while True:
+        if max(len(c) for c in cuts) > MAX_CUTS:
+            return None
+        ordered = [sorted(c) for c in cuts]
+        corners = _corners(ordered)
+        grid = torch.cartesian_prod(*corners).reshape(-1, len(corners))  # [points, k+1]
+        outputs = evaluate(grid).reshape(*(len(c) for c in corners), -1)
+        found = 0
+        for coordinate, axis in enumerate(corners):
+            low = outputs.index_select(coordinate, torch.arange(0, len(axis), 2))
+            high = outputs.index_select(coordinate, torch.arange(1, len(axis), 2))
+            differ = (low != high).any(dim=-1)  # [.., n_c, ..]: a line whose cell changes
+            lines = differ.nonzero()
+            if lines.numel() == 0:
+                continue
+            starts = []
+            for line in lines.tolist():  # the line through these corner indices
+                point = [int(corners[c][line[c]]) for c in range(len(corners))]
+                cell = line[coordinate]
+                point[coordinate] = int(axis[2 * cell])
+                starts.append((point, int(axis[2 * cell]), int(axis[2 * cell + 1])))
+            for index in _first_changes(evaluate, coordinate, starts):
+                if index not in cuts[coordinate]:
+                    cuts[coordinate].add(index)
+                    found += 1
+        if not found:
+            return ordered, outputs
+
+
+def _first_changes(
+    evaluate: Evaluator, coordinate: int, starts: list[tuple[list[int], int, int]]
+) -> set[int]:
+    """For each line (a point, and the lowest and highest index of a cell along
+    ``coordinate`` whose outputs differ), the first index whose output differs from the
+    lowest's, by bisection (all lines at once)."""
+    points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
+    reference = evaluate(points)  # the output at the lowest index of each cell
+    low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
+    high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
+    while bool((high - low > 1).any()):
+        middle = (low + high) // 2
+        probe = points.clone()
+        probe[:, coordinate] = middle
+        same = (evaluate(probe) == reference).all(dim=-1)
+        low = torch.where(same, middle, low)
+        high = torch.where(same, high, middle)
+    return set(high.tolist())
+
+
+def twice(evaluate: Evaluator, points: Tensor) -> tuple[Tensor, tuple[Status, str] | None]:
+    """Evaluate ``points`` twice: the outputs, or why the rule is not a function of its
+    uniforms (it moved torch's global RNG state, or gave two answers)."""
+    state = torch.random.get_rng_state()
+    first = evaluate(points)
+    if not torch.equal(state, torch.random.get_rng_state()):
+        return first, ("nondeterministic", "the rule drew from torch's global random state")
+    second = evaluate(points)
+    if not torch.equal(first, second):
+        row = int((first != second).any(dim=-1).nonzero()[0])
+        return first, (
+            "nondeterministic",
+            f"the same uniforms {show(points[row])} gave {strip(first[row])} then "
+            f"{strip(second[row])}: the rule reads randomness other than its uniforms",
+        )
+    return first, None
+
+
+def guards(
+    evaluate: Evaluator, cuts: list[list[int]], outputs: Tensor, probes: int, seed: int
+) -> tuple[Status, str] | None:
+    """Interior probes, repeat evaluation and rows alone; ``None`` when every guard passes."""
+    k_plus_1 = evaluate.dims
+    lows = [torch.tensor(c[:-1]) for c in cuts]
+    highs = [torch.tensor(c[1:]) for c in cuts]  # exclusive
+    cells = torch.cartesian_prod(*(torch.arange(len(c)) for c in lows)).reshape(-1, k_plus_1)
+    corner_index = [2 * cells[:, c] for c in range(k_plus_1)]
+    expected = outputs[tuple(corner_index)]  # [cells, k+1] the output at each box's low corner
+    generator = torch.Generator().manual_seed(seed)
+    low = torch.stack([lows[c][cells[:, c]] for c in range(k_plus_1)], dim=-1)
+    span = torch.stack([highs[c][cells[:, c]] for c in range(k_plus_1)], dim=-1) - low
+    for _ in range(probes):
+        fraction = torch.rand(low.shape, generator=generator, dtype=torch.float64)
+        inside = low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1)
+        first, failure = twice(evaluate, inside)
+        if failure is not None:
+            return failure
+        wrong = (first != expected).any(dim=-1).nonzero()
+        if wrong.numel():
+            row = int(wrong[0])
+            return "outside-class", (
+                f"inside a box whose corners all give {strip(expected[row])} the uniforms "
+                f"{show(inside[row])} give {strip(first[row])}: the rule's decisions are not "
+                "intervals along a line, so no finite probing is exact"
+            )
+        for row in range(min(4, inside.shape[0])):
+            alone = evaluate.alone(inside[row : row + 1])[0]
+            if not torch.equal(alone, first[row]):
+                return "batch-dependent", (
+                    f"the uniforms {show(inside[row])} give {strip(first[row])} in a batch "
+                    f"and {strip(alone)} on a row alone"
+                )
+    return None
+
+
+def strip(tokens: Tensor) -> tuple[int, ...]:
+    return tuple(int(t) for t in tokens.tolist() if t >= 0)
+
+
+def show(indices: Tensor) -> str:
+    return "(" + ", ".join(f"{int(i)}/2^53" for i in indices.tolist()) + ")"
+
+
+def box_volumes(cuts: list[list[int]], outputs: Tensor) -> dict[tuple[int, ...], Fraction]:
+    """The law of the output rows: each box's volume (grid points / GRID^dims) summed by the
+    output at its low corner (constant on the box once every box's corners agree)."""
+    lengths = [[hi - lo for lo, hi in itertools.pairwise(c)] for c in cuts]
+    total = GRID ** len(cuts)
+    law: dict[tuple[int, ...], Fraction] = {}
+    for cell in itertools.product(*(range(len(length)) for length in lengths)):
+        output = tuple(int(v) for v in outputs[tuple(2 * i for i in cell)].tolist())
+        volume = 1
+        for coordinate, i in enumerate(cell):
+            volume *= lengths[coordinate][i]
+        law[output] = law.get(output, Fraction(0)) + Fraction(volume, total)
+    return law
+
+
+def explore(
+    evaluate: Evaluator, candidates: list[list[Fraction]], probes: int, seed: int
+) -> tuple[Status, str, list[list[int]], Tensor | None]:
+    """The whole engine: a determinism check on seeded points, candidates confirmed, refinement
+    to agreeing corners, then the guards. Returns the status, the evidence, the cuts and the
+    corner outputs (``None`` unless ``"exact"``)."""
+    generator = torch.Generator().manual_seed(seed)
+    sample = torch.randint(0, GRID, (64, evaluate.dims), generator=generator)
+    _, failure = twice(evaluate, sample)  # before refining, which assumes a function
+    if failure is not None:
+        return failure[0], failure[1], [], None
+    refined = refine(evaluate, confirmed(evaluate, candidates))
+    if refined is None:
+        return (
+            "outside-class",
+            f"refinement found more than {MAX_CUTS} cuts on one uniform",
+            [],
+            None,
+        )
+    cuts, outputs = refined
+    failure = guards(evaluate, cuts, outputs, probes, seed)
+    if failure is not None:
+        return failure[0], failure[1], cuts, None
+    evidence = f"every box's {2 ** len(cuts)} corners agree; {sum(len(c) - 2 for c in cuts)} cuts"
+    return "exact", evidence, cuts, outputs
