@@ -1,0 +1,139 @@
+r"""The exact law of a whole ``speculative_step`` on toy models, from its own decisions.
+
+``specdec.discover`` computes a verification rule's law given a drafted block; here the grid
+engine (``proofs/theory.md``, claim 14) runs the library's *step* itself: drafting from the
+draft's rows with the ``k`` drafting uniforms, one target pass, the rule with the ``k + 1``
+verification uniforms, the stopping rule, on ``ToyLM`` models whose rows are exact fractions.
+The step's ``2k + 1`` uniforms are enumerated on their ``2^-53`` grid.
+
+The engine is exact for interval-decided functions. A step's emitted block alone is not one
+along a drafting uniform (two different drafts can both be rejected and corrected to the same
+token, with a third draft between them that is accepted), so the evaluated output is the pair
+(drafts made, emitted block): along ``u_i`` the draft ``x_{i+1}`` moves through the tokens in
+order and everything after it is fixed by it, so each output's preimage is an interval. The
+block's law is that pair's law summed over the drafts.
+
+Example:
+    >>> import specdec
+    >>> from specdec.discover import exact_verdict
+    >>> from specdec.exact import completion_law, target_law
+    >>> from specdec.models.toy import make_toy_pair
+    >>> pair = make_toy_pair(3, seed=0)
+    >>> found = step_block_law(pair.target, pair.draft, (1,), 2)
+    >>> verdict = exact_verdict(
+    ...     completion_law(found.law, pair.target, (1,), 2), target_law(pair.target, (1,), 3))
+    >>> found.status, verdict.lossless
+    ('exact', True)
+"""
+
+from fractions import Fraction
+
+import torch
+from torch import Tensor
+
+from specdec._checks import check_int, check_positive_int, check_same_vocabulary
+from specdec._grid import GRID, BatchEvaluator, box_volumes, explore
+from specdec.discover import Discovery
+from specdec.exact import Law
+from specdec.models.toy import ToyModel
+from specdec.models.toy_lm import ToyLM
+from specdec.step import StepState, speculative_step
+from specdec.stopping import NEVER, StoppingRule
+from specdec.types import VerifyRule
+from specdec.verify import verify_tokens
+from specdec.warp import SamplingOptions
+
+__all__ = ["step_block_law"]
+
+
+class _Step(BatchEvaluator):
+    """The step from ``prefix``: grid indices ``[n, 2k+1]`` to (drafts, ``-1``-padded to
+    ``k``; the emitted block, ``-1``-padded to ``k + 1``)."""
+
+    def __init__(
+        self,
+        target: ToyModel,
+        draft: ToyModel,
+        prefix: tuple[int, ...],
+        k: int,
+        rule: VerifyRule,
+        stopping: StoppingRule,
+    ) -> None:
+        self.models = (ToyLM(target), ToyLM(draft))
+        self.prefix = torch.tensor(prefix, dtype=torch.int64)
+        self.k, self.rule, self.stopping = k, rule, stopping
+        self.dims = 2 * k + 1
+        self.width = 2 * k + 1
+        self.evaluations = 0
+
+    def alone(self, indices: Tensor) -> Tensor:
+        """The step's drafts and block at ``indices``, in one step on ``n`` rows."""
+        n, k = indices.shape[0], self.k
+        self.evaluations += n
+        uniforms = indices.to(torch.float64) / GRID  # exact: m < 2^53, a power-of-two scale
+        outcome = speculative_step(
+            *self.models,
+            StepState.initial(self.prefix.expand(n, -1)),
+            rule=self.rule,
+            target_options=SamplingOptions(),
+            draft_options=SamplingOptions(),
+            draft_uniforms=uniforms[:, :k],
+            verify_uniforms=uniforms[:, k:],
+            stopping=self.stopping,
+        )
+        drafts = outcome.draft.tokens  # [n, d], d <= k
+        block = outcome.verification.tokens  # [n, d + 1]
+        pad = torch.full((n, k - drafts.shape[1]), -1, dtype=torch.int64)
+        return torch.cat([drafts, pad, block, pad], dim=1)
+
+
+def step_block_law(
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: tuple[int, ...],
+    k: int,
+    *,
+    rule: VerifyRule = verify_tokens,
+    stopping: StoppingRule = NEVER,
+    probes: int = 4,
+    seed: int = 0,
+) -> Discovery:
+    r"""The exact law of the block ``speculative_step`` emits from ``prefix`` on toy models.
+
+    .. math::
+        P(S = s) = 2^{-53(2k+1)}\,\#\{m \in [0, 2^{53})^{2k+1} :
+        \mathrm{step}(m\,2^{-53}) \text{ emits } s\}
+
+    Plain sampling options (temperature 1, no filter) on both models, so the target's law is
+    its rows as they are; any rule and stopping rule of the step.
+
+    Args:
+        target, draft: toy models on one vocabulary (the draft's rows are what it samples).
+        prefix: the prompt (at least one token).
+        k: drafts per step, ``>= 1``.
+        rule: the verification rule the step calls.
+        stopping: the step's stopping rule.
+        probes: seeded interior probes per box (the engine's guards).
+        seed: seed of the probes.
+
+    Returns:
+        A ``Discovery`` whose ``law`` is the emitted block's (``status == "exact"``); the
+        ``cuts`` are per uniform, drafting uniforms first.
+    """
+    check_positive_int("k", k)
+    check_int("probes", probes, minimum=1)
+    check_same_vocabulary(target.vocab_size, draft.vocab_size, wrap_hint=False)
+    if not prefix:
+        raise ValueError("prefix must hold at least one token (the step's prompt).")
+    evaluate = _Step(target, draft, tuple(prefix), k, rule, stopping)
+    status, evidence, cuts, outputs = explore(
+        evaluate, [[] for _ in range(2 * k + 1)], probes, seed
+    )
+    counts = tuple(len(c) - 2 for c in cuts)
+    if outputs is None:
+        return Discovery(status, None, evidence, evaluate.evaluations, counts)
+    law: Law = {}
+    for output, prob in box_volumes(cuts, outputs).items():
+        block = tuple(token for token in output[k:] if token >= 0)
+        law[block] = law.get(block, Fraction(0)) + prob
+    return Discovery("exact", law, evidence, evaluate.evaluations, counts)

@@ -1,0 +1,77 @@
+"""The exact law of a whole ``speculative_step`` (``specdec.step_law``, claim 14's engine).
+
+The library's step (drafting, one target pass, verification, both stopping rules) has exactly
+the target's completion law up to float64 rounding; its negative control, a step whose rule
+reads the draft row one position off with a full-support draft (so no ``q(x) = 0`` guard can
+fire), is LOSSY with its exact distance.
+"""
+
+import pytest
+import torch
+from torch import Tensor
+
+import specdec
+from specdec.discover import Discovery, exact_verdict
+from specdec.exact import completion_law, target_law
+from specdec.models.toy import make_toy_pair
+from specdec.step_law import step_block_law
+from specdec.stopping import NEVER, StopBelow, StopPeakBelow, StoppingRule
+from specdec.testing import zoo
+from specdec.types import Verification
+from specdec.verify import exact_match_rule
+
+# Full support (no zeros, no one-hot rows): a draft row read off by one never has q(x) = 0.
+PAIR = make_toy_pair(3, seed=3, zero_rate=0.0, one_hot_rate=0.0)
+PREFIX = (1,)
+
+
+def _verdict(found: Discovery, k: int) -> tuple[bool, float]:
+    assert found.status == "exact" and found.law is not None, found.evidence
+    completed = completion_law(found.law, PAIR.target, PREFIX, k)
+    verdict = exact_verdict(completed, target_law(PAIR.target, PREFIX, k + 1))
+    return verdict.lossless, float(verdict.total_variation)
+
+
+@pytest.mark.parametrize(
+    ("k", "stopping"),
+    [(1, NEVER), (2, NEVER), (2, StopBelow(0.4)), (2, StopPeakBelow(0.5))],
+    ids=["k1", "k2", "k2-stop-below", "k2-stop-peak-below"],
+)
+def test_the_library_step_is_lossless_exactly(k: int, stopping: StoppingRule) -> None:
+    lossless, tv = _verdict(
+        step_block_law(PAIR.target, PAIR.draft, PREFIX, k, stopping=stopping), k
+    )
+    assert lossless and tv < 1e-15
+
+
+def test_the_step_with_exact_match_is_lossless() -> None:
+    lossless, _ = _verdict(
+        step_block_law(PAIR.target, PAIR.draft, PREFIX, 1, rule=exact_match_rule), 1
+    )
+    assert lossless
+
+
+def _draft_row_off_by_one(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """Reads q_{i-1} (cyclically) where it should read q_i."""
+    return specdec.verify_tokens(
+        draft_tokens, torch.roll(draft_probs, 1, dims=-2), target_probs, uniforms
+    )
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [_draft_row_off_by_one, zoo.rule("resample_from_target")],
+    ids=["q off by one", "resample from p"],
+)
+def test_a_step_with_a_wrong_rule_is_lossy_with_its_exact_distance(rule: object) -> None:
+    lossless, tv = _verdict(step_block_law(PAIR.target, PAIR.draft, PREFIX, 2, rule=rule), 2)  # type: ignore[arg-type]
+    assert not lossless and tv > 0.01
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="prefix must hold at least one token"):
+        step_block_law(PAIR.target, PAIR.draft, (), 1)
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        step_block_law(PAIR.target, PAIR.draft, PREFIX, 0)
