@@ -16,6 +16,7 @@ from torch import Tensor
 
 __all__ = [
     "GRID",
+    "MAX_CORNERS",
     "MAX_CUTS",
     "BatchEvaluator",
     "Evaluator",
@@ -115,11 +116,19 @@ MAX_CUTS = 4096
 rule on a toy scenario has a few dozen."""
 
 
+MAX_CORNERS = 2**21
+"""Corner evaluations per pass beyond which refinement gives up (``outside-class``)."""
+
+
 def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], Tensor] | None:
     """Add cuts until every box's corners agree; returns the sorted cuts and the outputs at
-    every corner, shaped ``[2 n_0, ..., 2 n_k, k+1]``, or ``None`` past ``MAX_CUTS``."""
+    every corner, shaped ``[2 n_0, ..., 2 n_k, k+1]``, or ``None`` past ``MAX_CUTS`` cuts on a
+    uniform or ``MAX_CORNERS`` corners."""
     while True:
-        if max(len(c) for c in cuts) > MAX_CUTS:
+        corner_count = 1
+        for c in cuts:
+            corner_count *= 2 * (len(c) - 1)
+        if max(len(c) for c in cuts) > MAX_CUTS or corner_count > MAX_CORNERS:
             return None
         ordered = [sorted(c) for c in cuts]
         corners = _corners(ordered)

@@ -38,6 +38,7 @@ outside the class that passes every guard is not detected: the guards are eviden
 is the assumption, and the result states it.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -95,9 +96,10 @@ class Discovery:
 class _Rows(BatchEvaluator):
     """A rule bound to one draft block: grid indices ``[n, k+1]`` to ``-1``-padded blocks."""
 
-    def __init__(self, rule: VerifyRule, rows: BlockRows) -> None:
+    def __init__(self, rule: VerifyRule, rows: BlockRows, dims: int | None = None) -> None:
         self.rule = rule
-        self.dims = self.width = len(rows.draft_tokens) + 1
+        self.width = len(rows.draft_tokens) + 1
+        self.dims = self.width if dims is None else dims
         self.evaluations = 0
         self._draft_tokens = torch.tensor(rows.draft_tokens, dtype=torch.int64)
         self._draft_probs = torch.tensor(
@@ -139,6 +141,7 @@ def discover_rows_law(
     candidates: Breakpoints | None = rejection_breakpoints,
     probes: int = 4,
     seed: int = 0,
+    dims: int | None = None,
 ) -> Discovery:
     """The exact law of ``rule``'s emitted block for one draft block, from its own decisions.
 
@@ -149,13 +152,19 @@ def discover_rows_law(
             evaluating the rule; ``None`` starts from nothing and discovers every cut).
         probes: seeded interior probes per box (the guards).
         seed: seed of the probes.
+        dims: how many uniforms the rule takes (default ``k + 1``; a captured verifier,
+            ``specdec.testing.capture``, may draw another number; candidates are then not
+            used).
 
     Returns:
         A ``Discovery`` for this block: its ``law`` (conditional on the draft block) when
         ``status == "exact"``.
     """
-    evaluate = _Rows(rule, rows)
-    start = candidates(rows) if candidates is not None else [[] for _ in rows.target_rows]
+    evaluate = _Rows(rule, rows, dims)
+    if candidates is None or evaluate.dims != evaluate.width:
+        start: list[list[Fraction]] = [[] for _ in range(evaluate.dims)]
+    else:
+        start = candidates(rows)
     status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
     counts = tuple(len(c) - 2 for c in cuts)
     if outputs is None:
@@ -180,6 +189,7 @@ def discover_block_law(
     candidates: Breakpoints | None = rejection_breakpoints,
     probes: int = 4,
     seed: int = 0,
+    uniforms_per_block: Callable[[BlockRows], int] | None = None,
 ) -> Discovery:
     r"""The exact law of the block one step emits with ``rule``, from the rule's own decisions.
 
@@ -200,6 +210,8 @@ def discover_block_law(
         candidates: breakpoints to start from, confirmed before use (``None``: none).
         probes: seeded interior probes per box.
         seed: seed of the probes.
+        uniforms_per_block: how many uniforms the rule takes for a draft block (default
+            ``k + 1``; ``specdec.testing.capture.count_draws`` for a captured verifier).
 
     Returns:
         A ``Discovery``; ``law`` sums to exactly 1 when ``exact``.
@@ -227,12 +239,16 @@ def discover_block_law(
             draft_rows=tuple(draft.probs(c) for c in contexts[:k]),
             target_rows=tuple(target.probs(c) for c in contexts),
         )
-        found = discover_rows_law(rule, rows, candidates=candidates, probes=probes, seed=seed)
+        dims = None if uniforms_per_block is None else uniforms_per_block(rows)
+        found = discover_rows_law(
+            rule, rows, candidates=candidates, probes=probes, seed=seed, dims=dims
+        )
         evaluations += found.evaluations
         if found.law is None:
             evidence = f"draft block {drafts}: {found.evidence}"
             return Discovery(found.status, None, evidence, evaluations, tuple(counts))
-        counts = [a + b for a, b in zip(counts, found.cuts, strict=True)]
+        counts += [0] * (len(found.cuts) - len(counts))  # a captured verifier may draw more
+        counts = [a + b for a, b in zip(counts, found.cuts, strict=False)]
         for block, prob in found.law.items():
             law[block] = law.get(block, Fraction(0)) + weight * prob
     evidence = f"every box's corners agree for every draft block; cuts per uniform {counts}"

@@ -61,11 +61,30 @@ def test_a_lossless_rule_that_accepts_less_is_suboptimal() -> None:
     assert any(s.suboptimal for s in report.scenarios)
 
 
-def test_a_function_drawing_its_own_randomness_cannot_be_decided() -> None:
-    """The generator signature (every engine's): no law, exit 2, and the reason, never LOSSLESS."""
-    report = audit_exact(zoo.reference_verifier, scenarios=SCENARIOS)
+def _normal_noise(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, generator: torch.Generator
+) -> Tensor:
+    """Draws Gaussian noise (not enumerable), then verifies with uniforms made from it."""
+    noise = torch.special.ndtr(torch.randn(draft_tokens.shape[-1] + 1, generator=generator))
+    block = specdec.verify_tokens(draft_tokens, draft_probs, target_probs, noise.double())
+    return block.tokens[block.tokens >= 0]
+
+
+def test_a_function_drawing_gaussian_noise_cannot_be_decided() -> None:
+    """Randomness the capture cannot feed: no law, exit 2, and the reason, never LOSSLESS."""
+    report = audit_exact(_normal_noise, scenarios=SCENARIOS[:2])
     assert report.verdict == "cannot decide" and report.exit_code == 2 and not report.lossless
-    assert "run the statistical audit" in report.reason and report.scenarios == ()
+    assert "randn cannot be enumerated" in report.reason
+
+
+def test_generator_drawing_verifiers_are_captured_and_decided_exactly() -> None:
+    """The zoo's batched reference (``specdec.uniforms`` from its generator) is LOSSLESS; its
+    8-bit-uniform mutant (drawn from the generator too) is LOSSY; the report says the draws
+    were captured."""
+    report = audit_exact(zoo.reference_verifier, scenarios=SCENARIOS[:2])
+    assert report.verdict == "lossless" and "draws captured" in report.signature
+    lossy = audit_exact(zoo.accept_zero_prob_8bit, scenarios=SCENARIOS[:2])
+    assert lossy.verdict == "lossy"
 
 
 def _outside_class(
@@ -111,9 +130,13 @@ def test_cli_exact_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "LOSSLESS" in capsys.readouterr().out
     engine = tmp_path / "engine.py"
     engine.write_text(
+        "import torch\n"
         "from specdec.testing import zoo\n"
         "lossy = zoo.rule('resample_from_target')\n"
-        "drawing = zoo.reference_verifier\n"
+        "def drawing(draft_tokens, draft_probs, target_probs, generator):\n"
+        "    torch.randn(3, generator=generator)\n"
+        "    single = zoo.reference_verifier_single\n"
+        "    return single(draft_tokens, draft_probs, target_probs, generator)\n"
     )
     assert main(["audit", "--exact", "--search", "1", "--json", f"{engine}:lossy"]) == 1
     assert json.loads(capsys.readouterr().out)["verdict"] == "lossy"

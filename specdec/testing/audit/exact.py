@@ -21,17 +21,21 @@ import enum
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from functools import partial
+from typing import Any, cast
+
+import torch
 
 from specdec._checks import check_int
 from specdec.discover import ROUNDING_BOUND, Discovery, discover_block_law, exact_verdict
-from specdec.exact import completion_law, target_law
+from specdec.exact import BlockRows, completion_law, rejection_breakpoints, target_law
 from specdec.models.toy import make_toy_pair
 from specdec.testing.audit.battery import Scenario, verifier_scenarios
-from specdec.testing.signatures import takes_uniforms
+from specdec.testing.capture import NotEnumerableError, captured_rule, count_draws
+from specdec.testing.signatures import VerifierFn, is_batched, takes_uniforms
 from specdec.theory import accepted_length_tail
 from specdec.types import VerifyRule
 
@@ -225,12 +229,39 @@ def search_scenarios(count: int = 16, *, seed: int = 0) -> list[Scenario]:
     return out
 
 
-def _scenario(rule: VerifyRule, scenario: Scenario, seed: int) -> ExactScenarioResult:
+def _draws(fn: VerifierFn, batched: bool, rows: BlockRows) -> int:
+    """How many random values ``fn`` draws for one draft block (recorded once)."""
+    tensors = (
+        torch.tensor(rows.draft_tokens, dtype=torch.int64),
+        torch.tensor([[float(v) for v in r] for r in rows.draft_rows], dtype=torch.float64),
+        torch.tensor([[float(v) for v in r] for r in rows.target_rows], dtype=torch.float64),
+    )
+    return count_draws(fn, batched, tensors)
+
+
+def _scenario(
+    rule: VerifyRule,
+    scenario: Scenario,
+    seed: int,
+    per_block: Callable[[BlockRows], int] | None,
+) -> ExactScenarioResult:
     start = time.perf_counter()
     pair, prefix, k = scenario.pair, scenario.prefix, scenario.k
     tail = accepted_length_tail(pair.target, pair.draft, prefix, k)
     optimal = 1 + sum(tail[1:], Fraction(0))  # E[accepted] + 1
-    found: Discovery = discover_block_law(rule, pair.target, pair.draft, prefix, k, seed=seed)
+    try:
+        found: Discovery = discover_block_law(
+            rule,
+            pair.target,
+            pair.draft,
+            prefix,
+            k,
+            seed=seed,
+            candidates=rejection_breakpoints if per_block is None else None,
+            uniforms_per_block=per_block,
+        )
+    except NotEnumerableError as error:
+        found = Discovery("outside-class", None, f"not enumerable: {error}", 0, ())
     if found.law is None:
         return ExactScenarioResult(
             scenario.name,
@@ -292,22 +323,19 @@ def audit_exact(
     """
     start = time.perf_counter()
     name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-    if not takes_uniforms(fn):
-        reason = (
-            "the function does not take uniforms (its fourth parameter is not 'uniforms'), so "
-            "its randomness cannot be enumerated; run the statistical audit instead"
+    per_block: Callable[[BlockRows], int] | None = None
+    if takes_uniforms(fn):
+        rule: VerifyRule = fn  # type: ignore[assignment]
+        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
+    else:  # a generator-drawing verifier: capture its uniform-type draws
+        drawing = cast(VerifierFn, fn)
+        batched = is_batched(fn)
+        rule = captured_rule(drawing, batched)
+        per_block = partial(_draws, drawing, batched)
+        signature = (
+            "verifier drawing its own randomness (generator in): its rand / uniform_ / "
+            "multinomial / bernoulli draws captured and enumerated at the dtype it asked for"
         )
-        signature = "a function drawing its own randomness (generator in)"
-        return ExactAuditReport(
-            "cannot decide",
-            name,
-            signature,
-            (),
-            ROUNDING_BOUND,
-            reason,
-            time.perf_counter() - start,
-        )
-    rule: VerifyRule = fn  # type: ignore[assignment]
     battery = (
         list(scenarios)
         if scenarios is not None
@@ -316,7 +344,7 @@ def audit_exact(
             *search_scenarios(search, seed=seed),
         ]
     )
-    results = tuple(_scenario(rule, scenario, seed) for scenario in battery)
+    results = tuple(_scenario(rule, scenario, seed, per_block) for scenario in battery)
     if any(r.lossless is False for r in results):
         verdict, reason = "lossy", ""
     elif any(r.lossless is None for r in results):
@@ -325,7 +353,6 @@ def audit_exact(
     else:
         verdict = "lossless, suboptimal" if any(r.suboptimal for r in results) else "lossless"
         reason = ""
-    signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
     return ExactAuditReport(
         verdict, name, signature, results, ROUNDING_BOUND, reason, time.perf_counter() - start
     )
