@@ -89,3 +89,15 @@ def test_transformers_verifier_accepts_a_forbidden_draft_with_probability_2_to_t
     assert report.verdict == "lossy" and "draws captured" in report.signature
     (result,) = report.scenarios
     assert result.forbidden_mass == Fraction(1, 2**24), result.forbidden_mass
+
+
+def test_a_call_drawing_more_than_max_draws_is_not_enumerated() -> None:
+    def many(
+        tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, g: torch.Generator
+    ) -> torch.Tensor:
+        torch.rand(9, generator=g)
+        return tokens[:1]
+
+    rows = (torch.tensor([0]), _f64([[0.5, 0.5]]), _f64([[0.5, 0.5], [0.5, 0.5]]))
+    with pytest.raises(NotEnumerableError, match=r"draws 9 random values per call; .* at most 8"):
+        count_draws(many, False, rows)

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from specdec.types import Verification
 
-__all__ = ["NotEnumerableError", "Supply", "captured_rule", "count_draws"]
+__all__ = ["MAX_DRAWS", "NotEnumerableError", "Supply", "captured_rule", "count_draws"]
 
 _ATEN = torch.ops.aten
 _BITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
@@ -166,11 +166,26 @@ def _call(
     return block
 
 
+MAX_DRAWS = 8
+"""Random values per call beyond which the capture gives up: the exact engine evaluates every
+corner of a product of boxes, ``2^draws`` corners per box, so a call drawing a value per
+vocabulary entry is not enumerated."""
+
+
 def count_draws(fn: VerifierFn, batched: bool, rows: tuple[Tensor, Tensor, Tensor]) -> int:
-    """The number of random values one call of ``fn`` on ``rows`` consumes (recorded)."""
+    """The number of random values one call of ``fn`` on ``rows`` consumes (recorded).
+
+    Raises:
+        NotEnumerableError: a random op the capture cannot feed, or more than ``MAX_DRAWS``.
+    """
     supply = Supply(None)
     with supply:
         _call(fn, batched, rows)
+    if supply.used > MAX_DRAWS:
+        raise NotEnumerableError(
+            f"the function draws {supply.used} random values per call; the exact engine "
+            f"enumerates at most {MAX_DRAWS}"
+        )
     return supply.used
 
 
