@@ -269,7 +269,9 @@ def explore(
     if refined is None:
         return (
             "outside-class",
-            f"refinement found more than {MAX_CUTS} cuts on one uniform",
+            f"refinement did not converge (more than {MAX_CUTS} cuts on a uniform or "
+            f"{MAX_CORNERS} corners): the output does not change in intervals, or the "
+            "scenario is too large for a product partition",
             [],
             None,
         )

@@ -35,6 +35,7 @@ from specdec._checks import check_int, check_positive_int, check_same_vocabulary
 from specdec._grid import GRID, BatchEvaluator, box_volumes, explore
 from specdec.discover import Discovery
 from specdec.exact import Law
+from specdec.models.base import CausalLM
 from specdec.models.toy import ToyModel
 from specdec.models.toy_lm import ToyLM
 from specdec.step import StepState, speculative_step
@@ -47,52 +48,58 @@ __all__ = ["step_block_law"]
 
 
 class _Step(BatchEvaluator):
-    """The step from ``prefix``: grid indices ``[n, 2k+1]`` to (drafts, ``-1``-padded to
-    ``k``; the emitted block, ``-1``-padded to ``k + 1``)."""
+    """``steps`` steps from ``prefix``: grid indices ``[n, steps (2k+1)]`` to, per step, (drafts,
+    ``-1``-padded to ``k``; the emitted block, ``-1``-padded to ``k + 1``)."""
 
     def __init__(
         self,
         target: ToyModel,
-        draft: ToyModel,
+        draft: CausalLM,
         prefix: tuple[int, ...],
         k: int,
+        steps: int,
         rule: VerifyRule,
         stopping: StoppingRule,
     ) -> None:
-        self.models = (ToyLM(target), ToyLM(draft))
+        self.models = (ToyLM(target), draft)
         self.prefix = torch.tensor(prefix, dtype=torch.int64)
-        self.k, self.rule, self.stopping = k, rule, stopping
-        self.dims = 2 * k + 1
-        self.width = 2 * k + 1
+        self.k, self.steps, self.rule, self.stopping = k, steps, rule, stopping
+        self.dims = self.width = steps * (2 * k + 1)
         self.evaluations = 0
 
     def alone(self, indices: Tensor) -> Tensor:
-        """The step's drafts and block at ``indices``, in one step on ``n`` rows."""
+        """The steps' drafts and blocks at ``indices``, ``steps`` steps on ``n`` rows."""
         n, k = indices.shape[0], self.k
         self.evaluations += n
         uniforms = indices.to(torch.float64) / GRID  # exact: m < 2^53, a power-of-two scale
-        outcome = speculative_step(
-            *self.models,
-            StepState.initial(self.prefix.expand(n, -1)),
-            rule=self.rule,
-            target_options=SamplingOptions(),
-            draft_options=SamplingOptions(),
-            draft_uniforms=uniforms[:, :k],
-            verify_uniforms=uniforms[:, k:],
-            stopping=self.stopping,
-        )
-        drafts = outcome.draft.tokens  # [n, d], d <= k
-        block = outcome.verification.tokens  # [n, d + 1]
-        pad = torch.full((n, k - drafts.shape[1]), -1, dtype=torch.int64)
-        return torch.cat([drafts, pad, block, pad], dim=1)
+        state, parts = StepState.initial(self.prefix.expand(n, -1)), []
+        for step in range(self.steps):
+            own = uniforms[:, step * (2 * k + 1) : (step + 1) * (2 * k + 1)]  # [n, 2k+1]
+            outcome = speculative_step(
+                *self.models,
+                state,
+                rule=self.rule,
+                target_options=SamplingOptions(),
+                draft_options=SamplingOptions(),
+                draft_uniforms=own[:, :k],
+                verify_uniforms=own[:, k:],
+                stopping=self.stopping,
+            )
+            drafts = outcome.draft.tokens  # [n, d], d <= k
+            block = outcome.verification.tokens  # [n, d + 1]
+            pad = torch.full((n, k - drafts.shape[1]), -1, dtype=torch.int64)
+            parts += [drafts, pad, block, pad]
+            state = outcome.state
+        return torch.cat(parts, dim=1)
 
 
 def step_block_law(
     target: ToyModel,
-    draft: ToyModel,
+    draft: ToyModel | CausalLM,
     prefix: tuple[int, ...],
     k: int,
     *,
+    steps: int = 1,
     rule: VerifyRule = verify_tokens,
     stopping: StoppingRule = NEVER,
     probes: int = 4,
@@ -108,9 +115,15 @@ def step_block_law(
     its rows as they are; any rule and stopping rule of the step.
 
     Args:
-        target, draft: toy models on one vocabulary (the draft's rows are what it samples).
+        target: the target toy model.
+        draft: a toy model on the target's vocabulary, or any draft model for the step (a
+            ``MappedDraft`` of a toy model with another vocabulary, an ``NGramDraft``).
         prefix: the prompt (at least one token).
         k: drafts per step, ``>= 1``.
+        steps: consecutive steps (the second reads the caches the first rolled back); the law
+            is then that of the concatenated blocks. The product partition multiplies the
+            steps' cuts: two steps are practical for V = 2, k = 1 (seconds); larger scenarios
+            stop at the engine's caps (``outside-class``, never a law).
         rule: the verification rule the step calls.
         stopping: the step's stopping rule.
         probes: seeded interior probes per box (the engine's guards).
@@ -121,19 +134,22 @@ def step_block_law(
         ``cuts`` are per uniform, drafting uniforms first.
     """
     check_positive_int("k", k)
+    check_positive_int("steps", steps)
     check_int("probes", probes, minimum=1)
     check_same_vocabulary(target.vocab_size, draft.vocab_size, wrap_hint=False)
     if not prefix:
         raise ValueError("prefix must hold at least one token (the step's prompt).")
-    evaluate = _Step(target, draft, tuple(prefix), k, rule, stopping)
-    status, evidence, cuts, outputs = explore(
-        evaluate, [[] for _ in range(2 * k + 1)], probes, seed
-    )
+    model = ToyLM(draft) if isinstance(draft, ToyModel) else draft
+    evaluate = _Step(target, model, tuple(prefix), k, steps, rule, stopping)
+    start: list[list[Fraction]] = [[] for _ in range(evaluate.dims)]
+    status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
     counts = tuple(len(c) - 2 for c in cuts)
     if outputs is None:
         return Discovery(status, None, evidence, evaluate.evaluations, counts)
     law: Law = {}
+    width = 2 * k + 1
     for output, prob in box_volumes(cuts, outputs).items():
-        block = tuple(token for token in output[k:] if token >= 0)
-        law[block] = law.get(block, Fraction(0)) + prob
+        blocks = [output[s * width + k : (s + 1) * width] for s in range(steps)]
+        emitted = tuple(token for block in blocks for token in block if token >= 0)
+        law[emitted] = law.get(emitted, Fraction(0)) + prob
     return Discovery("exact", law, evidence, evaluate.evaluations, counts)

@@ -13,6 +13,7 @@ from torch import Tensor
 import specdec
 from specdec.discover import Discovery, exact_verdict
 from specdec.exact import completion_law, target_law
+from specdec.models import MappedDraft, NGramDraft, ToyLM, VocabularyMap, make_toy_model
 from specdec.models.toy import make_toy_pair
 from specdec.step_law import step_block_law
 from specdec.stopping import NEVER, StopBelow, StopPeakBelow, StoppingRule
@@ -75,3 +76,43 @@ def test_bad_arguments_are_refused() -> None:
         step_block_law(PAIR.target, PAIR.draft, (), 1)
     with pytest.raises(ValueError, match="k must be >= 1"):
         step_block_law(PAIR.target, PAIR.draft, PREFIX, 0)
+
+
+def _completed_verdict(
+    found: Discovery, target: object, prefix: tuple[int, ...], length: int
+) -> bool:
+    """Lossless verdict for a law of emitted sequences completed to ``length`` tokens."""
+    assert found.status == "exact" and found.law is not None, found.evidence
+    completed = completion_law(found.law, target, prefix, length - 1)  # type: ignore[arg-type]
+    return exact_verdict(completed, target_law(target, prefix, length)).lossless  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [specdec.verify_tokens, zoo.rule("resample_from_target")],
+    ids=["tokens", "resample from p"],
+)
+def test_two_steps_read_the_rolled_back_caches_losslessly(rule: object) -> None:
+    """Two consecutive steps (V = 2, k = 1): the concatenated blocks complete to the target's
+    law of 4 tokens; resampling from ``p`` after a rejection, the control, does not (at k = 1
+    the off-by-one row is the row itself, so it is no control here)."""
+    pair = make_toy_pair(2, seed=3, zero_rate=0.0, one_hot_rate=0.0)
+    found = step_block_law(pair.target, pair.draft, PREFIX, 1, steps=2, rule=rule)  # type: ignore[arg-type]
+    assert _completed_verdict(found, pair.target, PREFIX, 4) == (rule is specdec.verify_tokens)
+
+
+def test_a_mapped_draft_of_another_vocabulary_is_lossless_in_the_step() -> None:
+    """A 4-token toy draft sharing 2 tokens with the target (claim 12), through MappedDraft."""
+    draft = MappedDraft(
+        ToyLM(make_toy_model(4, seed=5)),
+        VocabularyMap(torch.tensor([2, 0]), torch.tensor([0, 2]), 4, 3, draft_unknown_id=1),
+    )
+    assert _completed_verdict(step_block_law(PAIR.target, draft, PREFIX, 2), PAIR.target, PREFIX, 3)
+
+
+@pytest.mark.parametrize("stopping", [NEVER, StopPeakBelow(0.5)], ids=["never", "peak"])
+def test_the_ngram_draft_is_lossless_in_the_step(stopping: StoppingRule) -> None:
+    """Point-mass drafts (prompt lookup; uniform rows where nothing matches)."""
+    prefix = (1, 2, 1)
+    found = step_block_law(PAIR.target, NGramDraft(3), prefix, 2, stopping=stopping)
+    assert _completed_verdict(found, PAIR.target, prefix, 3)

@@ -22,7 +22,8 @@ What the adapter might hide (bug families an audit of it cannot see, or sees onl
 * it accepts with ``r_i <= p_i / q_i`` and ``r_i = rand_like(...)`` in the working dtype
   (float32 by default: 24-bit uniforms), so a draft with ``p(x) = 0`` is accepted with
   probability ``2^-24`` per test: the ``accept_zero_prob_8bit`` family at a rate far below any
-  audit's resolution (use ``dtype=torch.float64`` to push it to ``2^-53``);
+  statistical audit's resolution (use ``dtype=torch.float64`` to push it to ``2^-53``); the
+  exact audit, capturing the ``rand`` draws (``specdec.testing.capture``), reports it;
 * ``p`` and ``q`` pass through ``log`` and ``softmax`` in the working dtype: relative errors of
   about ``1e-7`` per entry, far below statistical resolution;
 * when ``p`` and ``q`` nearly agree, the residual ``max(0, p - q)`` may round to all zeros after
