@@ -60,8 +60,10 @@ class _Step(BatchEvaluator):
         steps: int,
         rule: VerifyRule,
         stopping: StoppingRule,
+        options: tuple[SamplingOptions, SamplingOptions],
     ) -> None:
         self.models = (ToyLM(target), draft)
+        self.options = options
         self.prefix = torch.tensor(prefix, dtype=torch.int64)
         self.k, self.steps, self.rule, self.stopping = k, steps, rule, stopping
         self.dims = self.width = steps * (2 * k + 1)
@@ -79,8 +81,8 @@ class _Step(BatchEvaluator):
                 *self.models,
                 state,
                 rule=self.rule,
-                target_options=SamplingOptions(),
-                draft_options=SamplingOptions(),
+                target_options=self.options[0],
+                draft_options=self.options[1],
                 draft_uniforms=own[:, :k],
                 verify_uniforms=own[:, k:],
                 stopping=self.stopping,
@@ -101,6 +103,8 @@ def step_block_law(
     *,
     steps: int = 1,
     rule: VerifyRule = verify_tokens,
+    target_options: SamplingOptions | None = None,
+    draft_options: SamplingOptions | None = None,
     stopping: StoppingRule = NEVER,
     probes: int = 4,
     seed: int = 0,
@@ -111,8 +115,9 @@ def step_block_law(
         P(S = s) = 2^{-53(2k+1)}\,\#\{m \in [0, 2^{53})^{2k+1} :
         \mathrm{step}(m\,2^{-53}) \text{ emits } s\}
 
-    Plain sampling options (temperature 1, no filter) on both models, so the target's law is
-    its rows as they are; any rule and stopping rule of the step.
+    Any rule, stopping rule and sampling options of the step; the law the blocks must follow is
+    the target's rows *warped by* ``target_options`` (the caller builds that target law, e.g. a
+    toy model of the rational top-k rows).
 
     Args:
         target: the target toy model.
@@ -120,6 +125,8 @@ def step_block_law(
             ``MappedDraft`` of a toy model with another vocabulary, an ``NGramDraft``).
         prefix: the prompt (at least one token).
         k: drafts per step, ``>= 1``.
+        target_options: the target's sampling options (default: temperature 1, no filter).
+        draft_options: the draft's (default: the target's).
         steps: consecutive steps (the second reads the caches the first rolled back); the law
             is then that of the concatenated blocks. The product partition multiplies the
             steps' cuts: two steps are practical for V = 2, k = 1 (seconds); larger scenarios
@@ -140,7 +147,9 @@ def step_block_law(
     if not prefix:
         raise ValueError("prefix must hold at least one token (the step's prompt).")
     model = ToyLM(draft) if isinstance(draft, ToyModel) else draft
-    evaluate = _Step(target, model, tuple(prefix), k, steps, rule, stopping)
+    target_law_options = SamplingOptions() if target_options is None else target_options
+    options = (target_law_options, target_law_options if draft_options is None else draft_options)
+    evaluate = _Step(target, model, tuple(prefix), k, steps, rule, stopping, options)
     start: list[list[Fraction]] = [[] for _ in range(evaluate.dims)]
     status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
     counts = tuple(len(c) - 2 for c in cuts)

@@ -6,15 +6,18 @@ reads the draft row one position off with a full-support draft (so no ``q(x) = 0
 fire), is LOSSY with its exact distance.
 """
 
+from fractions import Fraction
+
 import pytest
 import torch
 from torch import Tensor
 
 import specdec
+from specdec import SamplingOptions
 from specdec.discover import Discovery, exact_verdict
 from specdec.exact import completion_law, target_law
 from specdec.models import MappedDraft, NGramDraft, ToyLM, VocabularyMap, make_toy_model
-from specdec.models.toy import make_toy_pair
+from specdec.models.toy import ToyModel, make_toy_pair
 from specdec.step_law import step_block_law
 from specdec.stopping import NEVER, StopBelow, StopPeakBelow, StoppingRule
 from specdec.testing import zoo
@@ -116,3 +119,29 @@ def test_the_ngram_draft_is_lossless_in_the_step(stopping: StoppingRule) -> None
     prefix = (1, 2, 1)
     found = step_block_law(PAIR.target, NGramDraft(3), prefix, 2, stopping=stopping)
     assert _completed_verdict(found, PAIR.target, prefix, 3)
+
+
+def _top_k_rows(row: tuple[Fraction, ...], top_k: int) -> tuple[Fraction, ...]:
+    """The rational top-k row (ties at the boundary kept, as ``warp_probs``)."""
+    kth = sorted(row, reverse=True)[top_k - 1]
+    kept = [value if value >= kth else Fraction(0) for value in row]
+    return tuple(value / sum(kept) for value in kept)
+
+
+def test_a_warped_step_follows_the_warped_target_exactly() -> None:
+    """Target top-k 2, draft at temperature 0.5 and top-k 1 (any draft law): the blocks follow
+    the target's rational top-2 rows; measured against the unwarped rows, the same law is far
+    off (the unwarped-target control)."""
+    warped = ToyModel.from_rows(
+        PAIR.target.vocab_size, PAIR.target.order, [_top_k_rows(r, 2) for r in PAIR.target.rows]
+    )
+    found = step_block_law(
+        PAIR.target,
+        PAIR.draft,
+        PREFIX,
+        2,
+        target_options=SamplingOptions(top_k=2),
+        draft_options=SamplingOptions(temperature=0.5, top_k=1),
+    )
+    assert _completed_verdict(found, warped, PREFIX, 3)
+    assert not _completed_verdict(found, PAIR.target, PREFIX, 3)
