@@ -44,7 +44,7 @@ from specdec.types import VerifyRule
 from specdec.verify import verify_tokens
 from specdec.warp import SamplingOptions
 
-__all__ = ["step_block_law"]
+__all__ = ["generation_law", "step_block_law"]
 
 
 class _Step(BatchEvaluator):
@@ -162,3 +162,87 @@ def step_block_law(
         emitted = tuple(token for block in blocks for token in block if token >= 0)
         law[emitted] = law.get(emitted, Fraction(0)) + prob
     return Discovery("exact", law, evidence, evaluate.evaluations, counts)
+
+
+class _Generation(BatchEvaluator):
+    """``generate_speculative`` from ``prefix``: grid indices ``[n, D]`` (the uniforms its
+    generator would give, ``D`` enough for the longest run) to the generated tokens ``[n, m]``;
+    the draws are fed by ``specdec.testing.capture.Supply``."""
+
+    def __init__(
+        self,
+        target: ToyModel,
+        draft: CausalLM,
+        prefix: tuple[int, ...],
+        k: int,
+        max_new_tokens: int,
+        rule: VerifyRule,
+    ) -> None:
+        self.models = (ToyLM(target), draft)
+        self.prefix = torch.tensor(prefix, dtype=torch.int64)
+        self.k, self.max_new_tokens, self.rule = k, max_new_tokens, rule
+        self.dims = max_new_tokens * (2 * k + 1)  # at most one step per token
+        self.width = max_new_tokens
+        self.evaluations = 0
+
+    def alone(self, indices: Tensor) -> Tensor:
+        """The generated tokens at ``indices``, one ``generate_speculative`` call on ``n`` rows."""
+        from specdec.generate import generate_speculative  # the loop under audit
+        from specdec.testing.capture import Supply
+
+        n = indices.shape[0]
+        self.evaluations += n
+        with Supply(indices.to(torch.float64) / GRID, rows=n):
+            out = generate_speculative(
+                *self.models,
+                self.prefix.expand(n, -1),
+                k=self.k,
+                max_new_tokens=self.max_new_tokens,
+                generator=torch.Generator(),
+                rule=self.rule,
+            )
+        return out.tokens
+
+
+def generation_law(
+    target: ToyModel,
+    draft: ToyModel | CausalLM,
+    prefix: tuple[int, ...],
+    *,
+    k: int,
+    max_new_tokens: int,
+    rule: VerifyRule = verify_tokens,
+    probes: int = 4,
+    seed: int = 0,
+) -> Discovery:
+    """The exact law of the tokens ``generate_speculative`` returns, the loop itself included
+    (budget, the last step's shorter blocks, rollback between steps), on toy models.
+
+    Its generator's uniforms are fed from the grid (``specdec.testing.capture``), enough for one
+    step per token. The tokens alone are interval-decided when ``V = 2`` (a line's outputs then
+    split it into at most two runs per decision); with more tokens use ``step_block_law``.
+
+    Returns:
+        A ``Discovery`` over the generated sequences (``max_new_tokens`` tokens each).
+
+    Raises:
+        ValueError: a vocabulary other than 2, bad ``k`` or budget, an empty prefix.
+    """
+    check_positive_int("k", k)
+    check_positive_int("max_new_tokens", max_new_tokens)
+    check_int("probes", probes, minimum=1)
+    if target.vocab_size != 2:
+        raise ValueError(
+            f"generation_law needs V = 2 (its tokens alone are interval-decided only there), "
+            f"got V = {target.vocab_size}; use step_block_law for larger vocabularies."
+        )
+    if not prefix:
+        raise ValueError("prefix must hold at least one token (the prompt).")
+    model = ToyLM(draft) if isinstance(draft, ToyModel) else draft
+    evaluate = _Generation(target, model, tuple(prefix), k, max_new_tokens, rule)
+    start: list[list[Fraction]] = [[] for _ in range(evaluate.dims)]
+    status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
+    counts = tuple(len(c) - 2 for c in cuts)
+    if outputs is None:
+        return Discovery(status, None, evidence, evaluate.evaluations, counts)
+    return Discovery("exact", box_volumes(cuts, outputs), evidence, evaluate.evaluations, counts)

@@ -1,4 +1,5 @@
-"""The exact law of a whole ``speculative_step`` (``specdec.step_law``, claim 14's engine).
+"""The exact law of a whole ``speculative_step`` and of ``generate_speculative`` itself
+(``specdec.step_law``, claim 14's engine).
 
 The library's step (drafting, one target pass, verification, both stopping rules) has exactly
 the target's completion law up to float64 rounding; its negative control, a step whose rule
@@ -18,7 +19,7 @@ from specdec.discover import Discovery, exact_verdict
 from specdec.exact import completion_law, target_law
 from specdec.models import MappedDraft, NGramDraft, ToyLM, VocabularyMap, make_toy_model
 from specdec.models.toy import ToyModel, make_toy_pair
-from specdec.step_law import step_block_law
+from specdec.step_law import generation_law, step_block_law
 from specdec.stopping import NEVER, StopBelow, StopPeakBelow, StoppingRule
 from specdec.testing import zoo
 from specdec.types import Verification
@@ -145,3 +146,37 @@ def test_a_warped_step_follows_the_warped_target_exactly() -> None:
     )
     assert _completed_verdict(found, warped, PREFIX, 3)
     assert not _completed_verdict(found, PAIR.target, PREFIX, 3)
+
+
+@pytest.mark.parametrize(
+    ("max_new_tokens", "rule", "lossless"),
+    [
+        (2, specdec.verify_tokens, True),
+        (2, zoo.rule("resample_from_target"), False),
+        (3, specdec.verify_tokens, True),
+    ],
+    ids=["2 tokens", "2 tokens, resample from p", "3 tokens"],
+)
+def test_the_generation_loop_itself_is_lossless_exactly(
+    max_new_tokens: int, rule: object, lossless: bool
+) -> None:
+    """``generate_speculative`` (V = 2, k = 1) with its generator's uniforms fed from the grid:
+    the returned tokens have exactly the target's law of ``max_new_tokens`` tokens, through the
+    budget's shorter last steps and the rollback between steps; the control is lossy."""
+    pair = make_toy_pair(2, seed=3, zero_rate=0.0, one_hot_rate=0.0)
+    found = generation_law(
+        pair.target,
+        pair.draft,
+        PREFIX,
+        k=1,
+        max_new_tokens=max_new_tokens,
+        rule=rule,  # type: ignore[arg-type]
+    )
+    assert found.status == "exact" and found.law is not None, found.evidence
+    verdict = exact_verdict(found.law, target_law(pair.target, PREFIX, max_new_tokens))
+    assert verdict.lossless == lossless, verdict.describe()
+
+
+def test_generation_law_needs_two_tokens() -> None:
+    with pytest.raises(ValueError, match="generation_law needs V = 2"):
+        generation_law(PAIR.target, PAIR.draft, PREFIX, k=1, max_new_tokens=2)
