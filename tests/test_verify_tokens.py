@@ -223,3 +223,14 @@ def test_batch_over_two_leading_dims_equals_rows(
         i, j = divmod(index, columns)
         assert torch.equal(result.tokens[i, j], alone.tokens)
         assert torch.equal(result.num_accepted[i, j], alone.num_accepted)
+
+
+def test_the_bonus_is_drawn_from_p_k_itself_even_at_a_cdf_boundary() -> None:
+    """All drafts accepted: the bonus is ``sample(p_k, u_k)`` bit for bit. A uniform row of 6
+    sums to 0.9999999999999999 in float64; renormalising it first (the residual with ``q = 0``)
+    moved ``u = 1/2`` across the boundary of token 2 (found by Hypothesis: 3 instead of 2)."""
+    target = torch.tensor([[1.0, 0, 0, 0, 0, 0], [1 / 6] * 6], dtype=torch.float64)
+    draft = torch.tensor([[1.0, 0, 0, 0, 0, 0]], dtype=torch.float64)
+    uniforms = torch.tensor([0.0, 0.5], dtype=torch.float64)
+    verdict = specdec.verify_tokens(torch.tensor([0]), draft, target, uniforms)
+    assert verdict.tokens.tolist() == [0, int(specdec.sample(target[1], uniforms[1]))] == [0, 2]

@@ -74,7 +74,8 @@ def verify_tokens(
     # Step 2: the row to draw from: residual norm(max(0, p_j - q_j)) if j < k, else p_k.
     target_row = row_at(target, num_accepted).to(torch.float64)  # [*b, V]
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)  # [*b, V]
-    draft_row = torch.where((num_accepted < k).unsqueeze(-1), draft_row, 0.0)  # q := 0 for bonus
-    final = inverse_cdf(residual(target_row, draft_row), noise[..., k].to(torch.float64))
+    rejected = (num_accepted < k).unsqueeze(-1)  # the bonus row is p_k itself, not renormalised
+    row = torch.where(rejected, residual(target_row, draft_row), target_row)
+    final = inverse_cdf(row, noise[..., k].to(torch.float64))
     # Step 3: emit the accepted drafts and the corrected-or-bonus token.
     return assemble(draft_ids, num_accepted, final)
