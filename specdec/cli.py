@@ -148,6 +148,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
     )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    prove = commands.add_parser(
+        "prove",
+        help="run every proof script of proofs/ and report each claim",
+        description="Run every check of proofs/claim_*.py (a checkout is needed). Exit 0 when "
+        "every claim holds, 1 on a counter-example, 2 without the proofs.",
+    )
+    prove.add_argument("claims", nargs="*", help="only scripts whose name contains these")
+    prove.add_argument("--json", action="store_true", help="a JSON report with a 'claims' list")
+    bench = commands.add_parser(
+        "bench",
+        help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate)",
+        description="Run benchmarks/NAME.py with the remaining arguments (e.g. --quick).",
+    )
+    bench.add_argument("name", nargs="?", default="bench_verify", help="default bench_verify")
+    bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -155,7 +170,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         print(run_demo(seed=args.seed))
         return 0
+    if args.command == "prove":
+        return _prove(args)
+    if args.command == "bench":
+        return _bench(args)
     return _audit(args)
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from specdec.prove import checkout_root, format_result, proofs_json, run_proofs
+
+    root = checkout_root()
+    if root is None:
+        print(
+            "specdec prove: no proofs/ beside the package (run it from a checkout).",
+            file=sys.stderr,
+        )
+        return 2
+    progress = None if args.json else (lambda result: print(format_result(result), flush=True))
+    results = run_proofs(root, only=args.claims, progress=progress)
+    if not results:
+        print(f"specdec prove: no proof script matches {args.claims}.", file=sys.stderr)
+        return 2
+    if args.json:
+        print(proofs_json(results))
+    else:
+        claims = len({r.claim for r in results})
+        failed = sum(not r.passed for r in results)
+        print(f"{claims} claims, {len(results)} case families, {failed} failed")
+    return 0 if all(r.passed for r in results) else 1
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from specdec.prove import checkout_root, run_benchmark
+
+    root = checkout_root()
+    if root is None:
+        print(
+            "specdec bench: no benchmarks/ beside the package (run it from a checkout).",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return run_benchmark(root, args.name, args.rest)
+    except ValueError as error:
+        print(f"specdec bench: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
