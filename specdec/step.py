@@ -200,23 +200,32 @@ def _draft(
     block (``d = max(lengths)`` drafts, possibly 0), the draft's context (it read the pending
     tokens and all drafts but the last; ``None`` when every length was 0 before drafting, so
     the draft was not called) and each row's block length."""
-    batch = lengths.shape[0]
-    tokens = torch.zeros(batch, 0, dtype=torch.int64)
-    rows = torch.zeros(batch, 0, model.vocab_size, dtype=torch.float64)
     if bool((lengths == 0).all()):
-        return DraftBlock(tokens, rows), None, lengths
+        return _empty_block(lengths.shape[0], model.vocab_size), None, lengths
     logits, context = extend(model, state.draft, state.draft_pending, logits_to_keep=1)
+    tokens: list[Tensor] = []  # x_1 .. x_{i+1}, each [b]
+    rows: list[Tensor] = []  # q_0 .. q_i as sampled, each [b, V] (stacked once, at the end)
     for i in range(uniforms.shape[1]):
         token, row = options.draw(logits[:, -1], uniforms[:, i])  # x_{i+1} ~ q_i, [b], [b, V]
-        tokens = torch.cat([tokens, token[:, None]], dim=1)  # [b, i+1]
-        rows = torch.cat([rows, row[:, None]], dim=1)  # [b, i+1, V]
-        ends = stopping.block_end(i, logits[:, -1], tokens)  # on q_i, unwarped; -1: go on
+        tokens.append(token)
+        rows.append(row)
+        drafted = torch.stack(tokens, dim=1)  # [b, i+1]
+        ends = stopping.block_end(i, logits[:, -1], drafted)  # on q_i, unwarped; -1: go on
         lengths = torch.where((ends >= 0) & (ends < lengths), ends, lengths)
         if bool((lengths <= i + 1).all()):
             break
         logits, context = extend(model, context, token[:, None])
     made = int(lengths.max())  # drafts past every row's block are dropped unread
-    return DraftBlock(tokens[:, :made], rows[:, :made]), context, lengths
+    if made == 0:
+        return _empty_block(lengths.shape[0], model.vocab_size), context, lengths
+    block = DraftBlock(torch.stack(tokens[:made], dim=1), torch.stack(rows[:made], dim=1))
+    return block, context, lengths
+
+
+def _empty_block(batch: int, vocab: int) -> DraftBlock:
+    """A block of no drafts: ``[b, 0]`` tokens and ``[b, 0, V]`` rows."""
+    tokens = torch.zeros(batch, 0, dtype=torch.int64)
+    return DraftBlock(tokens, torch.zeros(batch, 0, vocab, dtype=torch.float64))
 
 
 def _verify(
