@@ -45,8 +45,13 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
-from specdec._checks import check_int, check_positive_int, check_same_vocabulary
-from specdec._grid import GRID, BatchEvaluator, Status, box_volumes, explore, grid_index, strip
+from specdec._checks import (
+    check_emitted_blocks,
+    check_int,
+    check_positive_int,
+    check_same_vocabulary,
+)
+from specdec._grid import GRID, BatchEvaluator, Status, box_volumes, explore, grid_index
 from specdec.exact import BlockRows, Breakpoints, Law, draft_law, rejection_breakpoints
 from specdec.models.toy import ToyModel
 from specdec.types import VerifyRule
@@ -123,17 +128,6 @@ class _Rows(BatchEvaluator):
         return tokens.long()
 
 
-def _invalid_block(outputs: Tensor, vocab: int) -> str | None:
-    """Why some output row is not an emitted block (``1..k+1`` ids in ``[0, V)``, then ``-1``
-    padding), or ``None``."""
-    for row in outputs.tolist():
-        block = strip(torch.tensor(row))
-        padded = list(block) + [-1] * (len(row) - len(block))
-        if not block or padded != row or max(block) >= vocab:
-            return f"the rule returned {row}, which is not an emitted block of 1..{len(row)} ids"
-    return None
-
-
 def discover_rows_law(
     rule: VerifyRule,
     rows: BlockRows,
@@ -169,9 +163,14 @@ def discover_rows_law(
     counts = tuple(len(c) - 2 for c in cuts)
     if outputs is None:
         return Discovery(status, None, evidence, evaluate.evaluations, counts)
-    bad = _invalid_block(outputs.reshape(-1, outputs.shape[-1]), len(rows.target_rows[0]))
-    if bad is not None:
-        return Discovery("invalid-output", None, bad, evaluate.evaluations, counts)
+    corners = outputs.reshape(-1, outputs.shape[-1])
+    try:  # the audit's own check of emitted blocks
+        check_emitted_blocks(
+            corners, corners.shape[0], evaluate.width - 1, len(rows.target_rows[0])
+        )
+    except ValueError as error:
+        evidence = f"the rule's output is not an emitted block: {error}"
+        return Discovery("invalid-output", None, evidence, evaluate.evaluations, counts)
     law: Law = {}
     for output, prob in box_volumes(cuts, outputs).items():
         block = tuple(token for token in output if token >= 0)
