@@ -5,7 +5,7 @@ from specdec.noise import uniforms
 from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
-from specdec.verify import verify_exact_match, verify_greedy, verify_tokens
+from specdec.verify import verify_block, verify_exact_match, verify_greedy, verify_tokens
 from specdec.warp import SamplingOptions, warp_probs
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "residual_probs",
     "sample",
     "uniforms",
+    "verify_block",
     "verify_exact_match",
     "verify_greedy",
     "verify_tokens",

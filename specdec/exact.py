@@ -48,6 +48,8 @@ __all__ = [
     "Law",
     "accepted_length_law",
     "all_breakpoints",
+    "block_breakpoints",
+    "block_thresholds_exact",
     "block_law",
     "completion_law",
     "draft_law",
@@ -109,6 +111,37 @@ def rejection_breakpoints(rows: BlockRows) -> list[list[Fraction]]:
     for draft_row, target_row in zip(rows.draft_rows, rows.target_rows, strict=False):
         final += cdf_steps(residual_row(target_row, draft_row))
     return [*cuts, final]
+
+
+def block_thresholds_exact(rows: BlockRows) -> tuple[list[Fraction], list[Fraction]]:
+    """Block verification's exact prefix weights ``w_0 .. w_k`` and thresholds ``h_1 .. h_k``
+    (``specdec.verify_block``; ``proofs/theory.md`` claim 15)."""
+    weights = [Fraction(1)]
+    for token, draft_row, target_row in zip(
+        rows.draft_tokens, rows.draft_rows, rows.target_rows, strict=False
+    ):
+        weights.append(min(Fraction(1), weights[-1] * target_row[token] / draft_row[token]))
+    k = len(rows.draft_tokens)
+    thresholds = []
+    for i in range(1, k):
+        pairs = zip(rows.target_rows[i], rows.draft_rows[i], strict=True)
+        excess = sum((max(Fraction(0), weights[i] * p_x - q_x) for p_x, q_x in pairs), Fraction(0))
+        denominator = excess + 1 - weights[i]
+        thresholds.append(excess / denominator if denominator else Fraction(1))
+    return weights, [*thresholds, weights[k]]
+
+
+def block_breakpoints(rows: BlockRows) -> list[list[Fraction]]:
+    """Block verification: ``h_i`` on uniform ``i``, then every weighted residual's CDF
+    ``norm(max(0, w_i p_i - q_i))`` and ``p_k``'s on the last uniform."""
+    weights, thresholds = block_thresholds_exact(rows)
+    final: list[Fraction] = cdf_steps(rows.target_rows[-1])
+    for weight, draft_row, target_row in zip(
+        weights, rows.draft_rows, rows.target_rows, strict=False
+    ):
+        weighted = residual_row(tuple(weight * p_x for p_x in target_row), draft_row)
+        final += cdf_steps(weighted if sum(weighted) == 1 else target_row)  # mass 0: p
+    return [*([h] for h in thresholds), final]
 
 
 def inverse_cdf_breakpoints(rows: BlockRows) -> list[list[Fraction]]:
