@@ -16,6 +16,7 @@ import specdec
 from specdec.exact import (
     BlockRows,
     Breakpoints,
+    block_breakpoints,
     block_law,
     cdf_steps,
     completion_law,
@@ -23,6 +24,7 @@ from specdec.exact import (
     rejection_breakpoints,
     residual_row,
     target_law,
+    union_breakpoints,
 )
 from specdec.models.toy import ToyModel, ToyPair, make_toy_pair
 from specdec.noise import uniforms
@@ -249,6 +251,7 @@ NEAR = make_toy_pair(
     closeness=Fraction(15, 16),
 )  # fmt: skip
 DISJOINT = make_toy_pair(3, seed=13, zero_rate=0.6, one_hot_rate=0.0, denominator=12)
+BLOCK = make_toy_pair(3, seed=7, closeness=Fraction(0))  # the audit's block-v3-k2 scenario
 Case = tuple[ToyPair, list[int], int, Breakpoints]
 DEFAULT: Case = (NEAR, [2], 1, lambda rows: zoo_breakpoints(rows, grid=False))
 CASES: dict[str, Case] = {
@@ -256,6 +259,16 @@ CASES: dict[str, Case] = {
     "accept_zero_prob_8bit": (DISJOINT, [0], 1, lambda rows: zoo_breakpoints(rows, grid=True)),
     "count_all_acceptances": (GENERAL, [2], 2, rejection_breakpoints),
     "residual_by_softmax": (NEAR, [2], 1, MUTANT_BREAKPOINTS["residual_by_softmax"]),
+    # block verification's bugs show only with k >= 2 (and the unweighted residual with V >= 3)
+    **{
+        name: (BLOCK, [2], 2, union_breakpoints(block_breakpoints, rejection_breakpoints))
+        for name in (
+            "block_verifier",
+            "block_unweighted_residual",
+            "block_first_failure",
+            "token_acceptance_block_residual",
+        )
+    },
 }
 
 

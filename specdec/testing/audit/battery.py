@@ -5,7 +5,7 @@ step audits, the sampling options. They are fixed (seeded) so an audit is reprod
 
 Example:
     >>> [len(verifier_scenarios()), len(step_scenarios())]
-    [7, 4]
+    [8, 4]
 """
 
 from dataclasses import dataclass
@@ -121,6 +121,13 @@ def verifier_scenarios() -> list[Scenario]:
             "near-one-hot rows (and one-hot ones)",
             make_toy_pair(5, seed=136, one_hot_rate=0.5, closeness=Fraction(1, 4)),
             (1,),
+            2,
+        ),
+        Scenario(
+            "block-v3-k2",
+            "independent draft rows, V = 3: block verification's weighted residual matters",
+            make_toy_pair(3, seed=7, closeness=Fraction(0)),
+            (2,),
             2,
         ),
     ]

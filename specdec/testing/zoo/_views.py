@@ -5,6 +5,7 @@ Importing this module imports every family module, which fills ``ZOO``.
 
 from specdec.testing.zoo import (  # noqa: F401  (imported to register their entries)
     _acceptance,
+    _block,
     _contrasts,
     _draft_law,
     _randomness,
