@@ -43,6 +43,7 @@ from specdec.types import Verification, is_greedy_when_one_hot
 from specdec.verify import (
     exact_match_rule,
     greedy_rule,
+    verify_block,
     verify_exact_match,
     verify_greedy,
     verify_tokens,
@@ -58,8 +59,9 @@ PROMPT = torch.randint(0, 6, (200, 2), generator=torch.Generator().manual_seed(4
 GEN_PAIR = make_toy_pair(5, seed=4, closeness=Fraction(1, 2))
 GEN_TARGET, GEN_DRAFT = ToyLM(GEN_PAIR.target), ToyLM(GEN_PAIR.draft)
 GEN_PROMPT = torch.tensor([[1, 2, 3], [0, 4, 4], [2, 2, 1]])
-# The library rules marked greedy_when_one_hot: the temperature-0 shortcut applies to them.
-MARKED_RULES = (verify_tokens, exact_match_rule, greedy_rule)
+# The library rules marked greedy_when_one_hot: the temperature-0 shortcut applies to them
+# (claim 6; verify_block: claim 15).
+MARKED_RULES = (verify_tokens, exact_match_rule, greedy_rule, verify_block)
 
 
 def _step(
@@ -397,7 +399,8 @@ def test_library_rules_against_a_one_hot_target_are_greedy_on_the_logits(
 
 
 def test_the_shortcut_covers_exactly_the_library_rules() -> None:
-    """The mark is on the three rules claim 6 covers, and on no other library function."""
+    """The mark is on the three rules claim 6 covers and on ``verify_block`` (claim 15), and on
+    no other library function."""
     assert all(is_greedy_when_one_hot(rule) for rule in MARKED_RULES)
     unmarked = (
         verify_exact_match,
