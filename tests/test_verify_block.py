@@ -109,7 +109,9 @@ def test_equal_rows_keep_every_draft_whatever_the_uniforms() -> None:
     """p = q: w = 1 and Z = 0 at every position, the 0/0 threshold is 1; tau = k always."""
     rows = torch.tensor([[0.25, 0.75]] * 4, dtype=torch.float64)
     for eta in (0.0, 0.5, 1 - 2**-53):
-        result = specdec.verify_block(torch.tensor([1, 0, 1]), rows[:3], rows, f64(eta, eta, eta, 0))
+        result = specdec.verify_block(
+            torch.tensor([1, 0, 1]), rows[:3], rows, f64(eta, eta, eta, 0)
+        )
         assert result.tokens.tolist() == [1, 0, 1, 0]
 
 
@@ -120,9 +122,7 @@ def test_a_draft_with_zero_draft_probability_raises() -> None:
 
 def test_k_zero_and_bad_shapes_are_refused() -> None:
     with pytest.raises(ValueError):
-        specdec.verify_block(
-            torch.zeros(0, dtype=torch.long), BINARY_Q[:0], BINARY_P[:1], f64(0.5)
-        )
+        specdec.verify_block(torch.zeros(0, dtype=torch.long), BINARY_Q[:0], BINARY_P[:1], f64(0.5))
     with pytest.raises(ValueError):
         specdec.verify_block(torch.tensor([0, 1]), BINARY_Q, BINARY_P[:2], f64(0.1, 0.1))
     with pytest.raises(TypeError):
@@ -273,7 +273,9 @@ def test_the_papers_binary_example_exactly() -> None:
     block; one more per step counting the corrected or bonus token (19/9 and 20/9)."""
     target = _constant((Fraction(1, 3), Fraction(2, 3)))
     draft = _constant((Fraction(2, 3), Fraction(1, 3)))
-    tokens = block_law(specdec.verify_tokens, target, draft, [], 2, breakpoints=rejection_breakpoints)
+    tokens = block_law(
+        specdec.verify_tokens, target, draft, [], 2, breakpoints=rejection_breakpoints
+    )
     block = block_law(specdec.verify_block, target, draft, [], 2, breakpoints=block_breakpoints)
     assert _mean_accepted(tokens) == Fraction(10, 9)
     assert _mean_accepted(block) == Fraction(11, 9)
