@@ -21,6 +21,7 @@ RULE_CLAIMS = {
     "greedy_rule": ((6,), ("claim_06_greedy.py",)),
     "verify_exact_match": ((7,), ("claim_07_exact_match.py",)),
     "exact_match_rule": ((7,), ("claim_07_exact_match.py",)),
+    "verify_block": ((15,), ("claim_15_block_verification.py",)),
 }
 THEORY = ROOT / "proofs" / "theory.md"
 
