@@ -1,11 +1,13 @@
-"""Benchmark ``specdec.verify_tokens`` on the CPU: throughput and cost relative to a copy.
+"""Benchmark ``specdec.verify_tokens`` (and ``verify_block``) on the CPU: throughput and cost.
 
-Two measurements, taken side by side in one run (timings are reported, never asserted):
+Three measurements, taken side by side in one run (timings are reported, never asserted):
 
 * (a) many small rows (``k = 4, V = 16, N = 10**6``): rows per second. Goal: ``>= 1e6``.
 * (b) few large rows (``k = 4, V = 32768, N = 256``): the median time of ``verify_tokens``
   divided by the median time of cloning its four inputs once, for float64 and float32 rows.
   Goal: ``<= 2`` (verifying should cost about as much as reading and writing the inputs twice).
+* (c) block verification on (a)'s inputs: the median time of ``verify_block`` divided by the
+  median time of ``verify_tokens``, the two timed alternately. Goal: ``<= 2``.
 
 Inputs are valid by construction: probability rows are the softmax of float64 logits drawn from an
 explicit ``torch.Generator``; drafts are sampled from ``draft_probs`` with ``specdec.sample`` (so
@@ -58,6 +60,7 @@ WARMUP, REPEATS = 2, 7
 QUICK_WARMUP, QUICK_REPEATS = 1, 3
 GOAL_ROWS_PER_SECOND = 1e6  # (a)
 GOAL_CLONE_RATIO = 2.0  # (b)
+GOAL_BLOCK_RATIO = 2.0  # (c)
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bench_verify.json"
 Block = tuple[Tensor, Tensor, Tensor, Tensor]  # draft_tokens, draft_probs, target_probs, uniforms
 PAGE_MIB = (resource.getpagesize() if resource else 0) / 2**20
@@ -136,9 +139,8 @@ def verify_vs_clone(block: Block, sizes: Sizes) -> dict[str, float]:
     }
 
 
-def throughput_case(sizes: Sizes, generator: torch.Generator) -> dict[str, Any]:
+def throughput_case(block: Block, sizes: Sizes) -> dict[str, Any]:
     """(a) many small rows: rows per second."""
-    block = make_block(sizes.small_rows, SMALL_VOCAB, generator)
     timing = verify_vs_clone(block, sizes)
     rows_per_second = sizes.small_rows / timing["verify_s"]
     return {
@@ -150,6 +152,40 @@ def throughput_case(sizes: Sizes, generator: torch.Generator) -> dict[str, Any]:
         "rows_per_second": rows_per_second,
         "goal": f"rows/s >= {GOAL_ROWS_PER_SECOND:g}",
         "goal_met": rows_per_second >= GOAL_ROWS_PER_SECOND,
+    }
+
+
+def block_case(block: Block, sizes: Sizes) -> dict[str, Any]:
+    """(c) ``verify_block`` on (a)'s rows: its time over ``verify_tokens``' (timed alternately),
+    and over cloning the inputs."""
+    for _ in range(sizes.warmup):
+        specdec.verify_block(*block)
+        specdec.verify_tokens(*block)
+        clone_all(block)
+    block_runs, tokens_runs, clone_runs = [], [], []
+    for _ in range(sizes.repeats):
+        block_runs.append(timed_fresh(lambda: specdec.verify_block(*block)))
+        tokens_runs.append(timed_fresh(lambda: specdec.verify_tokens(*block)))
+        clone_runs.append(timed_fresh(lambda: clone_all(block)))
+    block_s = statistics.median(seconds for seconds, _ in block_runs)
+    tokens_s = statistics.median(seconds for seconds, _ in tokens_runs)
+    clone_s = statistics.median(seconds for seconds, _ in clone_runs)
+    ratio = block_s / tokens_s
+    return {
+        "case": "c_block",
+        "dtype": "float64",
+        "rows": sizes.small_rows,
+        "vocab": SMALL_VOCAB,
+        "verify_s": block_s,
+        "tokens_s": tokens_s,
+        "clone_s": clone_s,
+        "clone_ratio": block_s / clone_s,
+        "block_over_tokens": ratio,
+        "verify_fresh_mib": statistics.median(mib for _, mib in block_runs),
+        "clone_fresh_mib": statistics.median(mib for _, mib in clone_runs),
+        "rows_per_second": sizes.small_rows / block_s,
+        "goal": f"verify_block / verify_tokens = {ratio:.2f} <= {GOAL_BLOCK_RATIO:g}",
+        "goal_met": ratio <= GOAL_BLOCK_RATIO,
     }
 
 
@@ -218,8 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_average_before": load_average(),
         "cases": [],
     }
-    results["cases"].append(throughput_case(sizes, generator))
+    small = make_block(sizes.small_rows, SMALL_VOCAB, generator)
+    results["cases"].append(throughput_case(small, sizes))
+    block_result = block_case(small, sizes)
+    del small
     results["cases"].extend(clone_ratio_cases(sizes, generator))
+    results["cases"].append(block_result)
     results["load_average_after"] = load_average()
     print_table(results, sizes)
     write_json(args.out, results)

@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_verify.py"
-CASES = [("a_throughput", "float64"), ("b_clone_ratio", "float64"), ("b_clone_ratio", "float32")]
+CASES = [
+    ("a_throughput", "float64"),
+    ("b_clone_ratio", "float64"),
+    ("b_clone_ratio", "float32"),
+    ("c_block", "float64"),
+]
 
 
 def test_bench_verify_quick_runs_and_prints_table(tmp_path: Path) -> None:

@@ -32,8 +32,11 @@ def block_thresholds(weights: Tensor, draft: Tensor, target: Tensor) -> Tensor:
     ``h_i = Z_i / (Z_i + 1 - w_i)`` for ``i < k`` (1 where that is ``0 / 0``), ``h_k = w_k``."""
     k = draft.shape[-2]
     middle = weights[..., 1:k]  # w_1 .. w_{k-1}, [*b, k-1]
-    scaled = middle.unsqueeze(-1) * target[..., 1:k, :].to(torch.float64)  # w_i p, [*b, k-1, V]
-    excess = scaled.sub_(draft[..., 1:k, :].to(torch.float64)).clamp_(min=0.0).sum(dim=-1)  # Z_i
+    target_rows = target[..., 1:k, :].to(torch.float64)  # p after x_1 .. x_i, [*b, k-1, V]
+    shortfall = torch.addcmul(
+        draft[..., 1:k, :].to(torch.float64), middle.unsqueeze(-1), target_rows, value=-1.0
+    )  # q - w_i p, one pass
+    excess = shortfall.clamp_(max=0.0).sum(dim=-1).neg_()  # Z_i = sum_x max(0, w_i p - q)
     denominator = excess + (1.0 - middle)  # = sum_x max(0, q - w_i p) >= 0
     ratio = excess / torch.where(denominator > 0, denominator, 1.0)
     return torch.cat([torch.where(denominator > 0, ratio, 1.0), weights[..., k:]], dim=-1)
