@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specdec
+import specdec.verify.block as block_module
 from specdec._kernels import residual
 from specdec.discover import ROUNDING_BOUND, discover_block_law, exact_verdict
 from specdec.exact import (
@@ -382,3 +383,17 @@ def test_greedy_speculative_with_verify_block_equals_greedy_autoregressive(arch:
         assert torch.equal(fast.tokens, reference.tokens)
         live = fast.accepted[fast.accepted >= 0]
         assert bool((live < 4).any()) and bool((live > 0).any()), "both paths exercised"
+
+
+def test_chunked_thresholds_equal_one_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Z_i`` is computed a chunk of rows at a time; chunks of 2 rows give the same bits."""
+    generator = torch.Generator().manual_seed(3)
+    draft = torch.softmax(torch.randn(9, 3, 5, generator=generator, dtype=torch.float64), -1)
+    target = torch.softmax(torch.randn(9, 4, 5, generator=generator, dtype=torch.float64), -1)
+    drafts = specdec.sample(draft, specdec.uniforms(generator, (9, 3)))
+    noise = specdec.uniforms(generator, (9, 4))
+    whole = specdec.verify_block(drafts, draft, target, noise)
+    monkeypatch.setattr(block_module, "CHUNK_ELEMENTS", 2 * 2 * 5)  # 2 rows of k - 1 = 2 rows
+    chunked = specdec.verify_block(drafts, draft, target, noise)
+    assert torch.equal(whole.tokens, chunked.tokens)
+    assert bool((whole.num_accepted < 3).any()) and bool((whole.num_accepted > 0).any())

@@ -8,7 +8,7 @@ from specdec._checks import check_draft_block
 from specdec._kernels import assemble, inverse_cdf, residual, row_at
 from specdec.types import Verification, greedy_when_one_hot
 
-__all__ = ["block_thresholds", "block_weights", "last_success", "verify_block"]
+__all__ = ["CHUNK_ELEMENTS", "block_thresholds", "block_weights", "last_success", "verify_block"]
 
 
 def block_weights(target_at_draft: Tensor, draft_at_draft: Tensor) -> Tensor:
@@ -26,17 +26,35 @@ def block_weights(target_at_draft: Tensor, draft_at_draft: Tensor) -> Tensor:
     return torch.stack(weights, dim=-1)
 
 
+CHUNK_ELEMENTS = 2**21
+"""Rows of ``Z_i``'s ``[rows, k-1, V]`` float64 work are taken this many elements at a time
+(16 MiB): below glibc's 32 MiB ``mmap`` threshold, so each chunk reuses the last one's heap
+memory instead of faulting in fresh pages (``benchmarks/README.md``, ``bench_verify.py``)."""
+
+
 def block_thresholds(weights: Tensor, draft: Tensor, target: Tensor) -> Tensor:
     """Unchecked thresholds ``h_1 .. h_k`` ``[*b, k]`` (float64) from the weights ``[*b, k+1]``
     and the rows ``draft [*b, k, V]``, ``target [*b, k+1, V]`` (any float dtype):
     ``h_i = Z_i / (Z_i + 1 - w_i)`` for ``i < k`` (1 where that is ``0 / 0``), ``h_k = w_k``."""
-    k = draft.shape[-2]
+    k, vocab = draft.shape[-2], draft.shape[-1]
+    if k == 1:
+        return weights[..., 1:]  # h_1 = w_1
     middle = weights[..., 1:k]  # w_1 .. w_{k-1}, [*b, k-1]
-    target_rows = target[..., 1:k, :].to(torch.float64)  # p after x_1 .. x_i, [*b, k-1, V]
-    shortfall = torch.addcmul(
-        draft[..., 1:k, :].to(torch.float64), middle.unsqueeze(-1), target_rows, value=-1.0
-    )  # q - w_i p, one pass
-    excess = shortfall.clamp_(max=0.0).sum(dim=-1).neg_()  # Z_i = sum_x max(0, w_i p - q)
+    flat_weights = middle.reshape(-1, k - 1, 1)
+    flat_draft = draft[..., 1:k, :].reshape(-1, k - 1, vocab)  # q after x_1 .. x_i
+    flat_target = target[..., 1:k, :].reshape(-1, k - 1, vocab)  # p after x_1 .. x_i
+    excess = torch.empty(flat_weights.shape[0], k - 1, dtype=torch.float64, device=draft.device)
+    step = max(1, CHUNK_ELEMENTS // ((k - 1) * vocab))
+    for start in range(0, excess.shape[0], step):
+        rows = slice(start, start + step)
+        shortfall = torch.addcmul(  # q - w_i p, one pass
+            flat_draft[rows].to(torch.float64),
+            flat_weights[rows],
+            flat_target[rows].to(torch.float64),
+            value=-1.0,
+        )
+        excess[rows] = shortfall.clamp_(max=0.0).sum(dim=-1).neg_()  # sum_x max(0, w_i p - q)
+    excess = excess.reshape(middle.shape)  # Z_i, [*b, k-1]
     denominator = excess + (1.0 - middle)  # = sum_x max(0, q - w_i p) >= 0
     ratio = excess / torch.where(denominator > 0, denominator, 1.0)
     return torch.cat([torch.where(denominator > 0, ratio, 1.0), weights[..., k:]], dim=-1)
@@ -149,8 +167,9 @@ def verify_block(
     # Step 3: the row to draw from: norm(max(0, w_tau p - q)) if tau < k, else p_{k+1}.
     target_row = row_at(target, num_accepted).to(torch.float64)  # [*b, V]
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)  # [*b, V]
-    weight = weights.gather(-1, num_accepted.unsqueeze(-1))  # w_tau > 0 whenever tau is kept
     rejected = (num_accepted < k).unsqueeze(-1)  # the bonus row is p_{k+1} itself
-    row = torch.where(rejected, residual(weight * target_row, draft_row), target_row)
+    weight = weights.gather(-1, num_accepted.unsqueeze(-1))  # w_tau > 0 whenever tau is kept
+    target_row = target_row.mul_(torch.where(rejected, weight, 1.0))  # w_tau p, or p_{k+1}
+    row = torch.where(rejected, residual(target_row, draft_row), target_row)
     final = inverse_cdf(row, noise[..., k])
     return assemble(draft_ids, num_accepted, final)
