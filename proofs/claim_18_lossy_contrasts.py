@@ -10,7 +10,8 @@ and otherwise emits a token from a row ``r``; one token's law is ``q a + (1 - Σ
   kernel's law on every grid pair, with the closed-form distances of theory.md;
 * checks the stated toy pair's exact distances;
 * checks lenience's distance against ``l``: ``0`` at ``l = 1`` (the law of ``verify_tokens``),
-  between ``(1/l - 1) p(B)`` and ``TV(p, q)``, and non-increasing in ``l`` on the grid;
+  between ``(1/l - 1) p(B)`` and ``TV(p, q)``, and non-increasing in ``l`` on the grid, and that
+  no token gets more than ``p(x)/l``;
 * runs the exact engine (``specdec.discover.discover_block_law``, the rule's own decisions on the
   ``2^-53`` grid) on 40 seeded context-dependent toy pairs per rule (V = 2-4, k = 1-3): the
   engine's block law is within float64 rounding of the kernel recursion's, and the completed
@@ -300,7 +301,8 @@ def check_stated_pair() -> int:
 def check_lenience_distance_in_l() -> int:
     """Lenience: TV = 0 at l = 1 (verify_tokens), (1/l - 1) p(B) <= TV <= TV(p, q), non-increasing.
 
-    The closed form of the distance is checked against the kernel's law at every ``l = j/8``.
+    At every ``l = j/8``: the closed form of the distance against the kernel's law, and no token
+    above ``p(x)/l`` (the guarantee of Leviathan et al., App. A.5).
     """
     pairs = grid_pairs(GRID)
     grid = [Fraction(j, 8) for j in range(1, 9)]
@@ -309,7 +311,9 @@ def check_lenience_distance_in_l() -> int:
         distances = []
         for lenience in grid:
             distance = lenient_distance(p, q, lenience)
-            assert distance == total_variation(single_law(lenient_kernel(lenience), p, q), p)
+            law = single_law(lenient_kernel(lenience), p, q)
+            assert distance == total_variation(law, p)
+            assert all(P_x <= p_x / lenience for P_x, p_x in zip(law, p, strict=True)), (p, q)
             below = sum((p_x for p_x, q_x in zip(p, q, strict=True) if p_x < lenience * q_x), ZERO)
             assert (1 / lenience - 1) * below <= distance <= total_variation(p, q), (p, q, lenience)
             distances.append(distance)
