@@ -127,7 +127,7 @@ def typical_acceptance_rule(
 
     References:
         Cai et al. 2024, *Medusa: Simple LLM Inference Acceleration Framework with Multiple
-        Decoding Heads*, Sec. 3.3.1 (typical acceptance); ``proofs/theory.md`` claim 18.
+        Decoding Heads*, arXiv 2401.10774, "typical acceptance"; ``proofs/theory.md`` claim 18.
     """
     hard = check_unit_interval("epsilon", check_finite("epsilon", epsilon))
     scale = _positive("delta", delta)
@@ -306,8 +306,8 @@ def probability_threshold_rule(
         tensor([ 0, -1])
 
     References:
-        A fixed-threshold special case of Cai et al. 2024, Sec. 3.3.1; ``proofs/theory.md``
-        claim 18.
+        A fixed-threshold special case of Cai et al. 2024 (Medusa's typical acceptance);
+        ``proofs/theory.md`` claim 18.
     """
     cut = check_unit_interval("threshold", check_finite("threshold", threshold))
     draft_ids, _, target, noise = check_draft_block(

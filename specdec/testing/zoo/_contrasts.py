@@ -64,7 +64,7 @@ def typical_acceptance(
     ``ε = 0.09``, ``δ = 0.3`` (Medusa's ``posterior_threshold`` and ``posterior_alpha``;
     ``specdec.verify.lossy.typical_acceptance_rule``); ``q`` is ignored; after a rejection the
     token is sampled from ``p_j``, the bonus from ``p_k``. Shows up as too many accepted drafts
-    whenever the draft proposes plausible-but-unlikely tokens (Cai et al. 2024, Sec. 3.3.1).
+    whenever the draft proposes plausible-but-unlikely tokens (Cai et al. 2024, Medusa).
     """
     return typical_acceptance_rule(
         draft_tokens, draft_probs, target_probs, uniforms, epsilon=MEDUSA_EPSILON,
