@@ -7,6 +7,7 @@ random blocks, and the exact audit's verdict (LOSSY for each contrast, LOSSLESS 
 """
 
 import math
+from fractions import Fraction
 from functools import partial
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specdec
+from specdec.models import ToyLM, make_toy_pair
 from specdec.testing.audit import audit_exact, search_scenarios
 from specdec.testing.strategies import VerifyInputs, verify_inputs
 from specdec.types import VerifyRule
@@ -193,6 +195,27 @@ def test_a_batch_is_its_rows(inputs: VerifyInputs, name: str) -> None:
     for row, noise in enumerate((inputs.uniforms, flipped)):
         alone = RULES[name](*rows, noise)
         assert torch.equal(together.tokens[row], alone.tokens)
+
+
+# In the loop --------------------------------------------------------------------------------------
+
+
+def test_each_contrast_runs_in_generate_speculative_and_lenience_one_is_the_default() -> None:
+    pair = make_toy_pair(5, seed=4, closeness=Fraction(1, 2))
+    target, draft = ToyLM(pair.target), ToyLM(pair.draft)
+    prompt = torch.tensor([[1, 2, 3], [0, 4, 4]])
+
+    def run(rule: VerifyRule) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(18)
+        out = specdec.generate_speculative(
+            target, draft, prompt, k=3, max_new_tokens=9, generator=generator, rule=rule
+        )
+        return out.tokens
+
+    for name, rule in RULES.items():
+        tokens = run(rule)
+        assert tokens.shape == (2, 9) and bool(((tokens >= 0) & (tokens < 5)).all()), name
+    assert torch.equal(run(partial(lenient_rule, lenience=1.0)), run(specdec.verify_tokens))
 
 
 # The exact audit ---------------------------------------------------------------------------------
