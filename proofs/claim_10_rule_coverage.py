@@ -2,7 +2,8 @@
 ``proofs/theory.md`` and a proof script here. A rule that lands later (block verification,
 multi-draft, trees) fails this check until its claim, its proof and this table are added.
 
-Checked: the names exported by ``specdec.verify`` and the ``verify_*`` names of ``specdec`` are
+Checked: the names exported by ``specdec.verify``, the ``verify_*`` names of ``specdec`` and the
+``*_rule`` names of ``specdec.verify.lossy`` (the lossy contrasts, claim 18) are
 exactly the keys of ``RULE_CLAIMS``; each claim is a heading of ``theory.md`` that names the rule,
 and its proof script exists. See ``proofs/theory.md``, claim 10.
 """
@@ -13,6 +14,7 @@ from _common import ROOT, run_checks
 
 import specdec
 import specdec.verify
+import specdec.verify.lossy
 
 # rule name -> (claim numbers, proof scripts)
 RULE_CLAIMS = {
@@ -22,6 +24,11 @@ RULE_CLAIMS = {
     "verify_exact_match": ((7,), ("claim_07_exact_match.py",)),
     "exact_match_rule": ((7,), ("claim_07_exact_match.py",)),
     "verify_block": ((15,), ("claim_15_block_verification.py",)),
+    # the lossy contrasts (specdec.verify.lossy, not re-exported by specdec.verify)
+    "typical_acceptance_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
+    "lenient_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
+    "ratio_threshold_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
+    "probability_threshold_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
 }
 THEORY = ROOT / "proofs" / "theory.md"
 
@@ -36,6 +43,7 @@ def claim_sections() -> dict[int, str]:
 def check_every_rule_has_a_claim() -> int:
     """Every exported verification rule is mapped to a claim of theory.md and a proof script."""
     exported = set(specdec.verify.__all__) | {n for n in specdec.__all__ if n.startswith("verify")}
+    exported |= {n for n in specdec.verify.lossy.__all__ if n.endswith("_rule")}
     assert exported == set(RULE_CLAIMS), (
         f"rules without a claim: {sorted(exported - set(RULE_CLAIMS))}; "
         f"claims for rules that are gone: {sorted(set(RULE_CLAIMS) - exported)}"

@@ -10,16 +10,54 @@ below sampling, so the statistical audit passes it, and the exact audit finds it
 audited by ``specdec.step_law`` on the library's own step, not through this registry.
 
 Battery: the verifier battery without its slowest scenario (near-equal, V = 5, k = 3: about 5 s
-a rule; the V = 10 near-equal scenario stays, so the small-mass guards are exercised).
+a rule; the V = 10 near-equal scenario stays, so the small-mass guards are exercised). The same
+audit recomputes every entry's ``exact_tv`` (``specdec.testing.zoo._exact_tv``), which must
+match to its 4 significant digits; ``python -m tests.test_zoo_exact`` prints that table afresh.
 """
+
+from fractions import Fraction
 
 import pytest
 
-from specdec.testing.audit import audit_exact, verifier_scenarios
-from specdec.testing.zoo import ZOO, Entry
+from specdec.discover import ROUNDING_BOUND
+from specdec.testing.audit import ExactAuditReport, audit_exact, verifier_scenarios
+from specdec.testing.zoo import ZOO, Entry, ExactTV
+from specdec.testing.zoo._exact_tv import SCENARIOS
 
 BATTERY = [s for s in verifier_scenarios() if s.name != "near-equal-v5-k3"]
 VERIFIERS = [entry for entry in ZOO.values() if entry.level == "verifier"]
+
+
+def stated_distance(total_variation: Fraction) -> float:
+    """A measured exact TV as the registry states it: 4 significant digits, 0.0 within rounding."""
+    return 0.0 if total_variation <= ROUNDING_BOUND else float(f"{float(total_variation):.4g}")
+
+
+def measured_battery_tv(report: ExactAuditReport) -> tuple[ExactTV, ...]:
+    """The ``exact_tv`` an exact audit on ``BATTERY`` gives (every scenario must have a law)."""
+    stated = []
+    for scenario in report.scenarios:
+        assert scenario.total_variation is not None, (scenario.name, scenario.evidence)
+        distance = stated_distance(scenario.total_variation)
+        stated.append(ExactTV(f"verifier battery: {scenario.name}", distance))
+    return tuple(stated)
+
+
+def test_the_battery_is_the_one_the_exact_tv_table_was_measured_on() -> None:
+    assert tuple(s.name for s in BATTERY) == SCENARIOS
+
+
+def test_every_rule_entry_states_its_battery_distances_consistently() -> None:
+    for entry in VERIFIERS:
+        if entry.rule is None:
+            assert entry.exact_tv == (), entry.name
+            continue
+        cases = [tv.case for tv in entry.exact_tv]
+        assert cases == [f"verifier battery: {name}" for name in SCENARIOS], entry.name
+        positive = any(tv.distance > 0 for tv in entry.exact_tv)
+        # a lossless entry is at rounding distance everywhere; a lossy one shows somewhere
+        # (accept_le_full_precision: lossless for sampling, its deviation is 2^-53 per draft)
+        assert positive == entry.lossy, entry.name
 
 
 @pytest.mark.slow
@@ -30,6 +68,7 @@ def test_every_verifier_entry_gets_its_exact_verdict(entry: Entry) -> None:
         assert report.verdict == "cannot decide" and report.exit_code == 2
         return
     report = audit_exact(entry.rule, scenarios=BATTERY)
+    assert measured_battery_tv(report) == entry.exact_tv, entry.name
     if entry.exact_lossy:
         worst = report.worst()
         assert report.verdict == "lossy", report.format()
@@ -43,3 +82,12 @@ def test_every_verifier_entry_gets_its_exact_verdict(entry: Entry) -> None:
 def test_the_registry_marks_the_entry_only_the_exact_audit_can_catch() -> None:
     differ = [entry.name for entry in ZOO.values() if entry.exact_lossy != entry.lossy]
     assert differ == ["accept_le_full_precision"]
+
+
+if __name__ == "__main__":  # print the exact_tv table afresh (about 3 minutes on one core)
+    print("TABLE: dict[str, tuple[float, ...]] = {")
+    for entry in VERIFIERS:
+        if entry.rule is not None:
+            row = measured_battery_tv(audit_exact(entry.rule, scenarios=BATTERY))
+            print(f'    "{entry.name}": ({", ".join(repr(tv.distance) for tv in row)}),')
+    print("}")

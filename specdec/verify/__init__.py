@@ -1,4 +1,8 @@
-"""Single-chain verification rules; each returns a ``Verification``."""
+"""Single-chain verification rules; each returns a ``Verification``.
+
+The lossy contrasts (typical acceptance, lenience, fixed thresholds) live in
+``specdec.verify.lossy`` and are deliberately not re-exported here (``proofs/theory.md``, claim 18).
+"""
 
 from specdec.verify.block import verify_block
 from specdec.verify.exact_match import verify_exact_match

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from specdec._kernels import assemble, first_rejection, inverse_cdf, residual
 from specdec.noise import uniforms as draw_uniforms
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._pieces import at, correct_row, final_pair, prepare, ratio
 from specdec.testing.zoo._registry import ZOO
 from specdec.testing.zoo._step_parts import StepLaws, from_laws, options_law
@@ -18,7 +19,7 @@ from specdec.verify import verify_exact_match
 __all__: list[str] = []  # entries are reached through specdec.testing.zoo
 
 
-@ZOO.register(family="acceptance", lossy=False, suboptimal=True)
+@ZOO.register(family="acceptance", lossy=False, suboptimal=True, exact_tv=battery_tv("exact_match"))
 def exact_match(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -31,7 +32,9 @@ def exact_match(
     return verify_exact_match(draft_tokens, target_probs, uniforms)
 
 
-@ZOO.register(family="acceptance", lossy=False, suboptimal=True)
+@ZOO.register(
+    family="acceptance", lossy=False, suboptimal=True, exact_tv=battery_tv("always_reject")
+)
 def always_reject(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -64,7 +67,7 @@ def exact_match_step(temperature: float, top_k: int | None, top_p: float | None)
     return StepLaws(law, law, law, verify=_verify_by_exact_match)
 
 
-@ZOO.register(family="acceptance", lossy=True)
+@ZOO.register(family="acceptance", lossy=True, exact_tv=battery_tv("count_all_acceptances"))
 def count_all_acceptances(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -81,7 +84,7 @@ def count_all_acceptances(
     return assemble(ids, accepted, inverse_cdf(correct_row(draft, target, accepted), checked[:, k]))
 
 
-@ZOO.register(family="acceptance", lossy=True)
+@ZOO.register(family="acceptance", lossy=True, exact_tv=battery_tv("swapped_target_draft"))
 def swapped_target_draft(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:

@@ -13,6 +13,7 @@ from torch import Tensor
 from specdec._kernels import assemble, first_rejection, inverse_cdf
 from specdec.noise import uniforms as draw_uniforms
 from specdec.testing.signatures import batched
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._pieces import at, correct_row, exponential_race, prepare, ratio
 from specdec.testing.zoo._registry import ZOO
 from specdec.types import Verification
@@ -24,7 +25,12 @@ UNIFORM_BITS = 8
 """Resolution of the uniforms drawn by ``accept_zero_prob_8bit``: ``u = floor(2^8 r) / 2^8``."""
 
 
-@ZOO.register(family="randomness", lossy=False, exact_lossy=True)
+@ZOO.register(
+    family="randomness",
+    lossy=False,
+    exact_lossy=True,
+    exact_tv=battery_tv("accept_le_full_precision"),
+)
 def accept_le_full_precision(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -42,7 +48,7 @@ def accept_le_full_precision(
     return assemble(ids, accepted, inverse_cdf(correct_row(draft, target, accepted), checked[:, k]))
 
 
-@ZOO.register(family="randomness", lossy=True)
+@ZOO.register(family="randomness", lossy=True, exact_tv=battery_tv("accept_zero_prob_8bit"))
 def accept_zero_prob_8bit(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -75,7 +81,12 @@ def _shared_uniform_law(
     return verify_tokens(draft_tokens, draft_probs, target_probs, reused)
 
 
-@ZOO.register(family="randomness", lossy=True, law=_shared_uniform_law)
+@ZOO.register(
+    family="randomness",
+    lossy=True,
+    law=_shared_uniform_law,
+    exact_tv=battery_tv("shared_uniform_reseeded"),
+)
 @batched
 def shared_uniform_reseeded(
     draft_tokens: Int[Tensor, "batch k"],

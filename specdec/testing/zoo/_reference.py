@@ -7,6 +7,7 @@ from torch import Tensor
 from specdec.noise import uniforms as draw_uniforms
 from specdec.sampling import sample
 from specdec.testing.signatures import LogitsFn, batched
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._registry import ZOO
 from specdec.testing.zoo._step_parts import options_law
 from specdec.types import Verification
@@ -15,7 +16,7 @@ from specdec.verify import verify_tokens
 __all__: list[str] = []  # entries are reached through specdec.testing.zoo
 
 
-@ZOO.register(family="reference", lossy=False)
+@ZOO.register(family="reference", lossy=False, exact_tv=battery_tv("reference_verifier"))
 def reference_verifier(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:

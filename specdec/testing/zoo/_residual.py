@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from specdec._kernels import assemble, inverse_cdf, residual, row_at
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._pieces import (
     correct_row,
     decide,
@@ -21,7 +22,7 @@ from specdec.types import Verification
 __all__: list[str] = []  # entries are reached through specdec.testing.zoo
 
 
-@ZOO.register(family="residual", lossy=False)
+@ZOO.register(family="residual", lossy=False, exact_tv=battery_tv("residual_unnormalised_scaled"))
 def residual_unnormalised_scaled(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -38,7 +39,7 @@ def residual_unnormalised_scaled(
     return assemble(ids, accepted, inverse_cdf(excess, checked[:, -1]))
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("resample_from_target"))
 def resample_from_target(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -56,7 +57,7 @@ def resample_from_target(
     return assemble(ids, accepted, final)
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("residual_by_softmax"))
 def residual_by_softmax(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -79,7 +80,7 @@ def residual_by_softmax(
     return assemble(ids, accepted, inverse_cdf(row, noise[..., -1]))
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("residual_at_drafted_token_only"))
 def residual_at_drafted_token_only(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -98,7 +99,7 @@ def residual_at_drafted_token_only(
     return assemble(ids, accepted, inverse_cdf(residual(target_row, only_there), checked[:, k]))
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("residual_unnormalised"))
 def residual_unnormalised(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -117,7 +118,7 @@ def residual_unnormalised(
     return assemble(ids, accepted, index.clamp(max=row.shape[-1] - 1))
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("argmax_final"))
 def argmax_final(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:

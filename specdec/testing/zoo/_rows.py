@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from specdec._kernels import assemble, inverse_cdf, residual, row_at
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._pieces import correct_row, decide, prepare, prepare_and_decide
 from specdec.testing.zoo._registry import ZOO
 from specdec.types import Verification
@@ -16,7 +17,7 @@ from specdec.verify import verify_tokens
 __all__: list[str] = []  # entries are reached through specdec.testing.zoo
 
 
-@ZOO.register(family="rows", lossy=False, suboptimal=True)
+@ZOO.register(family="rows", lossy=False, suboptimal=True, exact_tv=battery_tv("no_bonus"))
 def no_bonus(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -32,7 +33,7 @@ def no_bonus(
     return Verification(num_accepted=verdict.num_accepted, tokens=tokens)
 
 
-@ZOO.register(family="rows", lossy=True)
+@ZOO.register(family="rows", lossy=True, exact_tv=battery_tv("bonus_from_draft"))
 def bonus_from_draft(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -55,7 +56,7 @@ def bonus_from_draft(
     return assemble(ids, accepted, inverse_cdf(row, noise[..., -1]))
 
 
-@ZOO.register(family="rows", lossy=True)
+@ZOO.register(family="rows", lossy=True, exact_tv=battery_tv("bonus_off_by_one"))
 def bonus_off_by_one(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -72,7 +73,7 @@ def bonus_off_by_one(
     return assemble(ids, accepted, inverse_cdf(row, checked[:, k]))
 
 
-@ZOO.register(family="rows", lossy=True)
+@ZOO.register(family="rows", lossy=True, exact_tv=battery_tv("target_row_shifted"))
 def target_row_shifted(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from specdec._kernels import assemble, inverse_cdf, residual
 from specdec.testing.signatures import batched
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._pieces import decide, exponential_race, final_pair, prepare
 from specdec.testing.zoo._registry import ZOO
 from specdec.types import Verification
@@ -34,7 +35,7 @@ def _small_mass_row(draft: Tensor, target: Tensor, accepted: Tensor) -> tuple[Te
     return residual(target_row, draft_row), rejected & (mass < SMALL_MASS)
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("small_mass_uniform"))
 def small_mass_uniform(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -51,7 +52,7 @@ def small_mass_uniform(
     return assemble(ids, accepted, inverse_cdf(row, checked[:, -1]))
 
 
-@ZOO.register(family="residual", lossy=True)
+@ZOO.register(family="residual", lossy=True, exact_tv=battery_tv("small_mass_token0"))
 def small_mass_token0(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
