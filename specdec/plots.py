@@ -117,22 +117,28 @@ def _band(probability: float, samples: int) -> float:
     return BAND_SIGMAS * math.sqrt(max(probability * (1 - probability), 0.0) / samples)
 
 
-def _shown_cells(panel: LawPanel, max_cells: int) -> list[int]:
-    """Every cell, or the ``max_cells`` most deviant in standard errors, in their own order."""
-    if len(panel.labels) <= max_cells:
-        return list(range(len(panel.labels)))
-
-    def deviation(cell: int) -> float:
-        p, count = panel.expected[cell], panel.observed[cell]
-        if p <= 0:
-            return math.inf if count else 0.0
-        return abs(count - panel.samples * p) / math.sqrt(panel.samples * p * (1 - p) or 1.0)
-
-    return sorted(sorted(range(len(panel.labels)), key=deviation, reverse=True)[:max_cells])
+def _deviation(panel: LawPanel, cell: int) -> float:
+    """How far a cell's count is from its expectation, in standard errors."""
+    p, count = panel.expected[cell], panel.observed[cell]
+    if p <= 0:
+        return math.inf if count else 0.0
+    return abs(count - panel.samples * p) / math.sqrt(panel.samples * p * (1 - p) or 1.0)
 
 
-def _draw_law_panel(axes: "Axes", panel: LawPanel, max_cells: int) -> None:
-    cells = _shown_cells(panel, max_cells)
+def _shown_cells(panels: Sequence[LawPanel], max_cells: int) -> list[int]:
+    """Every cell, or the ``max_cells`` most deviant in standard errors (the largest over
+    ``panels``, which share their cells), in their own order."""
+    cells = range(len(panels[0].labels))
+    if len(cells) <= max_cells:
+        return list(cells)
+
+    def worst(cell: int) -> float:
+        return max(_deviation(panel, cell) for panel in panels)
+
+    return sorted(sorted(cells, key=worst, reverse=True)[:max_cells])
+
+
+def _draw_law_panel(axes: "Axes", panel: LawPanel, cells: list[int]) -> None:
     x = list(range(len(cells)))
     exact = [panel.expected[c] for c in cells]
     observed = [panel.observed[c] / panel.samples for c in cells]
@@ -158,11 +164,13 @@ def _draw_law_panel(axes: "Axes", panel: LawPanel, max_cells: int) -> None:
     axes.set_xlabel("completed block (tokens)")
     axes.set_ylabel("probability")
     verdict = {None: "", True: ": LOSSY", False: ": lossless"}[panel.lossy]
-    shown = "" if len(cells) == len(panel.labels) else f"; {len(cells)} most deviant cells"
-    subtitle = f"n = {panel.samples:,}{shown}" + (f"; {panel.note}" if panel.note else "")
-    axes.set_title(
-        f"{panel.title}{verdict}\n{subtitle}", fontsize=9, color=_colour(panel.lossy)
+    shown = (
+        ""
+        if len(cells) == len(panel.labels)
+        else f"; {len(cells)} most deviant of {len(panel.labels)} cells"
     )
+    subtitle = f"n = {panel.samples:,}{shown}" + (f"; {panel.note}" if panel.note else "")
+    axes.set_title(f"{panel.title}{verdict}\n{subtitle}", fontsize=9, color=_colour(panel.lossy))
     axes.legend(fontsize=7, loc="upper right")
     axes.margins(y=0.15)
 
@@ -180,7 +188,9 @@ def plot_law_panels(
     Each cell shows the exact probability :math:`p` (grey, with the band
     :math:`p \pm 3\sqrt{p(1-p)/n}`) and the observed frequency :math:`c/n` (red for a lossy
     verdict, green for a lossless one). A panel with more than ``max_cells`` cells shows its
-    ``max_cells`` most deviant ones in standard errors (said in its subtitle).
+    ``max_cells`` most deviant ones in standard errors (said in its subtitle); panels with the
+    same cells (one scenario, several rules) show the same cells on a shared probability axis,
+    the most deviant over all of them.
 
     Args:
         panels: one or more panels (a failing rule beside a passing control, say).
@@ -210,11 +220,13 @@ def plot_law_panels(
         raise ValueError(f"max_cells and columns must be >= 1, got {max_cells} and {columns}.")
     columns = min(columns, len(panels))
     rows = math.ceil(len(panels) / columns)
+    shared = len({panel.labels for panel in panels}) == 1  # the same cells: compare them
     figure = _figure(5.6 * columns, 4.2 * rows)
-    grid = figure.subplots(rows, columns, squeeze=False)
+    grid = figure.subplots(rows, columns, squeeze=False, sharey=shared)
     for index, axes in enumerate(grid.flat):
         if index < len(panels):
-            _draw_law_panel(axes, panels[index], max_cells)
+            group = panels if shared else [panels[index]]
+            _draw_law_panel(axes, panels[index], _shown_cells(group, max_cells))
         else:
             axes.set_visible(False)
     if title:
@@ -376,9 +388,7 @@ def plot_acceptance_vs_k(
     tokens_axes.set(xlabel="k (drafts per step)", ylabel="emitted tokens per target pass")
     tokens_axes.set_title("tokens per target pass", fontsize=10)
     tokens_axes.legend(fontsize=8)
-    accepted_axes.set(
-        xlabel="k (drafts per step)", ylabel="accepted drafts / k", ylim=(0, 1.05)
-    )
+    accepted_axes.set(xlabel="k (drafts per step)", ylabel="accepted drafts / k", ylim=(0, 1.05))
     accepted_axes.set_title("fraction of drafts accepted", fontsize=10)
     for axes in (tokens_axes, accepted_axes):
         axes.set_xticks(curve_ks)
