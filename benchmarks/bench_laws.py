@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("accepted_length", lambda: length_law(samples, args.out_dir, generator)),
         ("acceptance_vs_k", lambda: acceptance_curve(samples, args.out_dir, generator)),
     ]
-    with progress(len(parts), "bench_laws", enabled=not args.quiet) as bar:
+    with progress(len(parts), "bench_laws", enabled=not args.quiet, unit="picture") as bar:
         for name, measure in parts:
             results[name], seconds = timed(measure)
             bar.advance(f"{name}: {seconds:.1f} s" + _wrote(results[name]["png"]))
@@ -273,7 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     curve = results["acceptance_vs_k"]
     print(f"acceptance_vs_k: alpha = {curve['alpha']}; k, measured, exact tokens per pass:")
-    for k, measured, exact in zip(curve["ks"], curve["measured_tokens"], curve["exact_tokens"]):
+    for k, measured, exact in zip(
+        curve["ks"], curve["measured_tokens"], curve["exact_tokens"], strict=True
+    ):
         print(f"  k={k}: {measured:.3f} vs {exact:.3f}")
     results["load_average_after"] = load_average()
     write_json(args.out_dir / "laws.json", results)

@@ -12,9 +12,13 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdec.demo import run_demo
+
+if TYPE_CHECKING:
+    from specdec.progressbar import Progress
+    from specdec.prove import CheckResult
 
 __all__ = ["load_function", "main"]
 
@@ -60,15 +64,18 @@ def _audit(args: argparse.Namespace) -> int:
     )
 
     usage_error = int(ExitCode.USAGE_ERROR)
+    if not _plot_available(args):
+        return usage_error
     try:
         fn = load_function(args.function)
     except Exception as error:  # usage error: report it, exit 2
         print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
         return usage_error
 
+    bar = _audit_progress(args)
+
     def progress(line: str) -> None:
-        if not args.quiet:
-            print(line, file=sys.stderr, flush=True)
+        bar.advance(line)
 
     if args.exact and args.step:
         print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
@@ -77,7 +84,7 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         if args.exact:
             scenarios = [*verifier_scenarios(), *search_scenarios(args.search, seed=args.seed)]
-            report = audit_exact(fn, scenarios=scenarios, seed=args.seed)
+            report = audit_exact(fn, scenarios=scenarios, seed=args.seed, progress=progress)
         else:
             audit = audit_step if args.step else audit_verifier
             report = audit(
@@ -96,7 +103,9 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
         return usage_error
+    bar.close()
     print(report.to_json() if args.json else report.format())
+    _plot_audit(args, report)
     return report.exit_code
 
 
@@ -148,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
     )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_audit_plot(audit)
     prove = commands.add_parser(
         "prove",
         help="run every proof script of proofs/ and report each claim",
@@ -156,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     prove.add_argument("claims", nargs="*", help="only scripts whose name contains these")
     prove.add_argument("--json", action="store_true", help="a JSON report with a 'claims' list")
+    prove.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     bench = commands.add_parser(
         "bench",
         help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate)",
@@ -178,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from specdec.prove import checkout_root, format_result, proofs_json, run_proofs
+    from specdec.prove import checkout_root, proofs_json
 
     root = checkout_root()
     if root is None:
@@ -187,8 +198,7 @@ def _prove(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    progress = None if args.json else (lambda result: print(format_result(result), flush=True))
-    results = run_proofs(root, only=args.claims, progress=progress)
+    results = _run_proofs_with_progress(root, args)
     if not results:
         print(f"specdec prove: no proof script matches {args.claims}.", file=sys.stderr)
         return 2
@@ -216,6 +226,91 @@ def _bench(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"specdec bench: {error}", file=sys.stderr)
         return 2
+
+
+def _run_proofs_with_progress(root: Path, args: argparse.Namespace) -> "list[CheckResult]":
+    """Every matching script's checks, a line each on stdout (not with --json) and a bar over
+    the scripts on stderr (off with --quiet and --json)."""
+    from specdec.progressbar import progress
+    from specdec.prove import format_result, proof_scripts, run_script
+
+    scripts = proof_scripts(root, only=args.claims)
+    results: list[CheckResult] = []
+    quiet = args.json or getattr(args, "quiet", False)
+    with progress(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
+
+        def report(result: "CheckResult") -> None:
+            if not args.json:
+                bar.echo(format_result(result))
+
+        for path in scripts:
+            results.extend(run_script(path, progress=report))
+            bar.advance()
+    return results
+
+
+# -- specdec audit: progress and --plot ---------------------------------------------------------
+
+
+def _audit_progress(args: argparse.Namespace) -> "Progress":
+    """The audit's progress on stderr, one item per scenario; off with --quiet and --json."""
+    from specdec.progressbar import start_progress
+    from specdec.testing.audit import step_scenarios, verifier_scenarios
+
+    total = len(step_scenarios() if args.step else verifier_scenarios())
+    if args.exact:
+        total += args.search
+    quiet = args.quiet or args.json
+    return start_progress(total, "audit", enabled=not quiet, unit="scenario")
+
+
+def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
+    audit.add_argument(
+        "--plot",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="also write DIR/audit_law.png: each scenario's observed against exact law (its "
+        "most deviant cells), lossy scenarios in red (needs pip install 'specdec[plot]')",
+    )
+
+
+def _plot_available(args: argparse.Namespace) -> bool:
+    """With --plot: whether matplotlib is there (checked before a long audit); says why not."""
+    if getattr(args, "plot", None) is None:
+        return True
+    if importlib.util.find_spec("matplotlib") is not None:
+        return True
+    from specdec.plots import INSTALL_HINT
+
+    print(f"specdec audit: --plot needs matplotlib: {INSTALL_HINT}", file=sys.stderr)
+    return False
+
+
+def _plot_audit(args: argparse.Namespace, report: object) -> None:
+    """With --plot: the report's scenarios, observed against exact law, as DIR/audit_law.png."""
+    if getattr(args, "plot", None) is None:
+        return
+    from specdec.plots import panel_from_result, plot_law_panels
+    from specdec.testing.audit import AuditReport
+
+    if not isinstance(report, AuditReport):
+        print(
+            "specdec audit: --plot draws sampled evidence; an exact report has none "
+            "(its exact TV per scenario is in the report)",
+            file=sys.stderr,
+        )
+        return
+    function = report.function.rpartition(":")[2]
+    lossy = sum(s.lossy for s in report.scenarios)
+    path = plot_law_panels(
+        [panel_from_result(s) for s in report.scenarios],
+        args.plot / "audit_law.png",
+        title=f"specdec audit of {function}: {report.verdict.upper()} "
+        f"({lossy} of {len(report.scenarios)} scenarios lossy); observed against exact law",
+        columns=3,
+    )
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

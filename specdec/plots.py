@@ -68,7 +68,8 @@ class LawPanel:
         observed: completed blocks counted in each cell.
         expected: the exact probability of each cell.
         samples: ``n``, blocks drawn (the denominator of the frequencies).
-        lossy: the verdict, coloured red (``True``) or green (``False``); ``None``: no verdict.
+        lossy: the verdict, coloured red and titled ``LOSSY`` (``True``) or green and titled
+            ``passed`` (``False``: no deviation detected, which is not a proof); ``None``: none.
         note: one line under the title (a test statistic, what was left out).
     """
 
@@ -163,7 +164,7 @@ def _draw_law_panel(axes: "Axes", panel: LawPanel, cells: list[int]) -> None:
     axes.set_xticks(x, [panel.labels[c] for c in cells], rotation=45, ha="right", fontsize=8)
     axes.set_xlabel("completed block (tokens)")
     axes.set_ylabel("probability")
-    verdict = {None: "", True: ": LOSSY", False: ": lossless"}[panel.lossy]
+    verdict = {None: "", True: ": LOSSY", False: ": passed"}[panel.lossy]
     shown = (
         ""
         if len(cells) == len(panel.labels)
@@ -187,7 +188,7 @@ def plot_law_panels(
 
     Each cell shows the exact probability :math:`p` (grey, with the band
     :math:`p \pm 3\sqrt{p(1-p)/n}`) and the observed frequency :math:`c/n` (red for a lossy
-    verdict, green for a lossless one). A panel with more than ``max_cells`` cells shows its
+    verdict, green for a passed one). A panel with more than ``max_cells`` cells shows its
     ``max_cells`` most deviant ones in standard errors (said in its subtitle); panels with the
     same cells (one scenario, several rules) show the same cells on a shared probability axis,
     the most deviant over all of them.
@@ -362,12 +363,14 @@ def plot_acceptance_vs_k(
     curve = [float(expected_tokens_per_step(alpha, k)) for k in curve_ks]
     iid = f"i.i.d. theory, α = {alpha:.3f}"
     tokens_axes.plot(curve_ks, curve, "-", color="0.4", label=iid)
-    accepted_axes.plot(curve_ks, [(e - 1) / k for e, k in zip(curve, curve_ks)], "-", color="0.4")
+    accepted_axes.plot(
+        curve_ks, [(e - 1) / k for e, k in zip(curve, curve_ks, strict=True)], "-", color="0.4"
+    )
     if exact_tokens is not None:
         tokens_axes.plot(ks, exact_tokens, "s", mfc="none", color="black", ms=8, label="exact")
         accepted_axes.plot(
             ks,
-            [(e - 1) / k for e, k in zip(exact_tokens, ks)],
+            [(e - 1) / k for e, k in zip(exact_tokens, ks, strict=True)],
             "s",
             mfc="none",
             color="black",
@@ -379,8 +382,10 @@ def plot_acceptance_vs_k(
     )
     accepted_axes.errorbar(
         ks,
-        [(t - 1) / k for t, k in zip(measured_tokens, ks)],
-        yerr=None if measured_errors is None else [e / k for e, k in zip(measured_errors, ks)],
+        [(t - 1) / k for t, k in zip(measured_tokens, ks, strict=True)],
+        yerr=None
+        if measured_errors is None
+        else [e / k for e, k in zip(measured_errors, ks, strict=True)],
         fmt="o",
         color=UNKNOWN_COLOUR,
         capsize=3,

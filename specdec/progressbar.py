@@ -1,6 +1,7 @@
 """Progress of long runs on stderr: a tqdm bar on a terminal, plain lines when piped.
 
-The commands (``specdec audit``, ``prove``, ``bench``) report progress through ``progress``:
+The commands (``specdec audit``, ``prove``, ``bench``) report progress through ``progress`` (or
+``start_progress`` and ``Progress.close``):
 
 * stderr is a terminal: a tqdm bar, with each finished item's line printed above it;
 * stderr is not a terminal (a pipe, a file, CI logs): the same lines as plain text, no bar and
@@ -25,7 +26,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-__all__ = ["Progress", "is_terminal", "progress"]
+__all__ = ["Progress", "is_terminal", "progress", "start_progress"]
 
 
 def is_terminal(stream: object) -> bool:
@@ -63,6 +64,11 @@ class Progress:
             self.bar.write(line, file=self.stream)
         self.bar.update(1)
 
+    def close(self) -> None:
+        """Remove the bar (nothing to do for plain lines); safe to call twice."""
+        if self.bar is not None:
+            self.bar.close()
+
     def echo(self, text: str, file: TextIO | None = None) -> None:
         """Print a result line to ``file`` (stdout) without tearing the bar."""
         out = sys.stdout if file is None else file
@@ -72,6 +78,35 @@ class Progress:
             self.bar.write(text, file=out)
 
 
+def start_progress(
+    total: int | None,
+    description: str,
+    *,
+    enabled: bool = True,
+    stream: TextIO | None = None,
+    unit: str = "item",
+) -> Progress:
+    """A progress reporter for ``total`` items (``None``: unknown); ``close`` it when done.
+
+    Args:
+        total: how many items the run has.
+        description: the bar's label.
+        enabled: ``False`` (``--quiet`` or ``--json``) prints nothing.
+        stream: where progress goes (default ``sys.stderr`` at call time).
+        unit: what one item is (``"scenario"``), for the bar's rate.
+
+    Returns:
+        A ``Progress``: a tqdm bar when ``stream`` is a terminal, plain lines otherwise.
+    """
+    out = sys.stderr if stream is None else stream
+    if not enabled or not is_terminal(out):
+        return Progress(out, enabled, None)
+    from tqdm import tqdm  # only on a terminal
+
+    bar = tqdm(total=total, desc=description, file=out, leave=False, dynamic_ncols=True, unit=unit)
+    return Progress(out, True, bar)
+
+
 @contextlib.contextmanager
 def progress(
     total: int | None,
@@ -79,25 +114,11 @@ def progress(
     *,
     enabled: bool = True,
     stream: TextIO | None = None,
+    unit: str = "item",
 ) -> Iterator[Progress]:
-    """A progress reporter for ``total`` items (``None``: unknown), closed on exit.
-
-    Args:
-        total: how many items the run has.
-        description: the bar's label.
-        enabled: ``False`` (``--quiet`` or ``--json``) prints nothing.
-        stream: where progress goes (default ``sys.stderr`` at call time).
-
-    Yields:
-        A ``Progress``: a tqdm bar when ``stream`` is a terminal, plain lines otherwise.
-    """
-    out = sys.stderr if stream is None else stream
-    if not enabled or not is_terminal(out):
-        yield Progress(out, enabled, None)
-        return
-    from tqdm import tqdm  # only on a terminal
-
-    with tqdm(
-        total=total, desc=description, file=out, leave=False, dynamic_ncols=True, unit="item"
-    ) as bar:
-        yield Progress(out, True, bar)
+    """``start_progress`` as a context manager: the bar is closed on exit, error or not."""
+    reporter = start_progress(total, description, enabled=enabled, stream=stream, unit=unit)
+    try:
+        yield reporter
+    finally:
+        reporter.close()
