@@ -9,6 +9,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -114,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="specdec", description="Reference implementation and oracle for speculative decoding."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(
+        dest="command", required=True, help="'specdec COMMAND --help' explains each"
+    )
     demo = commands.add_parser("demo", help="walk through one speculative step and its exact law")
     demo.add_argument("--seed", type=int, default=0, help="seed of the toy pair (default 0)")
     audit = commands.add_parser(
@@ -169,11 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     prove.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     bench = commands.add_parser(
         "bench",
-        help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate)",
+        help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate, "
+        "bench_laws): JSON and PNG",
         description="Run benchmarks/NAME.py with the remaining arguments (e.g. --quick).",
     )
-    bench.add_argument("name", nargs="?", default="bench_verify", help="default bench_verify")
+    bench.add_argument(
+        "name", nargs="?", default="bench_verify", help="a benchmark below (default bench_verify)"
+    )
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    _explain(parser, {"demo": demo, "audit": audit, "prove": prove, "bench": bench})
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -247,6 +254,77 @@ def _run_proofs_with_progress(root: Path, args: argparse.Namespace) -> "list[Che
             results.extend(run_script(path, progress=report))
             bar.advance()
     return results
+
+
+# -- help texts: what each command does, the signatures it accepts, one-line examples ----------
+
+HELP_EPILOGS = {
+    "specdec": """\
+examples:
+  specdec demo                                   one step by hand, with its exact law
+  specdec audit my_engine.py:verify              is my verifier lossless? (exit 0 / 1 / 2)
+  specdec prove claim_03                         check one claim of proofs/theory.md exactly
+  specdec bench bench_laws --quick               pictures of the laws (JSON + PNG)
+
+'specdec COMMAND --help' explains each command.""",
+    "demo": """\
+example:
+  specdec demo --seed 3""",
+    "audit": """\
+signatures FUNCTION may have (V: vocabulary size, k: drafts; blocks are token ids):
+  verifier (default)  fn(draft_tokens[k], draft_probs[k,V], target_probs[k+1,V], generator)
+                        -> LongTensor[n], n in 1..k+1 (accepted drafts, then one token)
+  --batched           the same with a leading batch axis N: -> LongTensor[N,k+1], -1-padded
+  VerifyRule          fn(draft_tokens, draft_probs, target_probs, uniforms[..,k+1])
+                        -> specdec.Verification (detected from its 4th parameter; needed
+                        for --exact, which enumerates its uniforms)
+  --step              fn(target_logits, draft_logits, prefix, k, generator, *, temperature,
+                        top_k, top_p) -> LongTensor[n]; *_logits map token ids to logits
+
+examples:
+  specdec audit specdec:verify_tokens                         the reference: LOSSLESS
+  specdec audit specdec.testing.zoo:resample_from_target      a known bug: LOSSY, exit 1
+  specdec audit my_engine.py:verify --samples 20000           fewer samples, faster
+  specdec audit my_engine.py:verify --batched --json > r.json  a batched verifier, JSON out
+  specdec audit specdec:verify_tokens --exact                 exact verdict, no sampling
+  specdec audit my_engine.py:step --step                      a whole step, warping included
+  specdec audit specdec.testing.zoo:resample_from_target --plot pictures/""",
+    "prove": """\
+examples:
+  specdec prove                   every claim (a minute or two)
+  specdec prove claim_03 claim_06 two claims
+  specdec prove --json > proofs.json""",
+    "bench": """\
+benchmarks (each writes JSON; bench_laws and bench_generate also PNGs):
+  bench_verify    verify_tokens throughput and its cost against copying the inputs
+  bench_audit     time to audit the whole zoo and single-sequence verifiers
+  bench_generate  SmolLM2 real-model table: tokens/s, acceptance against k (JSON, md, PNG)
+  bench_laws      observed against exact laws on toy pairs, seconds: laws.json and
+                  laws_audit.png, laws_accepted_length.png, laws_acceptance_vs_k.png
+  (by default in benchmarks/out/; --out / --out-dir elsewhere)
+
+examples:
+  specdec bench bench_laws --quick --out-dir pictures/
+  specdec bench bench_verify --quick --out v.json
+  specdec bench bench_generate --quick""",
+}
+HELP_DESCRIPTIONS = {
+    "demo": "Walk through one speculative step on a toy target and draft: the drafts, each "
+    "acceptance test with its uniform, the corrected or bonus token, and the exact law of the "
+    "emitted block against the target's (proofs/theory.md's worked example).",
+    "bench": "Run benchmarks/NAME.py (a checkout is needed) with the remaining arguments, "
+    "e.g. --quick for a smoke run of seconds, --quiet for no progress. Timings are reported, "
+    "never asserted.",
+}
+
+
+def _explain(parser: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser]) -> None:
+    """Add the examples (and missing descriptions) to each command's ``--help``."""
+    for name, command in {"specdec": parser, **commands}.items():
+        command.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the epilog's lines
+        command.epilog = HELP_EPILOGS[name]
+        description = HELP_DESCRIPTIONS.get(name, command.description)
+        command.description = textwrap.fill(description, 88) if description else None
 
 
 # -- specdec audit: progress and --plot ---------------------------------------------------------
