@@ -38,13 +38,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTALL_HINT",
+    "LOSSLESS_COLOUR",
+    "LOSSY_COLOUR",
     "LawPanel",
     "PlotUnavailableError",
+    "new_figure",
     "panel_from_evidence",
     "panel_from_result",
     "plot_acceptance_vs_k",
     "plot_accepted_length",
     "plot_law_panels",
+    "save_png",
 ]
 
 INSTALL_HINT = "pip install 'specdec[plot]'"
@@ -92,8 +96,9 @@ class LawPanel:
             raise ValueError(f"LawPanel {self.title!r}: samples must be >= 1, got {self.samples}.")
 
 
-def _figure(width: float, height: float) -> "Figure":
-    """A bare matplotlib ``Figure`` (no pyplot), or ``PlotUnavailableError``."""
+def new_figure(width: float, height: float) -> "Figure":
+    """A bare matplotlib ``Figure`` of ``width`` by ``height`` inches (no pyplot, no backend
+    change), for pictures of one's own; ``PlotUnavailableError`` without matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError as error:
@@ -103,7 +108,8 @@ def _figure(width: float, height: float) -> "Figure":
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _save(figure: "Figure", path: str | Path) -> Path:
+def save_png(figure: "Figure", path: str | Path) -> Path:
+    """Write ``figure`` as a PNG at ``path`` (folders created); the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=DPI, format="png")
@@ -222,7 +228,7 @@ def plot_law_panels(
     columns = min(columns, len(panels))
     rows = math.ceil(len(panels) / columns)
     shared = len({panel.labels for panel in panels}) == 1  # the same cells: compare them
-    figure = _figure(5.6 * columns, 4.2 * rows)
+    figure = new_figure(5.6 * columns, 4.2 * rows)
     grid = figure.subplots(rows, columns, squeeze=False, sharey=shared)
     for index, axes in enumerate(grid.flat):
         if index < len(panels):
@@ -232,7 +238,7 @@ def plot_law_panels(
             axes.set_visible(False)
     if title:
         figure.suptitle(title, fontsize=11)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 def plot_accepted_length(
@@ -273,7 +279,7 @@ def plot_accepted_length(
                 f"({len(exact)} entries, at least one step), got {list(counts)}."
             )
     width = 0.8 / (1 + len(observed))
-    figure = _figure(6.4, 4.2)
+    figure = new_figure(6.4, 4.2)
     axes = figure.subplots()
     lengths = range(len(exact))
     exact_floats = [float(p) for p in exact]
@@ -303,7 +309,7 @@ def plot_accepted_length(
     axes.set_title(title, fontsize=10)
     axes.legend(fontsize=8)
     axes.margins(y=0.12)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 def plot_acceptance_vs_k(
@@ -357,7 +363,7 @@ def plot_acceptance_vs_k(
             raise ValueError(f"{name} must have one entry per k ({len(ks)}), got {len(values)}.")
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}.")
-    figure = _figure(10.5, 4.2)
+    figure = new_figure(10.5, 4.2)
     tokens_axes, accepted_axes = figure.subplots(1, 2)
     curve_ks = list(range(1, max(ks) + 1))
     curve = [float(expected_tokens_per_step(alpha, k)) for k in curve_ks]
@@ -399,7 +405,7 @@ def plot_acceptance_vs_k(
         axes.set_xticks(curve_ks)
         axes.grid(alpha=0.3)
     figure.suptitle(title, fontsize=11)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 def panel_from_evidence(
