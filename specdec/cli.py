@@ -349,7 +349,8 @@ def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=None,
         help="also write DIR/audit_law.png: each scenario's observed against exact law (its "
-        "most deviant cells), lossy scenarios in red (needs pip install 'specdec[plot]')",
+        "most deviant cells), lossy scenarios in red; with --exact DIR/audit_exact.png, the "
+        "exact TV per scenario (needs pip install 'specdec[plot]')",
     )
 
 
@@ -369,15 +370,22 @@ def _plot_audit(args: argparse.Namespace, report: object) -> None:
     """With --plot: the report's scenarios, observed against exact law, as DIR/audit_law.png."""
     if getattr(args, "plot", None) is None:
         return
-    from specdec.plots import panel_from_result, plot_law_panels
-    from specdec.testing.audit import AuditReport
+    from specdec.plots import panel_from_result, plot_exact_distances, plot_law_panels
+    from specdec.testing.audit import AuditReport, ExactAuditReport
 
-    if not isinstance(report, AuditReport):
-        print(
-            "specdec audit: --plot draws sampled evidence; an exact report has none "
-            "(its exact TV per scenario is in the report)",
-            file=sys.stderr,
+    if isinstance(report, ExactAuditReport):
+        path = plot_exact_distances(
+            [s.name for s in report.scenarios],
+            [s.total_variation for s in report.scenarios],
+            [None if s.lossless is None else not s.lossless for s in report.scenarios],
+            args.plot / "audit_exact.png",
+            rounding_bound=report.rounding_bound,
+            title=f"specdec audit --exact of {report.function.rpartition(':')[2]}: "
+            f"{report.verdict.upper()}; exact TV from the target's law",
         )
+        print(f"wrote {path}", file=sys.stderr)
+        return
+    if not isinstance(report, AuditReport):
         return
     function = report.function.rpartition(":")[2]
     lossy = sum(s.lossy for s in report.scenarios)

@@ -13,6 +13,8 @@ own script can all feed them:
 * ``plot_acceptance_vs_k``: tokens per target pass and the fraction of drafts accepted against
   ``k``, the i.i.d. curve :math:`(1-\alpha^{k+1})/(1-\alpha)` (``expected_tokens_per_step``,
   Leviathan et al. 2023, Eq. 1), exact values where known, and measured points (claim 4).
+* ``plot_exact_distances``: the exact audit's total variation per scenario against the float64
+  rounding bound (claim 14).
 
 matplotlib is an optional dependency (``pip install 'specdec[plot]'``), imported only when a
 picture is drawn; without it every function raises ``PlotUnavailableError`` naming the extra.
@@ -47,6 +49,7 @@ __all__ = [
     "panel_from_result",
     "plot_acceptance_vs_k",
     "plot_accepted_length",
+    "plot_exact_distances",
     "plot_law_panels",
     "save_png",
 ]
@@ -75,6 +78,15 @@ class LawPanel:
         lossy: the verdict, coloured red and titled ``LOSSY`` (``True``) or green and titled
             ``passed`` (``False``: no deviation detected, which is not a proof); ``None``: none.
         note: one line under the title (a test statistic, what was left out).
+
+    Example:
+        >>> panel = LawPanel("fair coin", ("0", "1"), (48, 52), (0.5, 0.5), 100, lossy=False)
+        >>> panel.observed[1] / panel.samples
+        0.52
+        >>> LawPanel("bad", ("0", "1"), (48,), (0.5, 0.5), 100)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        ValueError: LawPanel 'bad': labels, observed and expected must have one entry per ...
     """
 
     title: str
@@ -213,10 +225,10 @@ def plot_law_panels(
         ValueError: no panels, or ``max_cells`` or ``columns`` below 1.
         PlotUnavailableError: matplotlib is not installed.
 
-    Example:
+    Example (needs matplotlib):
         >>> panel = LawPanel("fair coin", ("0", "1"), (48, 52), (0.5, 0.5), 100, lossy=False)
-        >>> plot_law_panels([panel], tmp / "coin.png").stat().st_size > 0  # doctest: +SKIP
-        True
+        >>> plot_law_panels([panel], "coin.png").read_bytes()[:4]  # doctest: +SKIP
+        b'\x89PNG'
 
     References:
         ``proofs/theory.md`` claim 2 (a lossless step's completed block has the target's law).
@@ -266,6 +278,11 @@ def plot_accepted_length(
         ValueError: ``observed`` empty, a series of another length than ``exact`` or with no
             steps.
         PlotUnavailableError: matplotlib is not installed.
+
+    Example (needs matplotlib):
+        >>> exact = [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)]
+        >>> plot_accepted_length(exact, {"mine": [51, 24, 25]}, "n.png").name  # doctest: +SKIP
+        'n.png'
 
     References:
         ``proofs/theory.md`` claim 4; Leviathan et al. 2023, Sec. 3.1.
@@ -348,6 +365,10 @@ def plot_acceptance_vs_k(
             ``[0, 1]``.
         PlotUnavailableError: matplotlib is not installed.
 
+    Example (needs matplotlib):
+        >>> plot_acceptance_vs_k([1, 2], [1.8, 2.4], "k.png", alpha=0.8).name  # doctest: +SKIP
+        'k.png'
+
     References:
         Leviathan et al. 2023, Eq. (1); ``proofs/theory.md`` claim 4.
     """
@@ -405,6 +426,74 @@ def plot_acceptance_vs_k(
         axes.set_xticks(curve_ks)
         axes.grid(alpha=0.3)
     figure.suptitle(title, fontsize=11)
+    return save_png(figure, path)
+
+
+def plot_exact_distances(
+    names: Sequence[str],
+    distances: Sequence[float | Fraction | None],
+    lossy: Sequence[bool | None],
+    path: str | Path,
+    *,
+    rounding_bound: float | Fraction,
+    title: str = "exact total variation from the target's law",
+) -> Path:
+    r"""The exact audit's distances: per scenario the exact total variation of the completed
+    law from the target's, on a log scale, with the float64 rounding bound; writes a PNG.
+
+    A distance of exactly 0 is drawn at the axis floor and labelled ``0``; a scenario without
+    a law (``None``: cannot decide) is labelled so, without a bar.
+
+    Args:
+        names: scenario names.
+        distances: :math:`\mathrm{TV}` per scenario (``None`` where no law was computed).
+        lossy: the exact verdict per scenario (``None``: cannot decide).
+        path: the PNG to write.
+        rounding_bound: the TV attributed to float64 rounding (a vertical line).
+        title: the figure's title.
+
+    Returns:
+        ``path`` as a ``Path``.
+
+    Raises:
+        ValueError: ``names``, ``distances`` and ``lossy`` differ in length, or are empty.
+        PlotUnavailableError: matplotlib is not installed.
+
+    References:
+        ``proofs/theory.md`` claims 2 and 14 (exact laws from a rule's own decisions).
+    """
+    if not names or not len(names) == len(distances) == len(lossy):
+        raise ValueError(
+            "names, distances and lossy must have one entry per scenario (at least one), got "
+            f"{len(names)}, {len(distances)} and {len(lossy)}."
+        )
+    bound = float(rounding_bound)
+    known = [float(d) for d in distances if d is not None and d > 0]
+    floor = min([bound, *known]) / 100
+    figure = new_figure(8.0, 1.4 + 0.24 * len(names))
+    axes = figure.subplots()
+    widths = [floor if d is None else max(float(d), floor) for d in distances]
+    colours = [UNKNOWN_COLOUR if v is None else _colour(v) for v in lossy]
+    bars = axes.barh(list(names), widths, color=colours, left=0)
+    for bar, distance in zip(bars, distances, strict=True):
+        if distance is None or distance == 0:
+            bar.set_visible(distance is not None)
+            axes.annotate(
+                "cannot decide" if distance is None else "0",
+                (floor, bar.get_y() + bar.get_height() / 2),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=7,
+            )
+    axes.axvline(bound, color="black", ls="--", label=f"float64 rounding bound {bound:.2g}")
+    axes.set_xscale("log")
+    axes.set_xlim(left=floor)
+    axes.invert_yaxis()
+    axes.tick_params(axis="y", labelsize=7)
+    axes.set_xlabel("exact total variation (log scale)")
+    axes.set_title(f"{title}\n(red: lossy, green: within rounding)", fontsize=9)
+    axes.legend(fontsize=7, loc="lower right")
     return save_png(figure, path)
 
 

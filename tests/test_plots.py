@@ -23,6 +23,7 @@ from specdec.plots import (
     panel_from_result,
     plot_acceptance_vs_k,
     plot_accepted_length,
+    plot_exact_distances,
     plot_law_panels,
 )
 from specdec.testing.audit import ScenarioResult, verifier_scenarios
@@ -119,6 +120,19 @@ def test_panels_from_the_audits_evidence_and_report(tmp_path: Path) -> None:
     png_size(plot_law_panels([worst, full], tmp_path / "audit.png"))
 
 
+@needs_matplotlib
+def test_exact_distances_write_a_png(tmp_path: Path) -> None:
+    """Zero, rounding-level, lossy and undecided scenarios in one chart."""
+    path = plot_exact_distances(
+        ["zero", "rounding", "lossy", "undecided"],
+        [Fraction(0), 3e-17, Fraction(1, 5), None],
+        [False, False, True, None],
+        tmp_path / "exact.png",
+        rounding_bound=9e-13,
+    )
+    assert min(png_size(path)) > 200
+
+
 def test_panels_must_have_one_entry_per_cell() -> None:
     with pytest.raises(ValueError, match="one entry per cell"):
         LawPanel("x", ("0", "1"), (1,), (0.5, 0.5), 1)
@@ -126,6 +140,8 @@ def test_panels_must_have_one_entry_per_cell() -> None:
         plot_acceptance_vs_k([], [], "unused.png", alpha=0.5)
     with pytest.raises(ValueError, match=r"observed\['r'\]"):
         plot_accepted_length([1.0, 0.0], {"r": [1]}, "unused.png")
+    with pytest.raises(ValueError, match="one entry per scenario"):
+        plot_exact_distances(["a"], [], [True], "unused.png", rounding_bound=1e-12)
 
 
 def test_without_matplotlib_the_error_names_the_extra(
