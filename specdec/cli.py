@@ -295,10 +295,11 @@ examples:
   specdec prove claim_03 claim_06 two claims
   specdec prove --json > proofs.json""",
     "bench": """\
-benchmarks (each writes JSON; bench_laws and bench_generate also PNGs):
+benchmarks (each writes JSON and PNG; --quiet: no progress):
   bench_verify    verify_tokens throughput and its cost against copying the inputs
   bench_audit     time to audit the whole zoo and single-sequence verifiers
-  bench_generate  SmolLM2 real-model table: tokens/s, acceptance against k (JSON, md, PNG)
+  bench_generate  SmolLM2 real-model table: tokens/s, acceptance and tokens per target
+                  pass against k with the theory's curve (JSON, md, PNGs)
   bench_laws      observed against exact laws on toy pairs, seconds: laws.json and
                   laws_audit.png, laws_accepted_length.png, laws_acceptance_vs_k.png
   (by default in benchmarks/out/; --out / --out-dir elsewhere)
