@@ -267,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for rule in (LOSSY_RULE, "verify_tokens"):
         row = audit[rule]
         print(
-            f"{rule:22} on {row['scenario']}: {'LOSSY' if row['lossy'] else 'lossless'} "
+            f"{rule:22} on {row['scenario']}: {'LOSSY' if row['lossy'] else 'passed'} "
             f"(estimated TV {row['estimated_tv']:.4f}, L1 p {row['l1_p_value']:.2g}, "
             f"n = {row['samples']})"
         )
