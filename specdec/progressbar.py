@@ -103,7 +103,15 @@ def start_progress(
         return Progress(out, enabled, None)
     from tqdm import tqdm  # only on a terminal
 
-    bar = tqdm(total=total, desc=description, file=out, leave=False, dynamic_ncols=True, unit=unit)
+    bar = tqdm(  # drawn after half a second: a run that ends or fails at once draws none
+        total=total,
+        desc=description,
+        file=out,
+        leave=False,
+        dynamic_ncols=True,
+        unit=unit,
+        delay=0.5,
+    )
     return Progress(out, True, bar)
 
 
