@@ -1,4 +1,4 @@
-"""``bench_generate``'s report: the markdown table, its summary lines and the PNG plot.
+"""``bench_generate``'s report: the markdown table, its summary lines and the PNG plots.
 
 Everything here reads the results dictionary that is also written as JSON, so the markdown
 never shows a number the JSON lacks.
@@ -16,7 +16,7 @@ from benchmarks._generate_memory import GOAL_MEMORY
 from benchmarks._generate_summary import GOAL_VS_REFINED
 from benchmarks._measure import geometric_mean
 
-__all__ = ["markdown", "plot"]
+__all__ = ["markdown", "plot", "plot_acceptance"]
 
 MIB = 2.0**20
 SETTINGS_HEADER = [
@@ -190,3 +190,33 @@ def plot(results: dict[str, Any], drafts: tuple[str, ...], path: Path) -> bool:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     return True
+
+
+def plot_acceptance(results: dict[str, Any], drafts: tuple[str, ...], out_dir: Path) -> list[Path]:
+    """Per draft, tokens per target pass and drafts accepted against k: the measured points
+    against the i.i.d. curve at the draft's mean measured α, as ``bench_generate_k_<draft>.png``
+    (``specdec.plots.plot_acceptance_vs_k``); none where matplotlib is not installed."""
+    from specdec.plots import PlotUnavailableError, plot_acceptance_vs_k
+
+    written = []
+    for name in drafts:
+        mine = sorted((r for r in results["rows"] if r["draft"] == name), key=lambda r: r["k"])
+        if not mine:
+            continue
+        alpha = min(1.0, statistics.fmean(r["alpha"] for r in mine))
+        prompts = len(results["prompt_lengths"])
+        try:
+            written.append(
+                plot_acceptance_vs_k(
+                    [r["k"] for r in mine],
+                    [r["tokens_per_step"] for r in mine],
+                    out_dir / f"bench_generate_k_{name}.png",
+                    alpha=alpha,
+                    label=f"specdec, measured ({prompts} prompt{'s' * (prompts != 1)})",
+                    title=f"{'tiny random Llama (--quick)' if results['quick'] else 'SmolLM2-135M'}"
+                    f" target, draft {name}, greedy: theory at the mean measured α",
+                )
+            )
+        except PlotUnavailableError:
+            return written
+    return written

@@ -76,6 +76,7 @@ class Settings:
         memory_child: ``None``, or the comma-separated modes a memory child process measures.
         draft: the memory child's draft.
         k: the memory child's ``k``.
+        quiet: no progress bar on stderr.
     """
 
     quick: bool
@@ -91,6 +92,7 @@ class Settings:
     memory_child: str | None
     draft: str
     k: int
+    quiet: bool = False
 
     @property
     def cost_ks(self) -> tuple[int, ...]:

@@ -29,6 +29,7 @@ from benchmarks._generate_setup import (
 from benchmarks._measure import Ledger, load_average, timed
 from specdec.models import HFModel
 from specdec.models.base import CausalLM, empty_context, extend
+from specdec.progressbar import progress
 
 __all__ = [
     "Models",
@@ -258,25 +259,27 @@ def sweep(
     ]
     tally = Tally(rows=rows, cost_samples=[first_costs])
     ks = settings.ks
-    for prompt_index in range(len(models.prompts)):
-        if prompt_index:
-            tally.cost_samples.append(measure_costs(models, settings, *cost_inputs))
-        for name in settings.drafts:
-            measure_baselines(models, settings, ledger, tally, prompt_index)
-            for k in ks:
-                if len(ks) > 2 and k == ks[len(ks) // 2]:
-                    measure_baselines(models, settings, ledger, tally, prompt_index)
-                order = ["hf", "spec", "spec", "hf"] * (settings.repeats // 2)
-                order += ["hf", "spec"] * (settings.repeats % 2)
-                order = order[::-1] if prompt_index % 2 else order
-                row = next(r for r in rows if r["draft"] == name and r["k"] == k)
-                for method in order:
-                    rate_now = measure_run(
-                        models, settings, ledger, tally, row, prompt_index, method
-                    )
-                    print(
-                        f"prompt {prompt_index} {name:>7} k={k}: {method:>4} {rate_now:6.2f} "
-                        f"tok/s (load {load_average():.1f})",
-                        flush=True,
-                    )
+    total = len(models.prompts) * len(settings.drafts) * len(ks)
+    with progress(total, "bench_generate", enabled=not settings.quiet, unit="setting") as bar:
+        for prompt_index in range(len(models.prompts)):
+            if prompt_index:
+                tally.cost_samples.append(measure_costs(models, settings, *cost_inputs))
+            for name in settings.drafts:
+                measure_baselines(models, settings, ledger, tally, prompt_index)
+                for k in ks:
+                    if len(ks) > 2 and k == ks[len(ks) // 2]:
+                        measure_baselines(models, settings, ledger, tally, prompt_index)
+                    order = ["hf", "spec", "spec", "hf"] * (settings.repeats // 2)
+                    order += ["hf", "spec"] * (settings.repeats % 2)
+                    order = order[::-1] if prompt_index % 2 else order
+                    row = next(r for r in rows if r["draft"] == name and r["k"] == k)
+                    for method in order:
+                        rate_now = measure_run(
+                            models, settings, ledger, tally, row, prompt_index, method
+                        )
+                        bar.echo(
+                            f"prompt {prompt_index} {name:>7} k={k}: {method:>4} "
+                            f"{rate_now:6.2f} tok/s (load {load_average():.1f})"
+                        )
+                    bar.advance()
     return tally

@@ -118,7 +118,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 from benchmarks._generate_memory import measure_memory, memory_child
-from benchmarks._generate_report import markdown, plot
+from benchmarks._generate_report import markdown, plot, plot_acceptance
 from benchmarks._generate_setup import ALL_DRAFTS, Settings
 from benchmarks._generate_summary import over_settings, summarise
 from benchmarks._generate_sweep import (
@@ -159,6 +159,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs of each method per setting")
     parser.add_argument("--ngram-min", type=int, default=1, help="ngram draft's shortest suffix")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
     drafts = tuple(args.drafts.split(",")) if args.drafts else ALL_DRAFTS
     if not set(drafts) <= set(ALL_DRAFTS):
@@ -180,6 +181,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         memory_child=args.memory_child,
         draft=args.draft,
         k=args.k,
+        quiet=args.quiet,
     )
 
 
@@ -238,6 +240,8 @@ def report(results: dict[str, Any], settings: Settings) -> None:
     png = settings.out_dir / "bench_generate.png"
     if plot(results, settings.drafts, png):
         print(f"wrote {png}")
+        for path in plot_acceptance(results, settings.drafts, settings.out_dir):
+            print(f"wrote {path}")
     else:
         print('matplotlib is not installed: no plot (pip install -e ".[bench]")')
     print(f"wrote {settings.out_dir / 'bench_generate.md'} and bench_generate.json")

@@ -27,7 +27,8 @@ Usage::
 
     python benchmarks/bench_verify.py             # full sizes -> benchmarks/out/bench_verify.json
     python benchmarks/bench_verify.py --quick     # small sizes: a smoke test of a few seconds
-    python benchmarks/bench_verify.py --out PATH  # write the JSON elsewhere
+    python benchmarks/bench_verify.py --out PATH  # write the JSON elsewhere (PNG beside it)
+    python benchmarks/bench_verify.py --png PATH  # the chart elsewhere; --quiet: no progress
 """
 
 import argparse
@@ -49,7 +50,9 @@ except ImportError:  # pragma: no cover - Windows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
+from benchmarks._charts import chart_verify, write_chart
 from benchmarks._measure import environment, load_average, timed, write_json
+from specdec.progressbar import progress
 
 # -- constants ---------------------------------------------------------------------------------
 SEED = 0
@@ -89,6 +92,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="shrink sizes for a smoke test")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON")
+    parser.add_argument(
+        "--png", type=Path, help="where to write the chart (default: the JSON's path, .png)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser.parse_args(argv)
 
 
@@ -267,16 +274,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_average_before": load_average(),
         "cases": [],
     }
-    small = make_block(sizes.small_rows, SMALL_VOCAB, generator)
-    results["cases"].append(throughput_case(small, sizes))
-    block_result = block_case(small, sizes)
-    del small
-    results["cases"].extend(clone_ratio_cases(sizes, generator))
-    results["cases"].append(block_result)
+    with progress(3, "bench_verify", enabled=not args.quiet, unit="case") as bar:
+        small = make_block(sizes.small_rows, SMALL_VOCAB, generator)
+        results["cases"].append(throughput_case(small, sizes))
+        bar.advance("(a) throughput measured")
+        block_result = block_case(small, sizes)
+        del small
+        bar.advance("(c) verify_block against verify_tokens measured")
+        results["cases"].extend(clone_ratio_cases(sizes, generator))
+        bar.advance("(b) cost against a copy measured")
+        results["cases"].append(block_result)
     results["load_average_after"] = load_average()
     print_table(results, sizes)
     write_json(args.out, results)
-    print(f"wrote {args.out}")
+    png = write_chart(chart_verify, results, args.png or args.out.with_suffix(".png"))
+    print(f"wrote {args.out}" + (f" and {png}" if png else ""))
     return 0
 
 

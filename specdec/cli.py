@@ -9,12 +9,17 @@ import argparse
 import importlib
 import importlib.util
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdec.demo import run_demo
+
+if TYPE_CHECKING:
+    from specdec.progressbar import Progress
+    from specdec.prove import CheckResult
 
 __all__ = ["load_function", "main"]
 
@@ -60,15 +65,18 @@ def _audit(args: argparse.Namespace) -> int:
     )
 
     usage_error = int(ExitCode.USAGE_ERROR)
+    if not _plot_available(args):
+        return usage_error
     try:
         fn = load_function(args.function)
     except Exception as error:  # usage error: report it, exit 2
         print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
         return usage_error
 
+    bar = _audit_progress(args)
+
     def progress(line: str) -> None:
-        if not args.quiet:
-            print(line, file=sys.stderr, flush=True)
+        bar.advance(line)
 
     if args.exact and args.step:
         print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
@@ -77,7 +85,7 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         if args.exact:
             scenarios = [*verifier_scenarios(), *search_scenarios(args.search, seed=args.seed)]
-            report = audit_exact(fn, scenarios=scenarios, seed=args.seed)
+            report = audit_exact(fn, scenarios=scenarios, seed=args.seed, progress=progress)
         else:
             audit = audit_step if args.step else audit_verifier
             report = audit(
@@ -96,7 +104,9 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
         return usage_error
+    bar.close()
     print(report.to_json() if args.json else report.format())
+    _plot_audit(args, report)
     return report.exit_code
 
 
@@ -105,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="specdec", description="Reference implementation and oracle for speculative decoding."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(
+        dest="command", required=True, help="'specdec COMMAND --help' explains each"
+    )
     demo = commands.add_parser("demo", help="walk through one speculative step and its exact law")
     demo.add_argument("--seed", type=int, default=0, help="seed of the toy pair (default 0)")
     audit = commands.add_parser(
@@ -148,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
     )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_audit_plot(audit)
     prove = commands.add_parser(
         "prove",
         help="run every proof script of proofs/ and report each claim",
@@ -156,13 +169,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     prove.add_argument("claims", nargs="*", help="only scripts whose name contains these")
     prove.add_argument("--json", action="store_true", help="a JSON report with a 'claims' list")
+    prove.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     bench = commands.add_parser(
         "bench",
-        help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate)",
+        help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate, "
+        "bench_laws): JSON and PNG",
         description="Run benchmarks/NAME.py with the remaining arguments (e.g. --quick).",
     )
-    bench.add_argument("name", nargs="?", default="bench_verify", help="default bench_verify")
+    bench.add_argument(
+        "name", nargs="?", default="bench_verify", help="a benchmark below (default bench_verify)"
+    )
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    _explain(parser, {"demo": demo, "audit": audit, "prove": prove, "bench": bench})
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -178,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    from specdec.prove import checkout_root, format_result, proofs_json, run_proofs
+    from specdec.prove import checkout_root, proofs_json
 
     root = checkout_root()
     if root is None:
@@ -187,8 +205,7 @@ def _prove(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    progress = None if args.json else (lambda result: print(format_result(result), flush=True))
-    results = run_proofs(root, only=args.claims, progress=progress)
+    results = _run_proofs_with_progress(root, args)
     if not results:
         print(f"specdec prove: no proof script matches {args.claims}.", file=sys.stderr)
         return 2
@@ -216,6 +233,171 @@ def _bench(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"specdec bench: {error}", file=sys.stderr)
         return 2
+
+
+def _run_proofs_with_progress(root: Path, args: argparse.Namespace) -> "list[CheckResult]":
+    """Every matching script's checks, a line each on stdout (not with --json) and a bar over
+    the scripts on stderr (off with --quiet and --json)."""
+    from specdec.progressbar import progress
+    from specdec.prove import format_result, proof_scripts, run_script
+
+    scripts = proof_scripts(root, only=args.claims)
+    results: list[CheckResult] = []
+    quiet = args.json or getattr(args, "quiet", False)
+    with progress(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
+
+        def report(result: "CheckResult") -> None:
+            if not args.json:
+                bar.echo(format_result(result))
+
+        for path in scripts:
+            results.extend(run_script(path, progress=report))
+            bar.advance()
+    return results
+
+
+# -- help texts: what each command does, the signatures it accepts, one-line examples ----------
+
+HELP_EPILOGS = {
+    "specdec": """\
+examples:
+  specdec demo                                   one step by hand, with its exact law
+  specdec audit my_engine.py:verify              is my verifier lossless? (exit 0 / 1 / 2)
+  specdec prove claim_03                         check one claim of proofs/theory.md exactly
+  specdec bench bench_laws --quick               pictures of the laws (JSON + PNG)
+
+'specdec COMMAND --help' explains each command.""",
+    "demo": """\
+example:
+  specdec demo --seed 3""",
+    "audit": """\
+signatures FUNCTION may have (V: vocabulary size, k: drafts; blocks are token ids):
+  verifier (default)  fn(draft_tokens[k], draft_probs[k,V], target_probs[k+1,V], generator)
+                        -> LongTensor[n], n in 1..k+1 (accepted drafts, then one token)
+  --batched           the same with a leading batch axis N: -> LongTensor[N,k+1], -1-padded
+  VerifyRule          fn(draft_tokens, draft_probs, target_probs, uniforms[..,k+1])
+                        -> specdec.Verification (detected from its 4th parameter; needed
+                        for --exact, which enumerates its uniforms)
+  --step              fn(target_logits, draft_logits, prefix, k, generator, *, temperature,
+                        top_k, top_p) -> LongTensor[n]; *_logits map token ids to logits
+
+examples:
+  specdec audit specdec:verify_tokens                         the reference: LOSSLESS
+  specdec audit specdec.testing.zoo:resample_from_target      a known bug: LOSSY, exit 1
+  specdec audit my_engine.py:verify --samples 20000           fewer samples, faster
+  specdec audit my_engine.py:verify --batched --json > r.json  a batched verifier, JSON out
+  specdec audit specdec:verify_tokens --exact                 exact verdict, no sampling
+  specdec audit my_engine.py:step --step                      a whole step, warping included
+  specdec audit specdec.testing.zoo:resample_from_target --plot pictures/""",
+    "prove": """\
+examples:
+  specdec prove                   every claim (a minute or two)
+  specdec prove claim_03 claim_06 two claims
+  specdec prove --json > proofs.json""",
+    "bench": """\
+benchmarks (each writes JSON and PNG; --quiet: no progress):
+  bench_verify    verify_tokens throughput and its cost against copying the inputs
+  bench_audit     time to audit the whole zoo and single-sequence verifiers
+  bench_generate  SmolLM2 real-model table: tokens/s, acceptance and tokens per target
+                  pass against k with the theory's curve (JSON, md, PNGs)
+  bench_laws      observed against exact laws on toy pairs, seconds: laws.json and
+                  laws_audit.png, laws_accepted_length.png, laws_acceptance_vs_k.png
+  (by default in benchmarks/out/; --out / --out-dir elsewhere)
+
+examples:
+  specdec bench bench_laws --quick --out-dir pictures/
+  specdec bench bench_verify --quick --out v.json
+  specdec bench bench_generate --quick""",
+}
+HELP_DESCRIPTIONS = {
+    "demo": "Walk through one speculative step on a toy target and draft: the drafts, each "
+    "acceptance test with its uniform, the corrected or bonus token, and the exact law of the "
+    "emitted block against the target's (proofs/theory.md's worked example).",
+    "bench": "Run benchmarks/NAME.py (a checkout is needed) with the remaining arguments, "
+    "e.g. --quick for a smoke run of seconds, --quiet for no progress. Timings are reported, "
+    "never asserted.",
+}
+
+
+def _explain(parser: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser]) -> None:
+    """Add the examples (and missing descriptions) to each command's ``--help``."""
+    for name, command in {"specdec": parser, **commands}.items():
+        command.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the epilog's lines
+        command.epilog = HELP_EPILOGS[name]
+        description = HELP_DESCRIPTIONS.get(name, command.description)
+        command.description = textwrap.fill(description, 88) if description else None
+
+
+# -- specdec audit: progress and --plot ---------------------------------------------------------
+
+
+def _audit_progress(args: argparse.Namespace) -> "Progress":
+    """The audit's progress on stderr, one item per scenario; off with --quiet and --json."""
+    from specdec.progressbar import start_progress
+    from specdec.testing.audit import step_scenarios, verifier_scenarios
+
+    total = len(step_scenarios() if args.step else verifier_scenarios())
+    if args.exact:
+        total += args.search
+    quiet = args.quiet or args.json
+    return start_progress(total, "audit", enabled=not quiet, unit="scenario")
+
+
+def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
+    audit.add_argument(
+        "--plot",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="also write DIR/audit_law.png: each scenario's observed against exact law (its "
+        "most deviant cells), lossy scenarios in red; with --exact DIR/audit_exact.png, the "
+        "exact TV per scenario (needs pip install 'specdec[plot]')",
+    )
+
+
+def _plot_available(args: argparse.Namespace) -> bool:
+    """With --plot: whether matplotlib is there (checked before a long audit); says why not."""
+    if getattr(args, "plot", None) is None:
+        return True
+    if importlib.util.find_spec("matplotlib") is not None:
+        return True
+    from specdec.plots import INSTALL_HINT
+
+    print(f"specdec audit: --plot needs matplotlib: {INSTALL_HINT}", file=sys.stderr)
+    return False
+
+
+def _plot_audit(args: argparse.Namespace, report: object) -> None:
+    """With --plot: the report's scenarios, observed against exact law, as DIR/audit_law.png."""
+    if getattr(args, "plot", None) is None:
+        return
+    from specdec.plots import panel_from_result, plot_exact_distances, plot_law_panels
+    from specdec.testing.audit import AuditReport, ExactAuditReport
+
+    if isinstance(report, ExactAuditReport):
+        path = plot_exact_distances(
+            [s.name for s in report.scenarios],
+            [s.total_variation for s in report.scenarios],
+            [None if s.lossless is None else not s.lossless for s in report.scenarios],
+            args.plot / "audit_exact.png",
+            rounding_bound=report.rounding_bound,
+            title=f"specdec audit --exact of {report.function.rpartition(':')[2]}: "
+            f"{report.verdict.upper()}; exact TV from the target's law",
+        )
+        print(f"wrote {path}", file=sys.stderr)
+        return
+    if not isinstance(report, AuditReport):
+        return
+    function = report.function.rpartition(":")[2]
+    lossy = sum(s.lossy for s in report.scenarios)
+    path = plot_law_panels(
+        [panel_from_result(s) for s in report.scenarios],
+        args.plot / "audit_law.png",
+        title=f"specdec audit of {function}: {report.verdict.upper()} "
+        f"({lossy} of {len(report.scenarios)} scenarios lossy); observed against exact law",
+        columns=3,
+    )
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["CheckResult", "checkout_root", "load_script", "run_benchmark", "run_proofs"]
+__all__ = [
+    "CheckResult",
+    "checkout_root",
+    "load_script",
+    "proof_scripts",
+    "run_benchmark",
+    "run_proofs",
+    "run_script",
+]
 
-BENCHMARKS = ("bench_verify", "bench_audit", "bench_generate")
+BENCHMARKS = ("bench_verify", "bench_audit", "bench_generate", "bench_laws")
 
 
 @dataclass(frozen=True)
@@ -61,28 +69,44 @@ def load_script(path: Path) -> ModuleType:
     return module
 
 
+def proof_scripts(root: Path, *, only: Sequence[str] = ()) -> list[Path]:
+    """The ``proofs/claim_*.py`` scripts in order (those whose name contains one of ``only``)."""
+    return [
+        path
+        for path in sorted((root / "proofs").glob("claim_*.py"))
+        if not only or any(part in path.stem for part in only)
+    ]
+
+
 def run_proofs(
     root: Path, *, only: Sequence[str] = (), progress: Callable[[CheckResult], None] | None = None
 ) -> list[CheckResult]:
     """Run every check of every ``proofs/claim_*.py`` (or those whose name contains one of
     ``only``); a failing check is recorded, not raised."""
     results = []
-    for path in sorted((root / "proofs").glob("claim_*.py")):
-        if only and not any(part in path.stem for part in only):
-            continue
-        claim = "claim " + path.stem.split("_")[1]
-        module = load_script(path)
-        for check in getattr(module, "CHECKS", []):
-            family = (check.__doc__ or check.__name__).strip().splitlines()[0].rstrip(".")
-            start = time.perf_counter()
-            try:
-                cases, passed, error = int(check()), True, ""
-            except AssertionError as failure:
-                cases, passed, error = 0, False, str(failure) or "assertion failed"
-            result = CheckResult(claim, family, cases, time.perf_counter() - start, passed, error)
-            results.append(result)
-            if progress is not None:
-                progress(result)
+    for path in proof_scripts(root, only=only):
+        results.extend(run_script(path, progress=progress))
+    return results
+
+
+def run_script(
+    path: Path, *, progress: Callable[[CheckResult], None] | None = None
+) -> list[CheckResult]:
+    """Run every check of one proof script; a failing check is recorded, not raised."""
+    claim = "claim " + path.stem.split("_")[1]
+    module = load_script(path)
+    results = []
+    for check in getattr(module, "CHECKS", []):
+        family = (check.__doc__ or check.__name__).strip().splitlines()[0].rstrip(".")
+        start = time.perf_counter()
+        try:
+            cases, passed, error = int(check()), True, ""
+        except AssertionError as failure:
+            cases, passed, error = 0, False, str(failure) or "assertion failed"
+        result = CheckResult(claim, family, cases, time.perf_counter() - start, passed, error)
+        results.append(result)
+        if progress is not None:
+            progress(result)
     return results
 
 

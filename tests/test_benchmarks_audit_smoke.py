@@ -1,5 +1,6 @@
 """Smoke test of ``benchmarks/bench_audit.py --quick``."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -21,3 +22,5 @@ def test_bench_audit_quick_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "whole zoo" in done.stdout and out.exists()
+    if importlib.util.find_spec("matplotlib") is not None:  # the chart beside the JSON
+        assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -6,6 +6,7 @@ random Llama in seconds. Timings are never asserted; only that the script runs a
 current ``specdec`` and transformers and reports every case.
 """
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -25,6 +26,9 @@ def test_bench_generate_quick_runs_and_writes_report(tmp_path: Path) -> None:
         check=False,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
+    if importlib.util.find_spec("matplotlib") is not None:  # tok/s and α; one k-plot per draft
+        for name in ["bench_generate", *(f"bench_generate_k_{draft}" for draft in DRAFTS)]:
+            assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     markdown = (tmp_path / "bench_generate.md").read_text()
     assert "| draft | k | α |" in markdown
     results = json.loads((tmp_path / "bench_generate.json").read_text())

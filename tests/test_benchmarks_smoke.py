@@ -4,6 +4,7 @@ Timings are never asserted; this only checks that the script still runs against 
 ``specdec`` and reports every case.
 """
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -34,3 +35,5 @@ def test_bench_verify_quick_runs_and_prints_table(tmp_path: Path) -> None:
     assert [tuple(row) for row in rows if row and row[0] in dict(CASES)] == CASES
     results = json.loads(out.read_text())
     assert [(case["case"], case["dtype"]) for case in results["cases"]] == CASES
+    if importlib.util.find_spec("matplotlib") is not None:  # the chart beside the JSON
+        assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

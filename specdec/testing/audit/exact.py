@@ -198,6 +198,16 @@ class ExactAuditReport:
         )
 
 
+def _progress_line(done: int, total: int, result: ExactScenarioResult) -> str:
+    """The line printed as the ``done``-th of ``total`` scenarios finishes."""
+    if result.lossless is None:
+        outcome = result.status
+    else:
+        outcome = f"{'lossless' if result.lossless else 'LOSSY'}, exact TV "
+        outcome += f"{float(result.total_variation or 0):.3g}"
+    return f"[{done}/{total}] {result.name}: {outcome} ({result.seconds:.2f} s)"
+
+
 def _text(value: Fraction | None) -> str | None:
     return None if value is None else str(value)
 
@@ -300,6 +310,7 @@ def audit_exact(
     scenarios: Sequence[Scenario] | None = None,
     search: int = 16,
     seed: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> ExactAuditReport:
     """Exact audit of a verification rule (``VerifyRule`` signature): no sampling, no error rates.
 
@@ -311,6 +322,7 @@ def audit_exact(
         scenarios: the scenarios (default: the verifier battery and ``search`` searched pairs).
         search: how many searched pairs join the default battery.
         seed: seed of the search and of the discovery's probes.
+        progress: called with one line per finished scenario.
 
     Returns:
         An ``ExactAuditReport``.
@@ -344,7 +356,12 @@ def audit_exact(
             *search_scenarios(search, seed=seed),
         ]
     )
-    results = tuple(_scenario(rule, scenario, seed, per_block) for scenario in battery)
+    done: list[ExactScenarioResult] = []
+    for scenario in battery:
+        done.append(_scenario(rule, scenario, seed, per_block))
+        if progress is not None:
+            progress(_progress_line(len(done), len(battery), done[-1]))
+    results = tuple(done)
     if any(r.lossless is False for r in results):
         verdict, reason = "lossy", ""
     elif any(r.lossless is None for r in results):

@@ -1,0 +1,90 @@
+"""Charts of the benchmark results (PNG), beside each program's JSON.
+
+* ``chart_verify``: ``bench_verify``'s cases: rows per second of (a) against its goal, and the
+  cost of verifying relative to copying the inputs in (b) against its goal.
+* ``chart_audit``: ``bench_audit``'s seconds per zoo entry, coloured by verdict, with the
+  entries whose verdict was not the expected one marked.
+* ``write_chart``: draw one, or say why not (matplotlib missing) without failing the run.
+
+Drawn with ``specdec.plots.new_figure`` (matplotlib, ``pip install 'specdec[plot]'``).
+"""
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specdec.plots import LOSSLESS_COLOUR, LOSSY_COLOUR, PlotUnavailableError, new_figure, save_png
+
+__all__ = ["chart_audit", "chart_verify", "write_chart"]
+
+
+def chart_verify(results: dict[str, Any], path: Path) -> Path:
+    """(a) rows/s and (b) verify/clone ratio per dtype, each against its goal."""
+    figure = new_figure(9.5, 3.8)
+    speed_axes, ratio_axes = figure.subplots(1, 2)
+    cases = results["cases"]
+    (throughput,) = [c for c in cases if c["case"] == "a_throughput"]
+    ratios = [c for c in cases if c["case"] == "b_clone_ratio"]
+    bars = speed_axes.bar(["verify_tokens"], [throughput["rows_per_second"]], color="tab:blue")
+    speed_axes.bar_label(bars, fmt="%.3g")
+    goal = float(throughput["goal"].split(">=")[1])
+    speed_axes.axhline(goal, color="black", ls="--")
+    speed_axes.set_yscale("log")
+    speed_axes.set_ylim(min(goal, throughput["rows_per_second"]) / 10, goal * 3)
+    speed_axes.set(
+        ylabel="rows per second (log scale)",
+        title=f"(a) {throughput['rows']:,} rows, k = {results['k']}, V = {throughput['vocab']}"
+        "\n(dashed: goal)",
+    )
+    bars = ratio_axes.bar([c["dtype"] for c in ratios], [c["clone_ratio"] for c in ratios])
+    ratio_axes.bar_label(bars, fmt="%.2f")
+    ratio_axes.axhline(float(ratios[0]["goal"].split("<=")[1]), color="black", ls="--")
+    ratio_axes.set(
+        ylabel="verify time / time to clone the inputs",
+        title=f"(b) {ratios[0]['rows']:,} rows, V = {ratios[0]['vocab']:,}\n(dashed: goal)",
+    )
+    for axes in (speed_axes, ratio_axes):
+        axes.title.set_fontsize(9)
+    quick = " (--quick sizes)" if results["quick"] else ""
+    figure.suptitle(
+        f"bench_verify{quick}: torch {results['torch']}, {results['threads']} threads, "
+        f"load {results['load_average_before']}",
+        fontsize=10,
+    )
+    return save_png(figure, path)
+
+
+def chart_audit(results: dict[str, Any], path: Path) -> Path:
+    """Seconds per zoo entry (horizontal bars), red lossy and green lossless verdicts."""
+    rows = results["zoo"]
+    figure = new_figure(8.0, 1.2 + 0.22 * len(rows))
+    axes = figure.subplots()
+    names = [r["name"] + ("" if r["as_expected"] else "  (WRONG VERDICT)") for r in rows]
+    colours = [
+        LOSSLESS_COLOUR if r["verdict"].startswith("lossless") else LOSSY_COLOUR for r in rows
+    ]
+    axes.barh(names, [r["seconds"] for r in rows], color=colours)
+    axes.invert_yaxis()
+    axes.tick_params(axis="y", labelsize=7)
+    samples = results.get("samples_per_scenario", "default")
+    axes.set_xlabel(f"seconds to audit ({samples} samples per scenario)")
+    wrong = sum(not r["as_expected"] for r in rows)
+    axes.set_title(
+        f"bench_audit: the zoo's {len(rows)} entries in {results['zoo_seconds']:.1f} s, "
+        f"{wrong} verdicts not as expected\n(red: verdict lossy, green: lossless; "
+        f"load {results['load_average']})",
+        fontsize=9,
+    )
+    return save_png(figure, path)
+
+
+def write_chart(
+    chart: Callable[[dict[str, Any], Path], Path], results: dict[str, Any], path: Path
+) -> Path | None:
+    """``chart(results, path)``, or ``None`` and a note on stderr where matplotlib is missing."""
+    try:
+        return chart(results, path)
+    except PlotUnavailableError as error:
+        print(f"no chart: {error}", file=sys.stderr)
+        return None

@@ -1,0 +1,70 @@
+"""``specdec audit`` and ``specdec prove`` output: progress as plain lines on a stderr that is
+not a terminal (pytest's capture), none with ``--quiet`` or ``--json``; ``audit --plot DIR``
+writes a PNG of the report's scenarios, and without matplotlib refuses before auditing."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdec import verify_tokens
+from specdec.cli import main
+from specdec.testing.audit import audit_exact, search_scenarios
+
+AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400"]
+
+
+def test_audit_progress_is_plain_lines_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(AUDIT) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 7 and lines[0].startswith("[1/7] ") and lines[-1].startswith("[7/7] ")
+    assert "\r" not in captured.err and "%|" not in captured.err  # no bar
+    assert "LOSSLESS" in captured.out
+
+
+@pytest.mark.parametrize("flag", ["--quiet", "--json"])
+def test_audit_quiet_and_json_print_no_progress(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*AUDIT, flag]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    if flag == "--json":
+        assert json.loads(captured.out)["verdict"] == "lossless"
+
+
+def test_exact_audit_reports_progress_per_scenario() -> None:
+    lines: list[str] = []
+    audit_exact(verify_tokens, scenarios=search_scenarios(2), progress=lines.append)
+    assert [line.split(":")[0] for line in lines] == [
+        "[1/2] search-0-zeros-v2-k1",
+        "[2/2] search-1-one-hot-v3-k2",
+    ]
+    assert all(": lossless, exact TV " in line for line in lines)
+
+
+def test_prove_lines_on_stdout_and_no_bar_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prove", "claim_10"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out.startswith("claim 10 | ")
+
+
+def test_audit_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    assert main([*AUDIT, "--quiet", "--plot", str(tmp_path / "pictures")]) == 0
+    png = tmp_path / "pictures" / "audit_law.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    assert f"wrote {png}" in capsys.readouterr().err
+
+
+def test_audit_plot_without_matplotlib_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main([*AUDIT, "--plot", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "pip install 'specdec[plot]'" in captured.err and captured.out == ""
