@@ -10,7 +10,7 @@ import pytest
 
 from specdec import verify_tokens
 from specdec.cli import main
-from specdec.testing.audit import audit_exact, search_scenarios
+from specdec.testing.audit import audit_exact, search_scenarios, verifier_scenarios
 
 AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400"]
 
@@ -18,8 +18,9 @@ AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400"]
 def test_audit_progress_is_plain_lines_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(AUDIT) == 0
     captured = capsys.readouterr()
-    lines = captured.err.splitlines()
-    assert len(lines) == 7 and lines[0].startswith("[1/7] ") and lines[-1].startswith("[7/7] ")
+    lines, total = captured.err.splitlines(), len(verifier_scenarios())
+    assert len(lines) == total and lines[0].startswith(f"[1/{total}] ")
+    assert lines[-1].startswith(f"[{total}/{total}] ")
     assert "\r" not in captured.err and "%|" not in captured.err  # no bar
     assert "LOSSLESS" in captured.out
 
