@@ -259,7 +259,7 @@ def _extra_step_scenarios() -> list[Scenario]:
             "topk-only-v4-k2",
             "top-k 2 at temperature 1 (ties at the boundary)",
             make_toy_pair(4, seed=21, closeness=Fraction(1, 2), one_hot_rate=0.0, zero_rate=0.1),
-            (1,),
+            (0,),
             2,
             1.0,
             2,

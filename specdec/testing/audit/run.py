@@ -223,7 +223,7 @@ def step_draw(fn: StepFn, is_batch: bool, *, inputs: Inputs | None = None) -> Dr
         draft = _model(s.pair.draft, s, is_batch, given)
         prefix = torch.tensor(s.prefix, dtype=torch.int64, device=given.device)
 
-        def step(context: Tensor) -> Tensor:
+        def step(context: Tensor) -> object:
             return call(
                 target,
                 draft,
