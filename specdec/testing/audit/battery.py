@@ -121,7 +121,7 @@ def acceptance_mass(scenario: Scenario, *, step: bool) -> float:
 
 
 def _argmax_ties(scenario: Scenario) -> list[tuple[int, ...]]:
-    """Reachable contexts (prefix + up to ``k`` tokens) whose target or draft row ties at the max."""
+    """Reachable contexts (prefix, then up to ``k`` tokens) where a row ties at its maximum."""
     vocab, tied = scenario.pair.target.vocab_size, []
     for depth in range(scenario.k + 1):
         for tail in itertools.product(range(vocab), repeat=depth):
@@ -252,9 +252,7 @@ def step_scenarios() -> list[Scenario]:
 def _extra_step_scenarios() -> list[Scenario]:
     """Step scenarios chosen by name only."""
     battery = [
-        Scenario(
-            "greedy-v5-k1", "temperature 0 (greedy), one draft", _greedy_pair(), (2,), 1, 0.0
-        ),
+        Scenario("greedy-v5-k1", "temperature 0 (greedy), one draft", _greedy_pair(), (2,), 1, 0.0),
         Scenario(
             "topk-only-v4-k2",
             "top-k 2 at temperature 1 (ties at the boundary)",

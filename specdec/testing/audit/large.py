@@ -28,6 +28,7 @@ Example:
     (1.0, 64)
 """
 
+import functools
 import random
 from fractions import Fraction
 
@@ -66,8 +67,11 @@ def _split_row(vocab: int, rng: random.Random) -> list[float]:
     return values + [0.0] * (vocab - len(values))
 
 
+@functools.cache
 def large_pair(vocab_size: int, *, seed: int) -> ToyPair:
-    """A float-only order-1 pair over ``vocab_size`` tokens whose rows are powers of two."""
+    """A float-only order-1 pair over ``vocab_size`` tokens whose rows are powers of two.
+
+    Built once per ``(vocab_size, seed)`` (cached: treat its tables as read-only)."""
     rng = random.Random(f"specdec-large:{seed}")
     base = torch.tensor([_split_row(vocab_size, rng) for _ in range(_BASE_ROWS)])
     generator = torch.Generator().manual_seed(seed)

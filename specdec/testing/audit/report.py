@@ -232,13 +232,11 @@ def _convention_lines(scenarios: Sequence[ScenarioResult]) -> list[str]:
         differ = [s for s in warped if s.warping_tv is not None and s.warping_tv > 1e-9]
         lines += [
             "",
-            "  target: the function's own warping (the verdict is about its verification); "
-            + (
-                "its warping DIFFERS from specdec's (warp_probs): TV of the k+1-token laws "
-                + ", ".join(f"{s.name} {s.warping_tv:.4f}" for s in differ)
-                if differ
-                else "its warping agrees with specdec's (warp_probs) in every scenario"
-            ),
+            "  target: the function's own warping (the verdict is about its verification);",
+            "  its warping DIFFERS from specdec's (warp_probs): TV of the k+1-token laws "
+            + ", ".join(f"{s.name} {s.warping_tv:.4f}" for s in differ)
+            if differ
+            else "  its warping agrees with specdec's (warp_probs) in every scenario",
         ]
     return lines
 

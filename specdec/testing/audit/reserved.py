@@ -2,19 +2,23 @@ r"""Token ids an engine reserves (EOS, padding, a refused 0), kept out of the to
 
 Engines give some ids a meaning (EOS = 1 ends a sequence, 0 is refused as a draft): a toy
 vocabulary that uses them as ordinary tokens makes a correct engine stop early or crash. With
-reserved ids declared, every row of the scenario's target and draft gives them probability 0
-and the rest is renormalised exactly,
+reserved ids declared, a scenario's toy tokens move around them: toy token ``t`` becomes the
+``t``-th id (from 0) that is not reserved, the vocabulary grows by the reserved ids below its new
+size, and every row gives a reserved id probability exactly 0:
 
-.. math:: p'(x) = \frac{p(x)\,\mathbb{1}[x \notin R]}{\sum_{y \notin R} p(y)},
+.. math:: p'(\phi(x) \mid \phi(c)) = p(x \mid c), \qquad p'(r \mid \cdot) = 0 \ (r \in R),
 
-a row whose whole mass sits on reserved ids becomes uniform over the others, and reserved ids
-in the prefix are replaced by the smallest free id. The engine never sees a reserved id, and one
-it emits is an invalid output (``run.Inputs.reserved``). Ids at or above ``V`` are not in the
-toy vocabulary and change nothing.
+with :math:`\phi` the map onto the free ids (the prefix mapped alike). The scenario keeps every
+property it was chosen for (its laws, ties, zeros and acceptance are the same up to renaming);
+rows after a context holding a reserved id, which no draw reaches, are uniform over the free
+ids. The engine never sees a reserved id, and one it emits is an invalid output
+(``run.Inputs.reserved``).
 
 Example:
     >>> from specdec.testing.audit.battery import verifier_scenarios
     >>> scenario = without_reserved(verifier_scenarios()[0], (0, 1))
+    >>> scenario.pair.target.vocab_size, scenario.prefix
+    (6, (3,))
     >>> {row[0] for row in scenario.pair.target.rows} | {row[1] for row in scenario.pair.draft.rows}
     {Fraction(0, 1)}
 """
@@ -28,7 +32,7 @@ import torch
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.testing.audit.battery import Scenario
 
-__all__ = ["check_reserved_ids", "without_reserved"]
+__all__ = ["check_reserved_ids", "free_ids", "without_reserved"]
 
 
 def check_reserved_ids(reserved: Sequence[int]) -> tuple[int, ...]:
@@ -45,50 +49,80 @@ def check_reserved_ids(reserved: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(reserved)))
 
 
-def _exact_row(row: tuple[Fraction, ...], reserved: set[int]) -> tuple[Fraction, ...]:
-    kept = [Fraction(0) if x in reserved else p for x, p in enumerate(row)]
-    total = sum(kept, Fraction(0))
-    if total == 0:  # all its mass was reserved: uniform over the free ids
-        free = len(row) - len(reserved & set(range(len(row))))
-        return tuple(Fraction(0) if x in reserved else Fraction(1, free) for x in range(len(row)))
-    return tuple(p / total for p in kept)
+def free_ids(vocab_size: int, reserved: Sequence[int]) -> list[int]:
+    """The first ``vocab_size`` ids that are not reserved: where the toy tokens go.
+
+    Example:
+        >>> free_ids(4, (0, 1))
+        [2, 3, 4, 5]
+    """
+    taken, free, token = set(reserved), list[int](), 0
+    while len(free) < vocab_size:
+        if token not in taken:
+            free.append(token)
+        token += 1
+    return free
 
 
-def _model(model: ToyModel, reserved: set[int]) -> ToyModel:
+def _old_context(code: int, order: int, vocab: int, new_vocab: int, back: dict[int, int]) -> int:
+    """The old context code of a new one, or -1 when it holds a reserved id."""
+    digits = []
+    for _ in range(order):
+        code, digit = divmod(code, new_vocab + 1)
+        digits.append(digit)
+    old = 0
+    for digit in reversed(digits):
+        if digit == new_vocab:  # the start symbol
+            mapped = vocab
+        elif digit in back:
+            mapped = back[digit]
+        else:
+            return -1
+        old = old * (vocab + 1) + mapped
+    return old
+
+
+def _model(model: ToyModel, free: list[int]) -> ToyModel:
+    vocab, order, new_vocab = model.vocab_size, model.order, free[-1] + 1
+    back = {new: old for old, new in enumerate(free)}
+    contexts = range((new_vocab + 1) ** order)
+    codes = [_old_context(code, order, vocab, new_vocab, back) for code in contexts]
     if model.rows:
-        rows = [_exact_row(row, reserved) for row in model.rows]
-        return ToyModel.from_rows(model.vocab_size, model.order, rows)
-    table = model.float_table.clone()
-    table[:, sorted(reserved)] = 0.0
-    total = table.sum(-1, keepdim=True)
-    free = torch.ones(model.vocab_size, dtype=torch.float64)
-    free[sorted(reserved)] = 0.0
-    table = torch.where(total > 0, table / total.clamp_min(1e-300), free / free.sum())
-    return ToyModel.from_table(model.order, table)
+        uniform = tuple(
+            Fraction(1, vocab) if token in back else Fraction(0) for token in range(new_vocab)
+        )
+        rows = [
+            uniform
+            if old < 0
+            else tuple(
+                model.rows[old][back[token]] if token in back else Fraction(0)
+                for token in range(new_vocab)
+            )
+            for old in codes
+        ]
+        return ToyModel.from_rows(new_vocab, order, rows)
+    index = torch.tensor(free)
+    table = torch.zeros((new_vocab + 1) ** order, new_vocab, dtype=torch.float64)
+    old_codes = torch.tensor(codes)
+    reachable = old_codes >= 0
+    table[reachable.nonzero().flatten()[:, None], index] = model.float_table[old_codes[reachable]]
+    table[(~reachable).nonzero().flatten()[:, None], index] = 1.0 / vocab
+    return ToyModel.from_table(order, table)
 
 
 def without_reserved(scenario: Scenario, reserved: Sequence[int]) -> Scenario:
-    """``scenario`` with the ``reserved`` ids given probability 0 everywhere (module doc).
-
-    Raises:
-        ValueError: fewer than two ids of the vocabulary left free.
-    """
+    """``scenario`` with its toy tokens moved around the ``reserved`` ids (module doc)."""
+    ids = check_reserved_ids(reserved)
     vocab = scenario.pair.target.vocab_size
-    inside = {token for token in check_reserved_ids(reserved) if token < vocab}
+    free = free_ids(vocab, ids)
+    inside = [token for token in ids if token < free[-1]]
     if not inside:
         return scenario
-    free = [token for token in range(vocab) if token not in inside]
-    if len(free) < 2:
-        raise ValueError(
-            f"reserved ids {sorted(inside)} leave {len(free)} of the {vocab} tokens of scenario "
-            f"{scenario.name}; at least 2 must stay free."
-        )
-    pair = ToyPair(_model(scenario.pair.target, inside), _model(scenario.pair.draft, inside))
-    prefix = tuple(free[0] if token in inside else token for token in scenario.prefix)
-    listed = ", ".join(map(str, sorted(inside)))
+    pair = ToyPair(_model(scenario.pair.target, free), _model(scenario.pair.draft, free))
+    listed = ", ".join(map(str, inside))
     return replace(
         scenario,
-        description=f"{scenario.description} (reserved ids {listed} removed)",
+        description=f"{scenario.description} (reserved ids {listed} kept out)",
         pair=pair,
-        prefix=prefix,
+        prefix=tuple(free[token] for token in scenario.prefix),
     )
