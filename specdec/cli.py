@@ -151,6 +151,12 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         "from specdec's warping",
     )
     group.add_argument(
+        "--target-sampler",
+        default=None,
+        help="(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
+        "top_k, top_p) -> tokens: a two-sample test against its own target law",
+    )
+    group.add_argument(
         "--dtype",
         choices=("float64", "float32", "bfloat16"),
         default=None,
@@ -190,7 +196,11 @@ def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.scenarios is not None:
         names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
         options["scenarios"] = select_scenarios(names, level)
-    step_only = {"--target-warp": args.target_warp, "--model-interface": args.model_interface}
+    step_only = {
+        "--target-warp": args.target_warp,
+        "--target-sampler": args.target_sampler,
+        "--model-interface": args.model_interface,
+    }
     given = [name for name, value in step_only.items() if value is not None]
     if given and not args.step:
         raise ValueError(f"{', '.join(given)} applies to --step audits only.")
@@ -207,11 +217,16 @@ def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
         options["dtype"] = DTYPES[args.dtype]
     if args.device is not None:
         options["device"] = resolve_device(args.device)
-    if args.target_warp is not None:
+    if args.target_warp is not None and args.target_sampler is not None:
+        raise ValueError("give --target-warp or --target-sampler, not both.")
+    for option, key in (("--target-warp", "target_warp"), ("--target-sampler", "target_sampler")):
+        spec = getattr(args, key)
+        if spec is None:
+            continue
         try:
-            options["target_warp"] = load_function(args.target_warp)
+            options[key] = load_function(spec)
         except Exception as error:
-            raise ValueError(f"cannot load --target-warp {args.target_warp}: {error}") from None
+            raise ValueError(f"cannot load {option} {spec}: {error}") from None
     if args.model_interface is not None:
         options["model_interface"] = args.model_interface
     return options

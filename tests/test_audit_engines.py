@@ -410,6 +410,10 @@ def test_cli_engine_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                     -1, kept, logits.gather(-1, kept))
                 return warp_probs(masked, temperature=temperature, top_p=top_p)
 
+            def sampler(logits, generator, **options):
+                probs = exactly_k(logits.double(), **options)
+                return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
             @batched
             def engine(target_logits, draft_logits, prefix, k, generator, **options):
                 def law(logits):
@@ -434,6 +438,10 @@ def test_cli_engine_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     engine = ["audit", f"{path}:engine", "--step", "--samples", "3000", "--quiet"]
     assert main([*engine, *warp]) == 0
     assert "warping DIFFERS" in capsys.readouterr().out
+    assert main([*engine, "--scenarios", "hot-v5-k3", "--target-sampler", f"{path}:sampler"]) == 0
+    assert "estimated from its sampler" in capsys.readouterr().out
+    both = ["--target-sampler", f"{path}:sampler", "--target-warp", f"{path}:exactly_k"]
+    assert main([*engine, *both]) == 2
     # against specdec's warping: TV 0.164, above the 0.13 detectable at 20,000 samples
     assert main([*engine, "--scenarios", "hot-v5-k3", "--samples", "20000"]) == 1
     assert main([*step, "--scenarios", "nope"]) == 2
@@ -446,3 +454,32 @@ def test_cli_engine_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert "CUDA is not available" in capsys.readouterr().err
     assert main(["audit", "--list-scenarios"]) == 0
     assert "large-v2048-k1" in capsys.readouterr().out
+
+
+# -- (a) the engine's own target-only sampler: a two-sample test -----------------------------------
+
+
+def _exactly_k_sampler(logits, generator, *, temperature, top_k, top_p):  # type: ignore[no-untyped-def]
+    """An engine's target-only sampler: its exactly-k warping, then torch.multinomial."""
+    probs = _exactly_k(logits.double(), temperature=temperature, top_k=top_k, top_p=top_p)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+def test_an_engine_audited_against_its_own_sampler() -> None:
+    """Two-sample L1 test per scenario at level 1e-6 / S: the correct engine passes; wrong
+    verification (resampling from p: TV about 0.18 in hot-v5-k3 under the engine's warping, the
+    one-sample audit's estimate) is caught at 50,000 samples, where the two-sample test detects
+    TV 0.13; the sampler's warping is flagged as differing from specdec's (exact TV 0.164)."""
+    scenarios = select_scenarios(["plain-v4-k2", "hot-v5-k3"], "step")
+    engine = _engine_step(specdec.verify_tokens)
+    good = audit_step(engine, samples=SMALL, scenarios=scenarios, target_sampler=_exactly_k_sampler)
+    assert good.verdict == "lossless", good.format()
+    plain, hot = good.scenarios
+    assert not plain.warping_differs and hot.warping_differs and hot.warping_estimated
+    assert hot.warping_tv == pytest.approx(0.164, abs=0.03)
+    assert "estimated from its sampler" in good.format() and "two-sample" in good.signature
+    wrong = _engine_step(zoo.rule("resample_from_target"))
+    bad = audit_step(
+        wrong, samples=50_000, scenarios=scenarios[1:], target_sampler=_exactly_k_sampler
+    )
+    assert bad.verdict == "lossy" and bad.scenarios[0].detectable_tv < 0.15, bad.format()

@@ -15,7 +15,12 @@ import torch
 
 from specdec._checks import check_rate
 from specdec.testing.audit.battery import Scenario, WarpFn, step_scenarios, verifier_scenarios
-from specdec.testing.audit.conventions import engine_scenarios, resolve_device, warping_distance
+from specdec.testing.audit.conventions import (
+    WARPING_TOLERANCE,
+    engine_scenarios,
+    resolve_device,
+    warping_distance,
+)
 from specdec.testing.audit.exact import ExactAuditReport, audit_exact
 from specdec.testing.audit.plan import (
     ScenarioPlan,
@@ -46,6 +51,7 @@ from specdec.testing.audit.run import (
     threads,
     verifier_draw,
 )
+from specdec.testing.audit.sampler import SamplerFn, audit_with_sampler
 from specdec.testing.signatures import (
     StepFn,
     VerifierFn,
@@ -211,6 +217,7 @@ def audit_step(
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
     model_interface: Literal["logits", "transformers"] = "logits",
+    target_sampler: SamplerFn | None = None,
 ) -> AuditReport:
     """Audit a whole step (drafting, warping, verification) against the *warped* target.
 
@@ -227,6 +234,10 @@ def audit_step(
             top_p) -> probs [N, V]``: the target is then its warped law, so the verdict is
             about verification given the engine's warping, and each scenario reports the TV
             between that law and ``warp_probs``'s (``warping_tv``; ``conventions``).
+        target_sampler: the engine's target-only sampler, ``sampler(logits [N, V], generator,
+            *, temperature, top_k, top_p) -> tokens [N]``: the target is its law, known only
+            through samples, and each scenario is a two-sample test
+            (``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
         dtype: the logits' dtype; the target is the warping of the logits so rounded.
         model_interface: ``"transformers"`` hands the step ``ToyCausalLM`` models
             (``model(input_ids, past_key_values=..., use_cache=...)`` with ``.logits``, a
@@ -252,6 +263,25 @@ def audit_step(
     )
     is_batch = is_batched(fn) if batched is None else batched
     inputs = Inputs(device=on, reserved=tuple(reserved_ids), model_interface=model_interface)
+    signature = BATCHED_STEP if is_batch else SINGLE_STEP
+    if target_sampler is not None:
+        if target_warp is not None:
+            raise ValueError("give target_warp or target_sampler, not both.")
+        return audit_with_sampler(
+            _name(fn),
+            battery,
+            step_draw(fn, is_batch, inputs=inputs),
+            target_sampler,
+            signature=signature,
+            is_batch=is_batch,
+            samples=samples,
+            false_fail_rate=false_fail_rate,
+            false_pass_rate=false_pass_rate,
+            seed=seed,
+            progress=progress,
+            device=on,
+            plain=_plain,
+        )
     return _audit(
         "step",
         _name(fn),
@@ -324,7 +354,8 @@ def _audit(
             )
             result = scenario_result(plan, evidence, budget)
             if warp is not None:
-                result = replace(result, warping_tv=warping_distance(plan.scenario, warp))
+                tv = warping_distance(plan.scenario, warp)
+                result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
             results.append(result)
             if progress is not None:
                 progress(progress_line(index, len(plans), results[-1]))

@@ -44,7 +44,7 @@ from specdec.testing.audit.large import dyadic_pair
 from specdec.testing.audit.reserved import without_reserved
 from specdec.testing.stats import joint_law_by_enumeration
 
-__all__ = ["DTYPES", "engine_scenarios", "resolve_device", "warping_distance"]
+__all__ = ["DTYPES", "WARPING_TOLERANCE", "engine_scenarios", "resolve_device", "warping_distance"]
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 """The dtypes the audit passes rows or logits in (``--dtype``)."""
