@@ -166,6 +166,13 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         "--device", default=None, help="cpu or cuda[:N] (an error where CUDA is absent)"
     )
     group.add_argument(
+        "--ragged",
+        action="store_true",
+        default=None,
+        help="(--batched verifier) rows draft their own k_n in 1..k, told by the keyword "
+        "num_drafts; padding -1 / zero rows (specdec.testing.audit.ragged)",
+    )
+    group.add_argument(
         "--model-interface",
         choices=("logits", "transformers"),
         default=None,
@@ -204,7 +211,9 @@ def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
     given = [name for name, value in step_only.items() if value is not None]
     if given and not args.step:
         raise ValueError(f"{', '.join(given)} applies to --step audits only.")
-    engine = [args.reserved_ids, args.dtype, args.device, *step_only.values()]
+    if args.ragged and args.step:
+        raise ValueError("--ragged applies to batched verifiers, not to --step audits.")
+    engine = [args.reserved_ids, args.dtype, args.device, args.ragged, *step_only.values()]
     if args.exact and any(value is not None for value in engine):
         raise ValueError("--exact takes --scenarios only of the engine options.")
     if args.exact:
@@ -229,6 +238,8 @@ def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"cannot load {option} {spec}: {error}") from None
     if args.model_interface is not None:
         options["model_interface"] = args.model_interface
+    if args.ragged:
+        options["ragged"] = True
     return options
 
 

@@ -30,6 +30,7 @@ from specdec.testing.audit.plan import (
     sample_size,
     split_error_rate,
 )
+from specdec.testing.audit.ragged import ragged_optimum
 from specdec.testing.audit.report import (
     AuditReport,
     ScenarioResult,
@@ -88,6 +89,7 @@ def audit_verifier(
     reserved_ids: Sequence[int] = (),
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
+    ragged: bool = False,
 ) -> AuditReport: ...
 
 
@@ -106,6 +108,7 @@ def audit_verifier(
     reserved_ids: Sequence[int] = (),
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
+    ragged: bool = False,
 ) -> ExactAuditReport: ...
 
 
@@ -123,6 +126,7 @@ def audit_verifier(
     reserved_ids: Sequence[int] = (),
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
+    ragged: bool = False,
 ) -> AuditReport | ExactAuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
 
@@ -158,6 +162,9 @@ def audit_verifier(
             narrow dtype the pairs are moved to the ``1/128`` grid, exact in it
             (``specdec.testing.audit.conventions``).
         device: where the rows and the function's generator live (``"cuda"`` must be present).
+        ragged: each row drafts its own ``k_n`` (uniform on ``1..k``), told by the keyword
+            ``num_drafts``; a batched verifier only (``specdec.testing.audit.ragged`` has the
+            convention); the optimum is the mean over ``k_n``.
 
     Returns:
         An ``AuditReport`` (an ``ExactAuditReport`` with ``exact=True``). Exceptions raised by
@@ -183,12 +190,17 @@ def audit_verifier(
         verifier = cast(VerifierFn, fn)
         is_batch = is_batched(fn) if batched is None else batched
         signature = BATCHED_VERIFIER if is_batch else SINGLE_VERIFIER
-    inputs = Inputs(dtype=dtype, device=on, reserved=tuple(reserved_ids))
+    if ragged and (not is_batch or takes_uniforms(fn)):
+        raise ValueError(
+            "ragged=True needs a batched verifier taking num_drafts (@batched or batched=True), "
+            "not a single-sequence one or a VerifyRule."
+        )
+    inputs = Inputs(dtype=dtype, device=on, reserved=tuple(reserved_ids), ragged=ragged)
     return _audit(
         "verifier",
         name,
         battery,
-        plan_verifier_scenario,
+        _ragged_plan if ragged else plan_verifier_scenario,
         verifier_draw(verifier, is_batch, inputs=inputs),
         complete_verifier,
         signature=signature,
@@ -374,6 +386,13 @@ def _audit(
         decided,
         time.perf_counter() - start,
         signature,
+    )
+
+
+def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
+    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``)."""
+    return replace(
+        plan_verifier_scenario(scenario, samples), optimal_tokens=ragged_optimum(scenario)
     )
 
 

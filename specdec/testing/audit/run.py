@@ -32,6 +32,7 @@ from specdec._checks import check_emitted_block, check_emitted_blocks
 from specdec.models.toy import ToyModel
 from specdec.testing.audit.battery import Scenario, scenario_logits, warped_rows
 from specdec.testing.audit.plan import ScenarioPlan
+from specdec.testing.audit.ragged import ragged_rows
 from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import LogitsFn, StepFn, VerifierFn
 from specdec.testing.simulate import complete_blocks, draft_batch
@@ -74,12 +75,14 @@ class Inputs:
             emitted one is an invalid output.
         model_interface: ``"logits"`` (plain callables, ``ids -> logits``) or
             ``"transformers"`` (``ToyCausalLM``; steps only).
+        ragged: per-row ``k`` for a batched verifier (``specdec.testing.audit.ragged``).
     """
 
     dtype: torch.dtype | None = None
     device: torch.device | None = None
     reserved: tuple[int, ...] = ()
     model_interface: str = "logits"
+    ragged: bool = False
 
 
 def _checked(out: object, size: int, k: int, vocab: int, inputs: Inputs) -> Tensor:
@@ -170,8 +173,22 @@ def verifier_draw(fn: VerifierFn, is_batch: bool, *, inputs: Inputs | None = Non
     ) -> Tensor:
         pair, k = plan.scenario.pair, plan.scenario.k
         batch = draft_batch(pair.target, pair.draft, plan.scenario.prefix, k, size, data)
-        tokens = batch.tokens.to(given.device)
-        draft_probs, target_probs = moved(batch.draft_probs), moved(batch.target_probs)
+        tokens, draft_rows, target_rows = batch.tokens, batch.draft_probs, batch.target_probs
+        if given.ragged:
+            tokens, draft_rows, target_rows, num_drafts = ragged_rows(
+                tokens, draft_rows, target_rows, data
+            )
+        tokens = tokens.to(given.device)
+        draft_probs, target_probs = moved(draft_rows), moved(target_rows)
+        if given.ragged:
+            call: Callable[..., object] = fn
+            out = call(
+                tokens, draft_probs, target_probs, noise, num_drafts=num_drafts.to(given.device)
+            )
+            blocks = _checked(out, size, k, plan.vocab, given)
+            if bool(((blocks >= 0).sum(1) > num_drafts + 1).any()):
+                raise InvalidOutputError("a row emitted more than its num_drafts + 1 tokens.")
+            return blocks
         if is_batch:
             out = fn(tokens, draft_probs, target_probs, noise)
         else:
