@@ -251,7 +251,7 @@ def _two_steps(target_logits, draft_logits, prefix, k, generator, **options):  #
 
 def test_blocks_longer_than_one_step_are_flagged_above_the_optimum() -> None:
     scenarios = select_scenarios(["plain-v4-k2"], "step")
-    flagged = audit_step(_two_steps, samples=1_000, scenarios=scenarios)
+    flagged = audit_step(_two_steps, samples=600, scenarios=scenarios)
     assert flagged.lossless, flagged.format()
     assert flagged.scenarios[0].above_optimum and "ABOVE OPTIMUM" in flagged.format()
     assert flagged.scenarios[0].mean_tokens == 3.0 > flagged.scenarios[0].optimal_tokens

@@ -15,8 +15,8 @@ token ids themselves (as float32 keys and values of one layer and one head: exac
 sees exactly the context it asked for. ``attention_mask``, ``position_ids`` and other keyword
 arguments are accepted and ignored (every row is one sequence without padding).
 
-transformers is imported on use only (it is not a dependency of specdec); the audit hands these
-models to a step with ``audit_step(..., model_interface="transformers")``.
+transformers is imported on first use (it is slow to import); the audit hands these models to a
+step with ``audit_step(..., model_interface="transformers")``.
 
 Example:
     >>> import torch

@@ -175,12 +175,14 @@ def audit_verifier(
         ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``, an
             absent device, an unsupported dtype, reserved ids leaving fewer than 2 tokens.
     """
+    if exact:
+        if reserved_ids or dtype is not None or device is not None or ragged:
+            raise ValueError("exact=True takes none of reserved_ids, dtype, device, ragged.")
+        return audit_exact(fn, scenarios=scenarios, seed=seed)
     on = resolve_device(device)
     battery = engine_scenarios(
         scenarios or verifier_scenarios(), step=False, reserved=reserved_ids, dtype=dtype
     )
-    if exact:
-        return audit_exact(fn, scenarios=scenarios, seed=seed)
     name = _name(fn)
     verifier: VerifierFn
     if takes_uniforms(fn):  # a VerifyRule: the audit draws the uniforms it is given

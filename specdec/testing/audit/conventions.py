@@ -114,7 +114,11 @@ def engine_scenarios(
     for scenario in scenarios:
         scenario = without_reserved(scenario, reserved)
         if step:
-            scenario = replace(scenario, logits_dtype=dtype, warping=warp)
+            scenario = replace(
+                scenario,
+                logits_dtype=scenario.logits_dtype if dtype is None else dtype,
+                warping=scenario.warping if warp is None else warp,
+            )
         elif dtype is not None and dtype != torch.float64:
             scenario = replace(scenario, pair=dyadic_pair(scenario.pair))
         prepared.append(scenario)
