@@ -217,6 +217,11 @@ def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.exact and any(value is not None for value in engine):
         raise ValueError("--exact takes --scenarios only of the engine options.")
     if args.exact:
+        inexact = [s.name for s in options.get("scenarios", []) if not s.pair.target.rows]
+        if inexact:
+            raise ValueError(
+                f"--exact needs exact rational rows; {', '.join(inexact)} is float-only."
+            )
         return options
     if args.reserved_ids is not None:
         options["reserved_ids"] = _ids(args.reserved_ids, "--reserved-ids")

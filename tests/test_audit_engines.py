@@ -282,7 +282,10 @@ def test_rows_in_bfloat16_reach_the_verifier_exactly_and_bugs_are_still_caught()
     assert bad.verdict == "lossy", bad.format()
 
 
-def test_a_step_given_float32_logits_is_audited_against_their_warping() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_step_given_narrow_logits_is_audited_against_their_warping(dtype: torch.dtype) -> None:
+    """The target is the warping of the rounded logits (bfloat16 keeps 8 significant bits of
+    each logit), so a step that warps what it is given is lossless."""
     dtypes: list[torch.dtype] = []
 
     @batched
@@ -291,8 +294,8 @@ def test_a_step_given_float32_logits_is_audited_against_their_warping() -> None:
         return zoo.reference_step(target_logits, draft_logits, prefix, k, generator, **options)
 
     scenarios = select_scenarios(["plain-v4-k2", "hot-v5-k3"], "step")
-    report = audit_step(step, samples=5_000, scenarios=scenarios, dtype=torch.float32)
-    assert report.verdict == "lossless" and set(dtypes) == {torch.float32}, report.format()
+    report = audit_step(step, samples=5_000, scenarios=scenarios, dtype=dtype)
+    assert report.verdict == "lossless" and set(dtypes) == {dtype}, report.format()
 
 
 def test_an_absent_device_is_refused_before_anything_runs() -> None:
@@ -452,6 +455,8 @@ def test_cli_engine_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     if not torch.cuda.is_available():
         assert main([*verifier, "--device", "cuda"]) == 2
         assert "CUDA is not available" in capsys.readouterr().err
+    assert main([*verifier, "--exact", "--scenarios", "large-v2048-k1"]) == 2
+    assert "float-only" in capsys.readouterr().err
     assert main(["audit", "--list-scenarios"]) == 0
     assert "large-v2048-k1" in capsys.readouterr().out
 
