@@ -127,7 +127,7 @@ def _argmax_ties(scenario: Scenario) -> list[tuple[int, ...]]:
         for tail in itertools.product(range(vocab), repeat=depth):
             context = (*scenario.prefix, *tail)
             for model in (scenario.pair.target, scenario.pair.draft):
-                row = model.float_probs(torch.tensor([context]))[0]
+                row = scenario_logits(model, scenario, torch.tensor([context]))[0]  # its dtype
                 if int((row == row.max()).sum()) > 1:
                     tied.append(context)
     return tied
