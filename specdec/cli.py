@@ -81,13 +81,19 @@ def _audit(args: argparse.Namespace) -> int:
     if args.exact and args.step:
         print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
         return usage_error
+    try:
+        engine = _engine_options(args)
+    except ValueError as error:  # usage error: nothing has run
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return usage_error
     report: AuditReport | ExactAuditReport
     try:
         if args.exact:
-            scenarios = [*verifier_scenarios(), *search_scenarios(args.search, seed=args.seed)]
+            battery = engine.get("scenarios") or verifier_scenarios()
+            scenarios = [*battery, *search_scenarios(args.search, seed=args.seed)]
             report = audit_exact(fn, scenarios=scenarios, seed=args.seed, progress=progress)
         else:
-            audit = audit_step if args.step else audit_verifier
+            audit: Callable[..., AuditReport] = audit_step if args.step else audit_verifier
             report = audit(
                 fn,
                 batched=True if args.batched else None,
@@ -96,6 +102,7 @@ def _audit(args: argparse.Namespace) -> int:
                 false_pass_rate=args.false_pass_rate,
                 seed=args.seed,
                 progress=progress,
+                **engine,
             )
     except InvalidOutputError as error:
         print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
@@ -108,6 +115,147 @@ def _audit(args: argparse.Namespace) -> int:
     print(report.to_json() if args.json else report.format())
     _plot_audit(args, report)
     return report.exit_code
+
+
+# -- the audit's options for real engines: conventions and inputs ---------------------------------
+
+
+class _ListScenarios(argparse.Action):
+    """``--list-scenarios``: print the catalogue of both levels and exit (like ``--version``)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        from specdec.testing.audit.battery import scenario_catalogue
+
+        for level in ("verifier", "step"):
+            print(f"{level} scenarios (* in the default battery):")
+            for name, (scenario, default) in scenario_catalogue(level).items():
+                print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
+        parser.exit()
+
+
+def _add_engine_options(audit: argparse.ArgumentParser) -> None:
+    """The options for engines' conventions and realistic inputs, in their own group."""
+    group = audit.add_argument_group("engine conventions and inputs")
+    group.add_argument(
+        "--scenarios",
+        default=None,
+        help="NAME,... scenarios to run instead of the default battery (--list-scenarios)",
+    )
+    group.add_argument(
+        "--list-scenarios",
+        action=_ListScenarios,
+        nargs=0,
+        help="list the scenario names of both levels and exit",
+    )
+    group.add_argument(
+        "--reserved-ids",
+        default=None,
+        help="ID,... token ids the engine reserves (EOS...): probability 0 in every toy row, "
+        "an emitted one is an invalid output",
+    )
+    group.add_argument(
+        "--target-warp",
+        default=None,
+        help="(--step) MODULE:FUNCTION, the engine's warp(logits, *, temperature, top_k, top_p) "
+        "-> probs: the verdict is about verification given it; the report says how far it is "
+        "from specdec's warping",
+    )
+    group.add_argument(
+        "--target-sampler",
+        default=None,
+        help="(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
+        "top_k, top_p) -> tokens: a two-sample test against its own target law",
+    )
+    group.add_argument(
+        "--dtype",
+        choices=("float64", "float32", "bfloat16"),
+        default=None,
+        help="dtype of the rows (verifier) or logits (step) the function gets (default float64)",
+    )
+    group.add_argument(
+        "--device", default=None, help="cpu or cuda[:N] (an error where CUDA is absent)"
+    )
+    group.add_argument(
+        "--ragged",
+        action="store_true",
+        default=None,
+        help="(--batched verifier) rows draft their own k_n in 1..k, told by the keyword "
+        "num_drafts; padding -1 / zero rows (specdec.testing.audit.ragged)",
+    )
+    group.add_argument(
+        "--model-interface",
+        choices=("logits", "transformers"),
+        default=None,
+        help="(--step) hand the step plain logits callables (default) or transformers-like "
+        "models: model(input_ids, past_key_values=..., use_cache=...).logits, .config",
+    )
+
+
+def _ids(text: str, option: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"{option} expects ints separated by commas, got {text!r}.") from None
+
+
+def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of the engine options, validated before anything runs.
+
+    Raises:
+        ValueError: an unknown scenario, a malformed id list, an option that does not apply,
+            an absent device, an unloadable warping.
+    """
+    from specdec.testing.audit.battery import select_scenarios
+    from specdec.testing.audit.conventions import DTYPES, resolve_device
+
+    level = "step" if args.step else "verifier"
+    options: dict[str, Any] = {}
+    if args.scenarios is not None:
+        names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+        options["scenarios"] = select_scenarios(names, level)
+    step_only = {
+        "--target-warp": args.target_warp,
+        "--target-sampler": args.target_sampler,
+        "--model-interface": args.model_interface,
+    }
+    given = [name for name, value in step_only.items() if value is not None]
+    if given and not args.step:
+        raise ValueError(f"{', '.join(given)} applies to --step audits only.")
+    if args.ragged and args.step:
+        raise ValueError("--ragged applies to batched verifiers, not to --step audits.")
+    engine = [args.reserved_ids, args.dtype, args.device, args.ragged, *step_only.values()]
+    if args.exact and any(value is not None for value in engine):
+        raise ValueError("--exact takes --scenarios only of the engine options.")
+    if args.exact:
+        inexact = [s.name for s in options.get("scenarios", []) if not s.pair.target.rows]
+        if inexact:
+            raise ValueError(
+                f"--exact needs exact rational rows; {', '.join(inexact)} is float-only."
+            )
+        return options
+    if args.reserved_ids is not None:
+        options["reserved_ids"] = _ids(args.reserved_ids, "--reserved-ids")
+        if any(token < 0 for token in options["reserved_ids"]):
+            raise ValueError(f"--reserved-ids must be >= 0, got {args.reserved_ids}.")
+    if args.dtype is not None:
+        options["dtype"] = DTYPES[args.dtype]
+    if args.device is not None:
+        options["device"] = resolve_device(args.device)
+    if args.target_warp is not None and args.target_sampler is not None:
+        raise ValueError("give --target-warp or --target-sampler, not both.")
+    for option, key in (("--target-warp", "target_warp"), ("--target-sampler", "target_sampler")):
+        spec = getattr(args, key)
+        if spec is None:
+            continue
+        try:
+            options[key] = load_function(spec)
+        except Exception as error:
+            raise ValueError(f"cannot load {option} {spec}: {error}") from None
+    if args.model_interface is not None:
+        options["model_interface"] = args.model_interface
+    if args.ragged:
+        options["ragged"] = True
+    return options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
     )
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_engine_options(audit)
     _add_audit_plot(audit)
     prove = commands.add_parser(
         "prove",

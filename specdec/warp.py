@@ -2,6 +2,14 @@
 
 The warped distribution *is* the target of speculative decoding (``proofs/theory.md``, claim 8):
 losslessness is with respect to ``warp_probs(target_logits, ...)`` at every prefix.
+
+specdec's conventions, where engines differ: top-k keeps every token tied with the k-th largest
+logit (``torch.topk`` alone keeps exactly k, choosing among the tied ones); top-p keeps the token
+that crosses ``top_p`` and sorts stably (lower id first on ties); temperature 0 is the argmax,
+lowest id on ties; filters apply in the order temperature, top-k, top-p, min-p. An engine whose
+warping differs is not wrong for that: its target is its own warped law. The audit checks a
+step against the engine's warping and reports how far it is from this one
+(``specdec.testing.audit.conventions``).
 """
 
 import math

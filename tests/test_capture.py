@@ -11,7 +11,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specdec.testing.audit import audit_exact, verifier_scenarios
+from specdec.models.toy import make_toy_pair
+from specdec.testing.audit import Scenario, audit_exact
 from specdec.testing.capture import NotEnumerableError, Supply, captured_rule, count_draws
 
 
@@ -84,7 +85,9 @@ def test_transformers_verifier_accepts_a_forbidden_draft_with_probability_2_to_t
     it iff its float32 ``rand`` is exactly 0: the exact audit finds that mass, 2^-24, exactly."""
     from specdec.testing.transformers_adapter import transformers_speculative_sampling
 
-    scenario = [s for s in verifier_scenarios() if s.name == "disjoint-v4-k1"]
+    # every first draft forbidden (the audit's battery keeps some overlap, so it is built here)
+    pair = make_toy_pair(4, seed=236, zero_rate=0.6, one_hot_rate=0.0)
+    scenario = [Scenario("disjoint-v4-k1", "first draft row disjoint from p", pair, (2,), 1)]
     report = audit_exact(transformers_speculative_sampling, scenarios=scenario)
     assert report.verdict == "lossy" and "draws captured" in report.signature
     (result,) = report.scenarios

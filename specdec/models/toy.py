@@ -35,7 +35,8 @@ class ToyModel:
         order: how many previous tokens the law depends on (``>= 1``).
         rows: ``(V+1)**order`` rows of ``V`` Fractions, each summing to exactly 1, indexed by the
             context code (the last ``order`` tokens, left-padded with the start symbol, read as a
-            base ``V+1`` number).
+            base ``V+1`` number); empty for a float-only model (``from_table``: vocabularies
+            too large for exact tables), whose exact laws are refused.
         float_table: ``[(V+1)**order, V]`` float64 view of ``rows``.
     """
 
@@ -55,7 +56,16 @@ class ToyModel:
         return code
 
     def probs(self, context: Sequence[int]) -> Row:
-        """The exact next-token law after ``context``."""
+        """The exact next-token law after ``context``.
+
+        Raises:
+            ValueError: a float-only model (``from_table``) has no exact rows.
+        """
+        if not self.rows:
+            raise ValueError(
+                f"this V = {self.vocab_size} toy model is float-only (from_table): it has no "
+                "exact rows; use float_probs."
+            )
         return self.rows[self.context_code(context)]
 
     def float_probs(self, contexts: Int[Tensor, "batch seq"]) -> Float[Tensor, "batch vocab"]:
@@ -69,6 +79,26 @@ class ToyModel:
                 column = torch.full((batch,), self.vocab_size, dtype=torch.int64)  # start symbol
             code = code * (self.vocab_size + 1) + column
         return self.float_table[code]
+
+    @classmethod
+    def from_table(cls, order: int, table: Float[Tensor, "contexts vocab"]) -> "ToyModel":
+        """A float-only model: ``table`` (``[(V+1)**order, V]``, rows summing to 1) as float64,
+        no exact rows (``probs`` refuses; exact laws need ``from_rows``).
+
+        Example:
+            >>> import torch
+            >>> model = ToyModel.from_table(1, torch.full((3, 2), 0.5))
+            >>> model.float_probs(torch.tensor([[1]])).tolist()
+            [[0.5, 0.5]]
+        """
+        vocab = int(table.shape[-1])
+        if table.dim() != 2 or table.shape[0] != (vocab + 1) ** order:
+            raise ValueError(
+                f"table must be [(V+1)**order, V] = [{(vocab + 1) ** order}, {vocab}], got "
+                f"{tuple(table.shape)}."
+            )
+        float_table = table.to(torch.float64)
+        return cls(vocab_size=vocab, order=order, rows=(), float_table=float_table)
 
     @classmethod
     def from_rows(cls, vocab_size: int, order: int, rows: Sequence[Row]) -> "ToyModel":

@@ -19,6 +19,20 @@ where ``target_logits(ids: LongTensor[L']) -> Tensor[V]`` gives next-token logit
 Batched step (``@batched``): ``prefix`` is ``[N, L]``, the logits callables map ``[N, L']`` to
 ``[N, V]``, and the result is ``[N, k+1]``, ``-1``-padded.
 
+Ragged batched verifier (``audit_verifier(fn, ragged=True)``): as the batched verifier with the
+keyword ``num_drafts: LongTensor[N]`` (row ``n`` drafted ``k_n <= k`` tokens; ``-1`` drafts and
+zero rows past it; at most ``k_n + 1`` tokens out): ``specdec.testing.audit.ragged``.
+
+A step whose models follow transformers (``audit_step(fn, model_interface="transformers")``)
+gets ``target_model`` and ``draft_model`` in place of the logits callables:
+``model(input_ids [N, L'], past_key_values=None, use_cache=...)`` returning ``.logits
+[N, L', V]`` and ``.past_key_values`` (a ``DynamicCache``), and ``model.config.vocab_size``
+(``specdec.testing.hf_like``). An engine's warping or target-only sampler, given to
+``audit_step`` as ``target_warp`` or ``target_sampler``::
+
+    warp(logits [N, V], *, temperature, top_k, top_p) -> probs [N, V]
+    sampler(logits [N, V], generator, *, temperature, top_k, top_p) -> LongTensor[N]
+
 Verification rule (``specdec.VerifyRule``, detected by its fourth parameter's name)::
 
     fn(draft_tokens [*b, k], draft_probs [*b, k, V], target_probs [*b, k+1, V],

@@ -76,9 +76,13 @@ def complete_blocks(
     base = _prefix(prefix, n)
     completed = blocks.long()
     for position in range(width):
-        row = target_rows(torch.cat([base, completed[:, :position].clamp(min=0)], dim=1))
-        fresh = inverse_cdf(row, uniforms(generator, (n,)))
-        column = torch.where(completed[:, position] < 0, fresh, completed[:, position])
+        noise = uniforms(generator, (n,))  # drawn for every row: the stream is the same
+        need = completed[:, position] < 0  # rows are computed only where a token is missing
+        if not bool(need.any()):
+            continue
+        row = target_rows(torch.cat([base[need], completed[need, :position].clamp(min=0)], dim=1))
+        column = completed[:, position].clone()
+        column[need] = inverse_cdf(row, noise[need])
         completed = torch.cat(
             [completed[:, :position], column[:, None], completed[:, position + 1 :]], dim=1
         )

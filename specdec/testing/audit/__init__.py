@@ -23,10 +23,23 @@ divided between the e-processes and the tests is documented in ``plan``. Modules
 function and completing its blocks), ``report`` (results, verdict, printed report, exit codes),
 ``audits`` (the two entry points), ``exact`` (the exact audit of a rule that takes its
 uniforms: laws from its own decisions, no sampling; ``audit_verifier(..., exact=True)``).
+
+For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
+``sampler`` (a step against the engine's own target-only sampler: a two-sample test),
+``reserved`` (token ids kept out of the toy vocabularies), ``large`` (vocabularies in the
+thousands, rows exact in every dtype), ``ragged`` (per-row ``k`` in the batched verifier
+signature); the battery's catalogue is chosen from by name (``select_scenarios``), and
+``specdec.testing.hf_like`` wraps a toy model as a transformers-like causal LM.
 """
 
 from specdec.testing.audit.audits import Progress, audit_step, audit_verifier
-from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
+from specdec.testing.audit.battery import (
+    Scenario,
+    scenario_catalogue,
+    select_scenarios,
+    step_scenarios,
+    verifier_scenarios,
+)
 from specdec.testing.audit.exact import (
     ExactAuditReport,
     ExactScenarioResult,
@@ -48,7 +61,9 @@ __all__ = [
     "audit_exact",
     "audit_step",
     "audit_verifier",
+    "scenario_catalogue",
     "search_scenarios",
+    "select_scenarios",
     "step_scenarios",
     "verifier_scenarios",
 ]

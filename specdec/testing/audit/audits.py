@@ -8,10 +8,19 @@ draft blocks drafted from the toy draft, a step drafts, warps and verifies on it
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Literal, cast, overload
 
+import torch
+
 from specdec._checks import check_rate
-from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
+from specdec.testing.audit.battery import Scenario, WarpFn, step_scenarios, verifier_scenarios
+from specdec.testing.audit.conventions import (
+    WARPING_TOLERANCE,
+    engine_scenarios,
+    resolve_device,
+    warping_distance,
+)
 from specdec.testing.audit.exact import ExactAuditReport, audit_exact
 from specdec.testing.audit.plan import (
     ScenarioPlan,
@@ -21,24 +30,29 @@ from specdec.testing.audit.plan import (
     sample_size,
     split_error_rate,
 )
+from specdec.testing.audit.ragged import ragged_optimum
 from specdec.testing.audit.report import (
     AuditReport,
     ScenarioResult,
     decide_by_holm,
     progress_line,
+    rejected_result,
     scenario_result,
     verdict,
 )
 from specdec.testing.audit.run import (
     Complete,
     Draw,
+    Inputs,
     collect_evidence,
     complete_step,
     complete_verifier,
+    probe_options,
     step_draw,
     threads,
     verifier_draw,
 )
+from specdec.testing.audit.sampler import SamplerFn, audit_with_sampler
 from specdec.testing.signatures import (
     StepFn,
     VerifierFn,
@@ -72,6 +86,10 @@ def audit_verifier(
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
     exact: Literal[False] = False,
+    reserved_ids: Sequence[int] = (),
+    dtype: torch.dtype | None = None,
+    device: str | torch.device | None = None,
+    ragged: bool = False,
 ) -> AuditReport: ...
 
 
@@ -87,6 +105,10 @@ def audit_verifier(
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
     exact: Literal[True],
+    reserved_ids: Sequence[int] = (),
+    dtype: torch.dtype | None = None,
+    device: str | torch.device | None = None,
+    ragged: bool = False,
 ) -> ExactAuditReport: ...
 
 
@@ -101,6 +123,10 @@ def audit_verifier(
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
     exact: bool = False,
+    reserved_ids: Sequence[int] = (),
+    dtype: torch.dtype | None = None,
+    device: str | torch.device | None = None,
+    ragged: bool = False,
 ) -> AuditReport | ExactAuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
 
@@ -130,6 +156,15 @@ def audit_verifier(
             ``batched`` and ``progress`` do not apply; a function that does not take uniforms
             gets ``cannot decide``). Default battery: the verifier battery and 16 searched
             pairs.
+        reserved_ids: token ids the engine reserves: every toy row gives them probability 0
+            and an emitted one is an invalid output (``specdec.testing.audit.reserved``).
+        dtype: the rows' dtype as the function gets them (float64, float32, bfloat16); in a
+            narrow dtype the pairs are moved to the ``1/128`` grid, exact in it
+            (``specdec.testing.audit.conventions``).
+        device: where the rows and the function's generator live (``"cuda"`` must be present).
+        ragged: each row drafts its own ``k_n`` (uniform on ``1..k``), told by the keyword
+            ``num_drafts``; a batched verifier only (``specdec.testing.audit.ragged`` has the
+            convention); the optimum is the mean over ``k_n``.
 
     Returns:
         An ``AuditReport`` (an ``ExactAuditReport`` with ``exact=True``). Exceptions raised by
@@ -137,10 +172,17 @@ def audit_verifier(
         ``InvalidOutputError``.
 
     Raises:
-        ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``.
+        ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``, an
+            absent device, an unsupported dtype, reserved ids leaving fewer than 2 tokens.
     """
     if exact:
+        if reserved_ids or dtype is not None or device is not None or ragged:
+            raise ValueError("exact=True takes none of reserved_ids, dtype, device, ragged.")
         return audit_exact(fn, scenarios=scenarios, seed=seed)
+    on = resolve_device(device)
+    battery = engine_scenarios(
+        scenarios or verifier_scenarios(), step=False, reserved=reserved_ids, dtype=dtype
+    )
     name = _name(fn)
     verifier: VerifierFn
     if takes_uniforms(fn):  # a VerifyRule: the audit draws the uniforms it is given
@@ -150,12 +192,18 @@ def audit_verifier(
         verifier = cast(VerifierFn, fn)
         is_batch = is_batched(fn) if batched is None else batched
         signature = BATCHED_VERIFIER if is_batch else SINGLE_VERIFIER
+    if ragged and (not is_batch or takes_uniforms(fn)):
+        raise ValueError(
+            "ragged=True needs a batched verifier taking num_drafts (@batched or batched=True), "
+            "not a single-sequence one or a VerifyRule."
+        )
+    inputs = Inputs(dtype=dtype, device=on, reserved=tuple(reserved_ids), ragged=ragged)
     return _audit(
         "verifier",
         name,
-        scenarios or verifier_scenarios(),
-        plan_verifier_scenario,
-        verifier_draw(verifier, is_batch),
+        battery,
+        _ragged_plan if ragged else plan_verifier_scenario,
+        verifier_draw(verifier, is_batch, inputs=inputs),
         complete_verifier,
         signature=signature,
         is_batch=is_batch,
@@ -164,6 +212,7 @@ def audit_verifier(
         false_pass_rate=false_pass_rate,
         seed=seed,
         progress=progress,
+        device=on,
     )
 
 
@@ -177,6 +226,12 @@ def audit_step(
     seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
+    target_warp: WarpFn | None = None,
+    reserved_ids: Sequence[int] = (),
+    dtype: torch.dtype | None = None,
+    device: str | torch.device | None = None,
+    model_interface: Literal["logits", "transformers"] = "logits",
+    target_sampler: SamplerFn | None = None,
 ) -> AuditReport:
     """Audit a whole step (drafting, warping, verification) against the *warped* target.
 
@@ -186,15 +241,67 @@ def audit_step(
     sampling options per scenario; the target law is that of
     ``warp_probs(target_logits(context), temperature, top_k, top_p)`` at every context, and
     the optimum assumes the draft uses the same options. Arguments as in ``audit_verifier``
-    (default battery ``step_scenarios()``).
+    (default battery ``step_scenarios()``), and:
+
+    Args:
+        target_warp: the engine's warping, ``warp(logits [N, V], *, temperature, top_k,
+            top_p) -> probs [N, V]``: the target is then its warped law, so the verdict is
+            about verification given the engine's warping, and each scenario reports the TV
+            between that law and ``warp_probs``'s (``warping_tv``; ``conventions``).
+        target_sampler: the engine's target-only sampler, ``sampler(logits [N, V], generator,
+            *, temperature, top_k, top_p) -> tokens [N]``: the target is its law, known only
+            through samples, and each scenario is a two-sample test
+            (``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
+        dtype: the logits' dtype; the target is the warping of the logits so rounded.
+        model_interface: ``"transformers"`` hands the step ``ToyCausalLM`` models
+            (``model(input_ids, past_key_values=..., use_cache=...)`` with ``.logits``, a
+            ``DynamicCache`` and ``.config.vocab_size``; ``specdec.testing.hf_like``) in place
+            of the logits callables.
+
+    A scenario whose options the step rejects (it raises on the first call; an engine
+    without top-p or temperature 0) is reported as not audited instead of ending the audit;
+    the plain scenario (temperature 1, no filter) may not be rejected, and every scenario
+    rejected raises what the last one raised.
     """
+    if model_interface not in ("logits", "transformers"):
+        raise ValueError(
+            f"model_interface must be 'logits' or 'transformers', got {model_interface!r}."
+        )
+    on = resolve_device(device)
+    battery = engine_scenarios(
+        scenarios or step_scenarios(),
+        step=True,
+        reserved=reserved_ids,
+        dtype=dtype,
+        warp=target_warp,
+    )
     is_batch = is_batched(fn) if batched is None else batched
+    inputs = Inputs(device=on, reserved=tuple(reserved_ids), model_interface=model_interface)
+    signature = BATCHED_STEP if is_batch else SINGLE_STEP
+    if target_sampler is not None:
+        if target_warp is not None:
+            raise ValueError("give target_warp or target_sampler, not both.")
+        return audit_with_sampler(
+            _name(fn),
+            battery,
+            step_draw(fn, is_batch, inputs=inputs),
+            target_sampler,
+            signature=signature,
+            is_batch=is_batch,
+            samples=samples,
+            false_fail_rate=false_fail_rate,
+            false_pass_rate=false_pass_rate,
+            seed=seed,
+            progress=progress,
+            device=on,
+            plain=_plain,
+        )
     return _audit(
         "step",
         _name(fn),
-        scenarios or step_scenarios(),
+        battery,
         plan_step_scenario,
-        step_draw(fn, is_batch),
+        step_draw(fn, is_batch, inputs=inputs),
         complete_step,
         signature=BATCHED_STEP if is_batch else SINGLE_STEP,
         is_batch=is_batch,
@@ -203,6 +310,9 @@ def audit_step(
         false_pass_rate=false_pass_rate,
         seed=seed,
         progress=progress,
+        device=on,
+        probe=True,
+        warp=target_warp,
     )
 
 
@@ -221,8 +331,15 @@ def _audit(
     false_pass_rate: float,
     seed: int,
     progress: Progress | None,
+    device: torch.device | None = None,
+    probe: bool = False,
+    warp: WarpFn | None = None,
 ) -> AuditReport:
-    """Plan every scenario, run them in turn (one thread for single-sequence functions), decide."""
+    """Plan every scenario, run them in turn (one thread for single-sequence functions), decide.
+
+    With ``probe``, a scenario with options other than the plain ones whose first call raises
+    is recorded as rejected (``run.probe_options``); with ``warp``, each result carries the
+    warping distance (``conventions.warping_distance``)."""
     start = time.perf_counter()
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
@@ -233,6 +350,12 @@ def _audit(
     results: list[ScenarioResult] = []
     with threads(None if is_batch else 1):
         for index, plan in enumerate(plans):
+            refused = probe_options(plan, draw, device=device) if probe else ""
+            if refused and not _plain(plan.scenario):
+                results.append(rejected_result(plan, refused))
+                if progress is not None:
+                    progress(f"[{index + 1}/{len(plans)}] {plan.scenario.name}: {refused}")
+                continue
             evidence = collect_evidence(
                 plan,
                 draw,
@@ -241,10 +364,20 @@ def _audit(
                 seed=seed,
                 chunks=chunks,
                 e_log_threshold=budget.e_log_threshold,
+                device=device,
             )
-            results.append(scenario_result(plan, evidence, budget))
+            result = scenario_result(plan, evidence, budget)
+            if warp is not None:
+                tv = warping_distance(plan.scenario, warp)
+                result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
+            results.append(result)
             if progress is not None:
                 progress(progress_line(index, len(plans), results[-1]))
+        if all(r.rejected for r in results):
+            raise ValueError(
+                "the function rejected the options of every scenario; nothing was audited "
+                f"(last: {results[-1].rejected})."
+            )
         decided = decide_by_holm(results, budget)
     return AuditReport(
         verdict(decided),
@@ -256,6 +389,18 @@ def _audit(
         time.perf_counter() - start,
         signature,
     )
+
+
+def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
+    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``)."""
+    return replace(
+        plan_verifier_scenario(scenario, samples), optimal_tokens=ragged_optimum(scenario)
+    )
+
+
+def _plain(scenario: Scenario) -> bool:
+    """Temperature 1 and no filter: options every step must accept."""
+    return scenario.temperature == 1.0 and scenario.top_k is None and scenario.top_p is None
 
 
 def _name(fn: object) -> str:

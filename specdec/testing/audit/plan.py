@@ -154,8 +154,18 @@ class ScenarioPlan:
 
 
 def plan_verifier_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
-    """The exact target law of ``k+1`` tokens, pooled for ``samples``, and the exact optimum."""
+    """The exact target law of ``k+1`` tokens, pooled for ``samples``, and the exact optimum.
+
+    A float-only pair (a vocabulary in the thousands, ``specdec.testing.audit.large``) has no
+    exact rows: its law and optimum are enumerated in float64 instead.
+    """
     pair, k, vocab = scenario.pair, scenario.k, scenario.pair.target.vocab_size
+    if not pair.target.rows:
+        target, draft = pair.target.float_probs, pair.draft.float_probs
+        expected = joint_law_by_enumeration(target, scenario.prefix, k + 1, vocab)
+        mapping, pooled = pool_law_by_expected_count(expected, samples)
+        optimum = tail_sum_by_enumeration(target, draft, scenario.prefix, k, vocab)
+        return ScenarioPlan(scenario, vocab, mapping, pooled, optimum)
     expected = law_tensor(target_law(pair.target, scenario.prefix, k + 1), vocab, k + 1)
     mapping, pooled = pool_law_by_expected_count(expected, samples)
     tails = accepted_length_tail(pair.target, pair.draft, scenario.prefix, k)

@@ -35,6 +35,7 @@ __all__ = [
     "ScenarioResult",
     "decide_by_holm",
     "progress_line",
+    "rejected_result",
     "scenario_result",
     "verdict",
 ]
@@ -75,6 +76,18 @@ class ScenarioResult:
         suboptimal: ``mean_tokens`` is below the optimum by more than Hoeffding's margin.
         deterministic: the same generator seed gave the same blocks twice.
         lossy: the e-process stopped it, a forbidden outcome was seen, or Holm rejected it.
+        above_optimum: ``mean_tokens`` exceeds the optimum by more than Hoeffding's margin: no
+            single step emits that many on average, so the block is not one step's output
+            (a loop returning ``k+1`` tokens over two steps).
+        warping_tv: with the engine's warping (``audit_step(..., target_warp=)``), the TV
+            between the ``k+1``-token target laws of its warping and of ``warp_probs``
+            (``conventions.warping_distance``); ``None`` without.
+        warping_differs: the engine's warping differs from ``warp_probs`` here (exactly: a
+            distance above float64 rounding; from a sampler: its sample rejects
+            ``warp_probs``'s law at the scenario's level).
+        warping_estimated: ``warping_tv`` is estimated from the engine's sampler (half the
+            observed L1 distance over pooled cells, biased upwards by sampling noise).
+        rejected: what the function raised on this scenario's options (not audited); ``""``.
     """
 
     name: str
@@ -97,6 +110,11 @@ class ScenarioResult:
     suboptimal: bool
     deterministic: bool
     lossy: bool = False
+    above_optimum: bool = False
+    warping_tv: float | None = None
+    warping_differs: bool = False
+    warping_estimated: bool = False
+    rejected: str = ""
 
     @property
     def estimated_tv(self) -> float:
@@ -162,6 +180,10 @@ class AuditReport:
         ]
         for s in self.scenarios:
             result = "LOSSY" if s.lossy else ("suboptimal" if s.suboptimal else "ok")
+            if s.above_optimum:
+                result += ", ABOVE OPTIMUM"
+            if s.rejected:
+                result = "OPTIONS REJECTED (not audited)"
             if not s.deterministic:
                 result += ", NONDETERMINISTIC"
             lines.append(
@@ -187,10 +209,45 @@ class AuditReport:
                 if not cell and expected == 0:
                     label = "(outcomes the target forbids)"
                 lines.append(f"    {label:<24} observed {observed:>8}  expected {expected:>10.1f}")
+        lines += _convention_lines(self.scenarios)
         lines.append(
             f"\n  {sum(s.samples for s in self.scenarios)} samples in {self.seconds:.1f} s"
         )
         return "\n".join(lines)
+
+
+def _convention_lines(scenarios: Sequence[ScenarioResult]) -> list[str]:
+    """Notes on rejected options, blocks above the optimum and the engine's warping."""
+    lines = []
+    rejected = [s for s in scenarios if s.rejected]
+    if rejected:
+        lines += [
+            "",
+            f"  {len(rejected)} of {len(scenarios)} scenarios NOT AUDITED: the function rejected "
+            "their sampling options:",
+            *(f"    {s.name} ({s.description}): {s.rejected}" for s in rejected),
+        ]
+    above = [s.name for s in scenarios if s.above_optimum]
+    if above:
+        lines += [
+            "",
+            f"  ABOVE OPTIMUM in {', '.join(above)}: more tokens per call than any single "
+            "speculative step emits on average; the block is not one step's output.",
+        ]
+    warped = [s for s in scenarios if s.warping_tv is not None and not s.rejected]
+    if warped:
+        differ = [s for s in warped if s.warping_differs]
+        how = "estimated from its sampler" if warped[0].warping_estimated else "exact"
+        lines += [
+            "",
+            "  target: the function's own warping (the verdict is about its verification);",
+            f"  its warping DIFFERS from specdec's (warp_probs): TV of the k+1-token laws ({how}) "
+            + ", ".join(f"{s.name} {s.warping_tv:.4f}" for s in differ)
+            if differ
+            else "  its warping agrees with specdec's (warp_probs) in every scenario"
+            + (" (no difference found)" if warped[0].warping_estimated else ""),
+        ]
+    return lines
 
 
 def scenario_result(
@@ -228,6 +285,35 @@ def scenario_result(
         suboptimal=mean_tokens < plan.optimal_tokens - margin,
         deterministic=evidence.deterministic,
         lossy=evidence.stopped_early or impossible > 0,
+        above_optimum=mean_tokens > plan.optimal_tokens + margin,
+    )
+
+
+def rejected_result(plan: ScenarioPlan, message: str) -> ScenarioResult:
+    """A scenario the function refused (its options): nothing drawn, vacuous statistics
+    (p-values 1, detectable TV 1), never lossy, flagged ``rejected``."""
+    scenario = plan.scenario
+    return ScenarioResult(
+        name=scenario.name,
+        description=scenario.description,
+        k=scenario.k,
+        vocab=plan.vocab,
+        samples=0,
+        num_cells=int(plan.pooled.numel()),
+        l1_distance=0.0,
+        l1_threshold=2.0,
+        p_value=1.0,
+        g_p_value=1.0,
+        detectable_tv=1.0,
+        log_e_value=0.0,
+        stopped_early=False,
+        impossible_outcomes=0,
+        worst_cells=(),
+        mean_tokens=0.0,
+        optimal_tokens=plan.optimal_tokens,
+        suboptimal=False,
+        deterministic=True,
+        rejected=message,
     )
 
 

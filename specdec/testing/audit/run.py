@@ -9,14 +9,20 @@ to check determinism.
 
 Randomness comes from two generators per scenario, both seeded from the audit's ``seed`` and the
 scenario's index: ``data`` for the audit's own draws (drafts, completions) and ``noise``, the
-only one the audited function sees. Separate streams keep the function's uniforms independent
-of the drafts it verifies.
+only one the audited function sees (on the audit's ``device``). Separate streams keep the
+function's uniforms independent of the drafts it verifies.
+
+Inputs as engines pass them (``Inputs``): the rows or logits in a chosen dtype and on a chosen
+device, token ids the engine reserves (an emitted one is an invalid output), and, for steps,
+the models behind plain logits callables or transformers-like models
+(``specdec.testing.hf_like``). Large vocabularies are drawn in slices of at most
+``SLICE_ENTRIES`` probabilities, calling the function once per slice.
 """
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from jaxtyping import Int
@@ -24,28 +30,76 @@ from torch import Tensor
 
 from specdec._checks import check_emitted_block, check_emitted_blocks
 from specdec.models.toy import ToyModel
-from specdec.testing.audit.battery import warped_rows
+from specdec.testing.audit.battery import Scenario, scenario_logits, warped_rows
 from specdec.testing.audit.plan import ScenarioPlan
+from specdec.testing.audit.ragged import ragged_rows
+from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import LogitsFn, StepFn, VerifierFn
 from specdec.testing.simulate import complete_blocks, draft_batch
-from specdec.testing.stats import encode_sequences, kt_log_e_values
+from specdec.testing.stats import RowFn, encode_sequences, kt_log_e_values
 
 __all__ = [
+    "SLICE_ENTRIES",
     "Complete",
     "Draw",
+    "Inputs",
     "InvalidOutputError",
     "ScenarioEvidence",
     "collect_evidence",
     "complete_step",
     "complete_verifier",
+    "probe_options",
     "step_draw",
     "threads",
     "verifier_draw",
 ]
 
 
+SLICE_ENTRIES = 1 << 22
+"""The most probabilities (rows times ``V``) one call of a batched function is handed at once."""
+
+
 class InvalidOutputError(ValueError):
     """The audited function returned something that is not an emitted block."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """How the audited function is handed its inputs.
+
+    Attributes:
+        dtype: the rows' (verifier) dtype; ``None``: float64. A step's logits dtype is the
+            scenario's ``logits_dtype`` (the target law depends on it).
+        device: where rows, logits, prefixes and the function's generator live (``None``: CPU).
+        reserved: token ids the engine reserves: the toy models give them probability 0 and an
+            emitted one is an invalid output.
+        model_interface: ``"logits"`` (plain callables, ``ids -> logits``) or
+            ``"transformers"`` (``ToyCausalLM``; steps only).
+        ragged: per-row ``k`` for a batched verifier (``specdec.testing.audit.ragged``).
+    """
+
+    dtype: torch.dtype | None = None
+    device: torch.device | None = None
+    reserved: tuple[int, ...] = ()
+    model_interface: str = "logits"
+    ragged: bool = False
+
+
+def _checked(out: object, size: int, k: int, vocab: int, inputs: Inputs) -> Tensor:
+    """The blocks on the CPU, checked; reserved ids are invalid outputs."""
+    if isinstance(out, Tensor):
+        out = out.cpu()
+    blocks = check_emitted_blocks(out, size, k, vocab, InvalidOutputError)
+    if inputs.reserved and bool(torch.isin(blocks, torch.tensor(inputs.reserved)).any()):
+        found = sorted(set(blocks[torch.isin(blocks, torch.tensor(inputs.reserved))].tolist()))
+        raise InvalidOutputError(f"emitted reserved token id(s) {found}.")
+    return blocks
+
+
+def _slices(size: int, width: int, vocab: int) -> list[int]:
+    """``size`` split into slices of at most ``SLICE_ENTRIES // (width * vocab)`` rows."""
+    most = max(1, SLICE_ENTRIES // (width * vocab))
+    return [min(most, size - start) for start in range(0, size, most)]
 
 
 class Draw(Protocol):
@@ -107,54 +161,87 @@ def _padded(block: object, k: int) -> Int[Tensor, " k_plus_1"]:
     return torch.cat([tokens.long(), torch.full((k + 1 - tokens.numel(),), -1)])
 
 
-def verifier_draw(fn: VerifierFn, is_batch: bool) -> Draw:
+def verifier_draw(fn: VerifierFn, is_batch: bool, *, inputs: Inputs | None = None) -> Draw:
     """Draft ``size`` blocks from the scenario's toy draft and let ``fn`` verify them."""
+    given = inputs or Inputs()
 
-    def draw(
+    def moved(rows: Tensor) -> Tensor:
+        return rows.to(dtype=given.dtype or rows.dtype, device=given.device)
+
+    def draw_slice(
         plan: ScenarioPlan, size: int, data: torch.Generator, noise: torch.Generator
     ) -> Tensor:
         pair, k = plan.scenario.pair, plan.scenario.k
         batch = draft_batch(pair.target, pair.draft, plan.scenario.prefix, k, size, data)
+        tokens, draft_rows, target_rows = batch.tokens, batch.draft_probs, batch.target_probs
+        if given.ragged:
+            tokens, draft_rows, target_rows, num_drafts = ragged_rows(
+                tokens, draft_rows, target_rows, data
+            )
+        tokens = tokens.to(given.device)
+        draft_probs, target_probs = moved(draft_rows), moved(target_rows)
+        if given.ragged:
+            call: Callable[..., object] = fn
+            out = call(
+                tokens, draft_probs, target_probs, noise, num_drafts=num_drafts.to(given.device)
+            )
+            blocks = _checked(out, size, k, plan.vocab, given)
+            if bool(((blocks >= 0).sum(1) > num_drafts + 1).any()):
+                raise InvalidOutputError("a row emitted more than its num_drafts + 1 tokens.")
+            return blocks
         if is_batch:
-            out = fn(batch.tokens, batch.draft_probs, batch.target_probs, noise)
+            out = fn(tokens, draft_probs, target_probs, noise)
         else:
             out = torch.stack(
                 [
-                    _padded(
-                        fn(batch.tokens[i], batch.draft_probs[i], batch.target_probs[i], noise), k
-                    )
+                    _padded(fn(tokens[i], draft_probs[i], target_probs[i], noise), k)
                     for i in range(size)
                 ]
             )
-        return check_emitted_blocks(out, size, k, plan.vocab, InvalidOutputError)
+        return _checked(out, size, k, plan.vocab, given)
+
+    def draw(
+        plan: ScenarioPlan, size: int, data: torch.Generator, noise: torch.Generator
+    ) -> Tensor:
+        slices = _slices(size, plan.scenario.k + 1, plan.vocab)
+        return torch.cat([draw_slice(plan, rows, data, noise) for rows in slices])
 
     return draw
 
 
-def _logits(model: ToyModel, is_batch: bool) -> LogitsFn:
-    """The toy model behind a plain logits function: ``log`` of its rows, ``-inf`` for zeros."""
+def _logits(model: ToyModel, scenario: Scenario, is_batch: bool, inputs: Inputs) -> LogitsFn:
+    """The toy model behind a plain logits function: ``log`` of its rows, ``-inf`` for zeros,
+    in the scenario's logits dtype, on the inputs' device."""
 
     def logits(ids: Tensor) -> Tensor:
-        contexts = ids.long() if is_batch else ids.long()[None, :]
-        rows = torch.log(model.float_probs(contexts))  # -inf for zero probabilities
+        contexts = ids.long().cpu() if is_batch else ids.long().cpu()[None, :]
+        rows = scenario_logits(model, scenario, contexts).to(inputs.device)
         return rows if is_batch else rows[0]
 
     return logits
 
 
-def step_draw(fn: StepFn, is_batch: bool) -> Draw:
+def _model(model: ToyModel, scenario: Scenario, is_batch: bool, inputs: Inputs) -> object:
+    """What the step is handed for ``model``: a logits callable or a transformers-like model."""
+    if inputs.model_interface == "transformers":
+        dtype = scenario.logits_dtype or torch.float64
+        return ToyCausalLM(model, dtype=dtype, device=inputs.device or "cpu")
+    return _logits(model, scenario, is_batch, inputs)
+
+
+def step_draw(fn: StepFn, is_batch: bool, *, inputs: Inputs | None = None) -> Draw:
     """Run the step ``fn`` ``size`` times on the scenario's toy logits and sampling options."""
+    given = inputs or Inputs()
+    call: Callable[..., Any] = fn
 
-    def draw(
-        plan: ScenarioPlan, size: int, data: torch.Generator, noise: torch.Generator
-    ) -> Tensor:
-        del data  # the step drafts for itself, from noise
+    def draw_slice(plan: ScenarioPlan, size: int, noise: torch.Generator) -> Tensor:
         s = plan.scenario
-        target, draft = _logits(s.pair.target, is_batch), _logits(s.pair.draft, is_batch)
-        prefix = torch.tensor(s.prefix, dtype=torch.int64)
+        target = _model(s.pair.target, s, is_batch, given)
+        draft = _model(s.pair.draft, s, is_batch, given)
+        prefix = torch.tensor(s.prefix, dtype=torch.int64, device=given.device)
 
-        def step(context: Tensor) -> Tensor:
-            return fn(
+        def step(context: Tensor) -> object:
+            return call(
                 target,
                 draft,
                 context,
@@ -169,20 +256,59 @@ def step_draw(fn: StepFn, is_batch: bool) -> Draw:
             out = step(prefix.expand(size, -1))
         else:
             out = torch.stack([_padded(step(prefix), s.k) for _ in range(size)])
-        return check_emitted_blocks(out, size, s.k, plan.vocab, InvalidOutputError)
+        return _checked(out, size, s.k, plan.vocab, given)
+
+    def draw(
+        plan: ScenarioPlan, size: int, data: torch.Generator, noise: torch.Generator
+    ) -> Tensor:
+        del data  # the step drafts for itself, from noise
+        slices = _slices(size, plan.scenario.k + 1, plan.vocab) if is_batch else [size]
+        return torch.cat([draw_slice(plan, rows, noise) for rows in slices])
 
     return draw
 
 
+def probe_options(plan: ScenarioPlan, draw: Draw, *, device: torch.device | None = None) -> str:
+    """``""`` if one call of the scenario succeeds; else what the function raised.
+
+    A step scenario whose options the function rejects (an engine without top-p or without
+    temperature 0) is reported as such instead of ending the audit; the caller decides which
+    scenarios may be rejected (the plain one may not: its failure is a crash).
+    """
+    try:
+        draw(
+            plan,
+            1,
+            torch.Generator().manual_seed(1),
+            torch.Generator(device=device or "cpu").manual_seed(2),
+        )
+    except InvalidOutputError:
+        raise
+    except Exception as error:  # the function refused the scenario's options
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def _complete_in_slices(
+    plan: ScenarioPlan, rows: ToyModel | RowFn, blocks: Tensor, data: torch.Generator
+) -> Tensor:
+    s = plan.scenario
+    parts, start = [], 0
+    for size in _slices(blocks.shape[0], 1, plan.vocab):
+        parts.append(complete_blocks(rows, s.prefix, blocks[start : start + size], data))
+        start += size
+    return torch.cat(parts)
+
+
 def complete_verifier(plan: ScenarioPlan, blocks: Tensor, data: torch.Generator) -> Tensor:
     """Complete from the toy target's rows as they are."""
-    return complete_blocks(plan.scenario.pair.target, plan.scenario.prefix, blocks, data)
+    return _complete_in_slices(plan, plan.scenario.pair.target, blocks, data)
 
 
 def complete_step(plan: ScenarioPlan, blocks: Tensor, data: torch.Generator) -> Tensor:
     """Complete from the toy target's rows warped by the scenario's sampling options."""
     s = plan.scenario
-    return complete_blocks(warped_rows(s.pair.target, s), s.prefix, blocks, data)
+    return _complete_in_slices(plan, warped_rows(s.pair.target, s), blocks, data)
 
 
 def collect_evidence(
@@ -194,10 +320,15 @@ def collect_evidence(
     seed: int,
     chunks: tuple[int, ...],
     e_log_threshold: float,
+    device: torch.device | None = None,
 ) -> ScenarioEvidence:
-    """Draw ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice."""
+    """Draw ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice.
+
+    The function's generator lives on ``device`` (default CPU), as engines on it expect.
+    """
+    on = device or torch.device("cpu")
     data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
-    noise = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 2)
+    noise = torch.Generator(device=on).manual_seed(1_000_003 * seed + 2 * index + 2)
     counts = torch.zeros_like(plan.pooled, dtype=torch.int64)
     emitted, log_e, peak, seen, stopped = 0, 0.0, 0.0, 0, False
     for size in chunks:
@@ -217,7 +348,7 @@ def collect_evidence(
             plan,
             64,
             torch.Generator().manual_seed(seed + 7),
-            torch.Generator().manual_seed(index + 11),
+            torch.Generator(device=on).manual_seed(index + 11),
         )
         for _ in range(2)
     ]

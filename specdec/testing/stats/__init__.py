@@ -15,6 +15,7 @@ Modules, one concept each:
 * ``sequential``: the Krichevsky–Trofimov e-process, watched after every sample (Ville);
 * ``multiple``: Bonferroni and Holm, to split one family-wise false-fail rate over many tests;
 * ``means``: Hoeffding's bound on a sample mean;
+* ``two_sample``: the two-sample L1 test, when the null law is known only through samples;
 * ``cells``: sequences as cells, and cells pooled by expected mass before sampling;
 * ``laws``: null laws over cells and the expected block length, by enumeration on toy models.
 
@@ -48,6 +49,11 @@ from specdec.testing.stats.laws import (
 from specdec.testing.stats.means import mean_margin_by_hoeffding
 from specdec.testing.stats.multiple import bonferroni_level, holm
 from specdec.testing.stats.sequential import e_value_log_threshold, kt_log_e_values
+from specdec.testing.stats.two_sample import (
+    l1_two_sample_p_value,
+    l1_two_sample_threshold,
+    min_detectable_tv_two_sample,
+)
 
 __all__ = [
     "L1TestResult",
@@ -66,9 +72,12 @@ __all__ = [
     "l1_p_value",
     "l1_test",
     "l1_threshold",
+    "l1_two_sample_p_value",
+    "l1_two_sample_threshold",
     "law_tensor",
     "mean_margin_by_hoeffding",
     "min_detectable_tv_by_l1",
+    "min_detectable_tv_two_sample",
     "min_sample_size_by_l1",
     "pool_cells_by_expected",
     "pool_law_by_expected_count",

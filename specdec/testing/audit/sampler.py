@@ -1,0 +1,268 @@
+r"""A step audit against the engine's own target-only sampler: a two-sample test.
+
+An engine's target law is often known only through its sampler,
+``sampler(logits [N, V], generator, *, temperature, top_k, top_p) -> tokens [N]`` (its
+warping and its draw in one kernel). ``audit_step(fn, target_sampler=sampler)`` then asks
+whether the step's emitted law, completed to ``k+1`` tokens *by the sampler*, equals the law of
+``k+1`` tokens drawn by the sampler alone: a verdict about verification given the engine's own
+target law, whatever its warping convention.
+
+Per scenario it draws ``n`` completed blocks (sample A: the step's blocks, each ``-1`` completed
+by the sampler from the target's logits) and ``n`` reference blocks (sample B: ``k+1`` tokens
+from the sampler, autoregressively), counts both over the cells of ``plan_step_scenario``
+(pooled by expected count under specdec's warped law: fixed before any data, so any law may
+fall in them), and applies the two-sample L1 test (``specdec.testing.stats.two_sample``) at
+level ``alpha / S`` (Bonferroni over the ``S`` scenarios: the family-wise false-fail rate is at
+most ``alpha``). The detectable distance printed is the two-sample one, about twice the
+one-sample audit's at the same ``n``; there is no e-process and no forbidden outcome (the
+engine's law is not known), and efficiency is not judged (the optimum of an unknown law is
+unknown). Separately, sample B is tested against specdec's warped law (the one-sample L1 test
+at the same level): a rejection says the engine's warping differs from ``warp_probs``, with
+the estimated TV (half the observed L1 distance).
+
+Randomness: the step's generator as in the other audits, and a separate generator for the
+sampler (seeded from the audit's ``seed`` and the scenario's index, on the audit's device).
+"""
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from specdec._checks import check_rate
+from specdec.testing.audit.battery import Scenario, scenario_logits
+from specdec.testing.audit.plan import (
+    ScenarioPlan,
+    cell_sequence,
+    chunk_sizes,
+    plan_step_scenario,
+    sample_size,
+)
+from specdec.testing.audit.report import AuditReport, ScenarioResult, rejected_result, verdict
+from specdec.testing.audit.run import (
+    SLICE_ENTRIES,
+    Draw,
+    InvalidOutputError,
+    probe_options,
+    threads,
+)
+from specdec.testing.stats import (
+    encode_sequences,
+    l1_p_value,
+    l1_two_sample_p_value,
+    l1_two_sample_threshold,
+    min_detectable_tv_two_sample,
+)
+
+__all__ = ["SamplerFn", "audit_with_sampler"]
+
+SamplerFn = Callable[..., Tensor]
+"""``sampler(logits [N, V], generator, *, temperature, top_k, top_p) -> LongTensor [N]``."""
+
+
+def _sample(
+    sampler: SamplerFn,
+    scenario: Scenario,
+    contexts: Tensor,
+    generator: torch.Generator,
+    device: torch.device | None,
+) -> Tensor:
+    """The sampler's tokens after ``contexts [n, L]``, in slices; checked."""
+    vocab, parts = scenario.pair.target.vocab_size, []
+    most = max(1, SLICE_ENTRIES // vocab)
+    for start in range(0, contexts.shape[0], most):
+        rows = contexts[start : start + most]
+        logits = scenario_logits(scenario.pair.target, scenario, rows).to(device)
+        out = sampler(
+            logits,
+            generator,
+            temperature=scenario.temperature,
+            top_k=scenario.top_k,
+            top_p=scenario.top_p,
+        )
+        if not isinstance(out, Tensor) or out.dtype not in (torch.int64, torch.int32):
+            raise InvalidOutputError(f"the sampler must return an integer tensor, got {out!r}.")
+        tokens = out.reshape(-1).long().cpu()
+        if tokens.numel() != rows.shape[0] or bool(((tokens < 0) | (tokens >= vocab)).any()):
+            raise InvalidOutputError(
+                f"the sampler must return {rows.shape[0]} token ids in [0, {vocab}), got "
+                f"shape {tuple(out.shape)}."
+            )
+        parts.append(tokens)
+    return torch.cat(parts)
+
+
+def _complete(
+    sampler: SamplerFn,
+    plan: ScenarioPlan,
+    blocks: Tensor,
+    generator: torch.Generator,
+    device: torch.device | None,
+) -> Tensor:
+    """Each block's ``-1`` padding replaced by the sampler's tokens, left to right."""
+    s = plan.scenario
+    completed = blocks.clone()
+    prefix = torch.tensor(s.prefix, dtype=torch.int64).expand(blocks.shape[0], -1)
+    for position in range(s.k + 1):
+        need = completed[:, position] < 0
+        if bool(need.any()):
+            contexts = torch.cat([prefix[need], completed[need, :position]], dim=1)
+            completed[need, position] = _sample(sampler, s, contexts, generator, device)
+    return completed
+
+
+def _reference(
+    sampler: SamplerFn,
+    plan: ScenarioPlan,
+    size: int,
+    generator: torch.Generator,
+    device: torch.device | None,
+) -> Tensor:
+    """``size`` blocks of ``k+1`` tokens from the sampler alone."""
+    s = plan.scenario
+    context = torch.tensor(s.prefix, dtype=torch.int64).expand(size, -1)
+    for _ in range(s.k + 1):
+        token = _sample(sampler, s, context, generator, device)
+        context = torch.cat([context, token[:, None]], dim=1)
+    return context[:, len(s.prefix) :]
+
+
+def _scenario(
+    plan: ScenarioPlan,
+    draw: Draw,
+    sampler: SamplerFn,
+    *,
+    index: int,
+    seed: int,
+    chunks: tuple[int, ...],
+    level: float,
+    false_pass_rate: float,
+    device: torch.device | None,
+) -> ScenarioResult:
+    on = device or torch.device("cpu")
+    data = torch.Generator().manual_seed(1_000_003 * seed + 3 * index + 1)
+    noise = torch.Generator(device=on).manual_seed(1_000_003 * seed + 3 * index + 2)
+    own = torch.Generator(device=on).manual_seed(1_000_003 * seed + 3 * index + 3)
+    cells = int(plan.mapping.max()) + 1
+    step_counts = torch.zeros(cells, dtype=torch.int64)
+    reference_counts = torch.zeros(cells, dtype=torch.int64)
+    emitted = 0
+    for size in chunks:
+        blocks = draw(plan, size, data, noise)
+        emitted += int((blocks >= 0).sum())
+        for counts, drawn in (
+            (step_counts, _complete(sampler, plan, blocks, own, device)),
+            (reference_counts, _reference(sampler, plan, size, own, device)),
+        ):
+            codes = plan.mapping[encode_sequences(drawn, plan.vocab)]
+            counts += torch.bincount(codes, minlength=cells)
+    n = sum(chunks)
+    deviation = (step_counts - reference_counts).to(torch.float64) / n
+    distance = float(deviation.abs().sum())
+    p_value = l1_two_sample_p_value(distance, cells, n)
+    warping = float((reference_counts.to(torch.float64) / n - plan.pooled).abs().sum())
+    again = [
+        draw(
+            plan,
+            64,
+            torch.Generator().manual_seed(seed + 7),
+            torch.Generator(device=on).manual_seed(index + 11),
+        )
+        for _ in range(2)
+    ]
+    worst = torch.topk(deviation.abs(), min(5, cells)).indices.tolist()
+    s = plan.scenario
+    return ScenarioResult(
+        name=s.name,
+        description=s.description,
+        k=s.k,
+        vocab=plan.vocab,
+        samples=n,
+        num_cells=cells,
+        l1_distance=distance,
+        l1_threshold=l1_two_sample_threshold(cells, n, level),
+        p_value=p_value,
+        g_p_value=1.0,  # not computed: the two-sample L1 test decides alone
+        detectable_tv=min_detectable_tv_two_sample(cells, n, level, false_pass_rate),
+        log_e_value=0.0,
+        stopped_early=False,
+        impossible_outcomes=0,
+        worst_cells=tuple(  # "expected": the reference sample's count of the cell
+            (cell_sequence(plan, c), int(step_counts[c]), float(reference_counts[c])) for c in worst
+        ),
+        mean_tokens=emitted / n,
+        optimal_tokens=plan.optimal_tokens,
+        suboptimal=False,
+        deterministic=torch.equal(again[0], again[1]),
+        lossy=p_value <= level,
+        warping_tv=warping / 2,
+        warping_differs=l1_p_value(warping, cells, n) <= level,
+        warping_estimated=True,
+    )
+
+
+def audit_with_sampler(
+    name: str,
+    scenarios: Sequence[Scenario],
+    draw: Draw,
+    sampler: SamplerFn,
+    *,
+    signature: str,
+    is_batch: bool,
+    samples: int | None,
+    false_fail_rate: float,
+    false_pass_rate: float,
+    seed: int,
+    progress: Callable[[str], None] | None,
+    device: torch.device | None,
+    plain: Callable[[Scenario], bool],
+) -> AuditReport:
+    """The two-sample step audit of the module docstring; scenarios whose options the step
+    rejects are reported as in ``audit_step`` (``plain`` ones may not be rejected)."""
+    start = time.perf_counter()
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
+    n = sample_size(samples, is_batch)
+    plans = [plan_step_scenario(scenario, n) for scenario in scenarios]
+    level = false_fail_rate / len(plans)
+    results: list[ScenarioResult] = []
+    with threads(None if is_batch else 1):
+        for index, plan in enumerate(plans):
+            refused = probe_options(plan, draw, device=device)
+            if refused and not plain(plan.scenario):
+                results.append(rejected_result(plan, refused))
+                continue
+            result = _scenario(
+                plan,
+                draw,
+                sampler,
+                index=index,
+                seed=seed,
+                chunks=chunk_sizes(n, is_batch),
+                level=level,
+                false_pass_rate=false_pass_rate,
+                device=device,
+            )
+            results.append(result)
+            if progress is not None:
+                progress(
+                    f"[{index + 1}/{len(plans)}] {result.name}: n={n}, two-sample L1 "
+                    f"{result.l1_distance:.4f} (threshold {result.l1_threshold:.4f})"
+                )
+    if all(r.rejected for r in results):
+        raise ValueError(
+            "the function rejected the options of every scenario; nothing was audited "
+            f"(last: {results[-1].rejected})."
+        )
+    return AuditReport(
+        verdict(results),
+        "step",
+        name,
+        false_fail_rate,
+        false_pass_rate,
+        tuple(results),
+        time.perf_counter() - start,
+        signature + "; target: the function's own sampler (two-sample L1 test, level "
+        f"{level:.3g} per scenario)",
+    )
