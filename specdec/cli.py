@@ -107,7 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="walk through one speculative step and its exact law")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the toy pair (default 0)")
+    demo.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="draw the drafts, the uniforms and the toy pair from this seed (default: the "
+        "worked example of proofs/theory.md)",
+    )
     audit = commands.add_parser(
         "audit",
         help="test a verifier (or a whole step) for losslessness",

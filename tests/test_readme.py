@@ -29,5 +29,5 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 def test_demo_prints_the_walkthrough_and_an_exact_match(capsys: object) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out  # type: ignore[attr-defined]
-    assert "emitted block: sat on on" in out
+    assert "emitted block: sat on the" in out
     assert re.search(r"completion law == target law over all \d+ sequences: True", out)
