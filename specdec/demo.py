@@ -93,10 +93,10 @@ def step_inputs(seed: int | None = None) -> StepInputs:
     generator = torch.Generator().manual_seed(seed)
     k = len(DRAFT_ROWS)
     draft_noise = uniforms(generator, (k,))
-    drafts = sample(_rows(DRAFT_ROWS), draft_noise)
+    drawn = sample(_rows(DRAFT_ROWS), draft_noise)
     verify_noise = uniforms(generator, (k + 1,))
     return StepInputs(
-        tuple(drafts.tolist()), tuple(draft_noise.tolist()), tuple(verify_noise.tolist()), seed
+        tuple(drawn.tolist()), tuple(draft_noise.tolist()), tuple(verify_noise.tolist()), seed
     )
 
 
@@ -138,9 +138,9 @@ def _walkthrough(inputs: StepInputs) -> list[str]:
         "",
         "  draft rows q_i and target rows p_i (p_5 draws the bonus token):",
     ]
-    for i, row in enumerate(TARGET_ROWS):
+    for i, target_row in enumerate(TARGET_ROWS):
         q = f"q_{i + 1} {_vector([v / 100 for v in DRAFT_ROWS[i]], 2)}" if i < k else ""
-        lines.append(f"    {q:<34}   p_{i + 1} {_vector([v / 100 for v in row], 2)}")
+        lines.append(f"    {q:<34}   p_{i + 1} {_vector([v / 100 for v in target_row], 2)}")
     if inputs.draft_uniforms is not None:
         lines += [
             "",
