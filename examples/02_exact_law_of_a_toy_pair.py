@@ -4,7 +4,7 @@
 itself; completed to ``k + 1`` tokens with the target it must equal the target's law exactly
 (``proofs/theory.md``, claim 2). A known-wrong rule from the zoo (resampling from ``p`` instead
 of the residual) is off by an exact distance. The accepted-length law matches the closed form of
-claim 4. About a second on a CPU.
+claim 4. Seconds on a CPU.
 """
 
 from fractions import Fraction
