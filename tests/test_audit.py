@@ -216,6 +216,6 @@ def test_a_verify_rule_is_detected_and_run_on_uniforms_the_audit_draws() -> None
 def test_cli_audits_the_examples_rule_instead_of_crashing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    example = Path(__file__).resolve().parent.parent / "examples" / "test_my_verifier.py"
+    example = Path(__file__).resolve().parent.parent / "examples" / "06_oracle_in_pytest.py"
     assert main(["audit", f"{example}:my_verifier", "--samples", "5000", "--quiet"]) == 0
     assert "run as: VerifyRule" in capsys.readouterr().out

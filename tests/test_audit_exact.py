@@ -32,7 +32,7 @@ BATTERY = [
     s for s in verifier_scenarios() if s.name in {"zeros-v3-k4", "disjoint-v4-k1", "one-hot-v5-k2"}
 ]
 SCENARIOS = [*BATTERY, *search_scenarios(3)]
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "test_my_verifier.py"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "06_oracle_in_pytest.py"
 
 
 def test_the_reference_rule_is_lossless_exactly() -> None:

@@ -29,5 +29,13 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 def test_demo_prints_the_walkthrough_and_an_exact_match(capsys: object) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out  # type: ignore[attr-defined]
-    assert "emitted block: sat on on" in out
+    assert "emitted block: sat on the" in out
     assert re.search(r"completion law == target law over all \d+ sequences: True", out)
+
+
+def test_the_real_model_snippet_stops_at_the_end_of_turn_token() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Generation on a real model", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "eos_token_id=tokenizer.eos_token_id" in snippet
+    assert "apply_chat_template" in snippet and "tokens >= 0" in snippet

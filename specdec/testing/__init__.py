@@ -2,9 +2,10 @@
 
 ``specdec.testing.strategies`` holds the typed Hypothesis strategies re-exported here; the
 statistics, the audit and the known-bug zoo (``specdec.testing.zoo``) live in their own modules
-beside it.
+beside it; ``assert_lossless`` (``specdec.testing.assertions``) is the audit as one assertion.
 """
 
+from specdec.testing.assertions import assert_lossless
 from specdec.testing.strategies import (
     RationalRow,
     VerifyInputs,
@@ -25,6 +26,7 @@ from specdec.testing.strategies_more import (
 __all__ = [
     "RationalRow",
     "VerifyInputs",
+    "assert_lossless",
     "filtered_pairs",
     "nested_support_pairs",
     "prob_pairs",
