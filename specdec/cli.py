@@ -1,26 +1,34 @@
 """The ``specdec`` command: ``specdec demo`` and ``specdec audit MODULE:FUNCTION``.
 
-Exit codes of ``specdec audit`` (``specdec.testing.audit.ExitCode``): 0 lossless (optimal or
-not), 1 lossy (or nondeterministic), 2 usage error or a crash of the audited function (its
-traceback is printed).
+Exit codes of ``specdec audit`` (``specdec.testing.audit.ExitCode``), one per verdict class:
+0 LOSSLESS, 1 LOSSY, 2 usage error (an invalid option or a target that cannot be loaded,
+checked before anything runs), 3 INCONCLUSIVE (``--exact``: cannot decide), 4 NONDETERMINISTIC,
+5 INVALID-OUTPUT, 6 CRASH of the audited function (its traceback is printed), 7 SUBOPTIMAL
+(with ``--fail-on-suboptimal``).
 """
 
 import argparse
 import importlib
 import importlib.util
+import json
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from specdec._checks import check_int
 from specdec.demo import run_demo
 
 __all__ = ["load_function", "main"]
 
 
 def load_function(spec: str) -> Callable[..., Any]:
-    """Resolve ``MODULE:FUNCTION`` (a dotted module or a ``.py`` path; nested attributes ok)."""
+    """Resolve ``MODULE:FUNCTION`` (a dotted module or a ``.py`` path; nested attributes ok).
+
+    A ``.py`` path is imported with its folder first on ``sys.path``, as ``python path.py``
+    would run it, so a module beside it imports.
+    """
     if ":" not in spec:
         raise ValueError(f"expected MODULE:FUNCTION, got {spec!r}.")
     module_name, _, attribute = spec.rpartition(":")
@@ -31,6 +39,9 @@ def load_function(spec: str) -> Callable[..., Any]:
         module_spec = importlib.util.spec_from_file_location(path.stem, path)
         if module_spec is None or module_spec.loader is None:
             raise ValueError(f"cannot import {module_name}.")
+        folder = str(path.resolve().parent)  # a module beside the file imports, as under python
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[path.stem] = module
         module_spec.loader.exec_module(module)
@@ -60,6 +71,9 @@ def _audit(args: argparse.Namespace) -> int:
     )
 
     usage_error = int(ExitCode.USAGE_ERROR)
+    if args.exact and args.step:
+        print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
+        return usage_error
     try:
         fn = load_function(args.function)
     except Exception as error:  # usage error: report it, exit 2
@@ -70,9 +84,6 @@ def _audit(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    if args.exact and args.step:
-        print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
-        return usage_error
     report: AuditReport | ExactAuditReport
     try:
         if args.exact:
@@ -88,16 +99,124 @@ def _audit(args: argparse.Namespace) -> int:
                 false_pass_rate=args.false_pass_rate,
                 seed=args.seed,
                 progress=progress,
+                detect_tv=args.detect_tv,
+                min_power_tv=args.min_power_tv,
+                allow_nondeterministic=args.allow_nondeterministic,
             )
-    except InvalidOutputError as error:
+    except InvalidOutputError as error:  # every option was validated before: the function's
         print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
-        return usage_error
-    except Exception:
+        return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
+    except Exception as error:
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
-        return usage_error
+        return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
     print(report.to_json() if args.json else report.format())
-    return report.exit_code
+    if isinstance(report, ExactAuditReport):
+        return report.exit_code
+    return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
+
+
+def _failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:
+    """Report an invalid output or a crash of the audited function (as JSON with ``--json``)."""
+    if args.json:
+        document = {
+            "verdict": verdict,
+            "mode": "exact" if args.exact else "statistical",
+            "exit_code": int(code),
+            "function": args.function,
+            "error": error,
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"specdec audit of {args.function}: {verdict.upper()}: {error}")
+    return int(code)
+
+
+def _option(check: Callable[[str, Any], object], convert: Callable[[str], Any]) -> Any:
+    """An argparse ``type``: ``convert`` the text (argparse reports "invalid int value" on
+    failure), then ``check("value", value)``; a failed check is argparse's usage error too
+    ("argument --samples: must be >= 1, got 0."; exit 2, before anything runs)."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        try:
+            check("value", value)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in "invalid int value"
+    return parse
+
+
+def _add_audit_options(audit: argparse.ArgumentParser) -> None:
+    """Power, verdict-class and CI options of ``specdec audit`` (each checked by argparse)."""
+    from specdec._checks import check_positive_int, check_rate
+
+    def rate(name: str, value: float) -> float:
+        return check_rate(name, value)
+
+    def distance(name: str, value: float) -> float:
+        return check_rate(name, value, include_one=True)
+
+    group = audit.add_argument_group(
+        "power and verdicts",
+        "The verdict classes and their exit codes: 0 LOSSLESS (no deviation of the reported "
+        "TV found), 1 LOSSY, 2 usage error, 3 INCONCLUSIVE (no deviation found, but a scenario's "
+        "power is below --min-power-tv; the report says how many samples would decide; "
+        "--exact: cannot decide), 4 NONDETERMINISTIC (same seed, different blocks: not a "
+        "finding about the law), 5 INVALID-OUTPUT, 6 CRASH of the audited function, "
+        "7 SUBOPTIMAL (lossless, fewer tokens per step than rejection sampling; only with "
+        "--fail-on-suboptimal). Every option is checked before anything runs.",
+    )
+    size = group.add_mutually_exclusive_group()
+    size.add_argument(
+        "--samples",
+        type=_option(check_positive_int, int),
+        default=None,
+        help="fixed samples per scenario (>= 1); the report states the power it bought "
+        "(instead of --detect-tv)",
+    )
+    size.add_argument(
+        "--detect-tv",
+        type=_option(distance, float),
+        default=None,
+        metavar="X",
+        help="size each scenario to detect a deviation of total variation >= X with the "
+        "false-pass rate (default 0.01 batched, 0.05 single-sequence)",
+    )
+    group.add_argument(
+        "--min-power-tv",
+        type=_option(distance, float),
+        default=None,
+        metavar="X",
+        help="INCONCLUSIVE when a scenario cannot detect TV X (default 0.05, or --detect-tv "
+        "when larger)",
+    )
+    group.add_argument(
+        "--false-fail-rate",
+        type=_option(rate, float),
+        default=1e-6,
+        help="family-wise rate of calling a lossless function lossy, in (0, 1) (default 1e-6)",
+    )
+    group.add_argument(
+        "--false-pass-rate",
+        type=_option(rate, float),
+        default=1e-3,
+        help="rate of missing a deviation of the printed detectable TV, in (0, 1) "
+        "(default 1e-3)",
+    )
+    group.add_argument(
+        "--allow-nondeterministic",
+        action="store_true",
+        help="judge the law alone (a function drawing from torch's global RNG gives different "
+        "blocks under one seed; its law is still tested)",
+    )
+    group.add_argument(
+        "--fail-on-suboptimal",
+        action="store_true",
+        help="exit 7 when lossless but below token-level rejection sampling's tokens per step",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,8 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit",
         help="test a verifier (or a whole step) for losslessness",
         description=(
-            "Audit MODULE:FUNCTION. Exit 0 lossless, 1 lossy, 2 usage error, crash, or (with "
-            "--exact) cannot decide. FUNCTION is fn(draft_tokens[k], draft_probs[k,V], "
+            "Audit MODULE:FUNCTION. Exit 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE "
+            "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, "
+            "7 SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], draft_probs[k,V], "
             "target_probs[k+1,V], generator) -> LongTensor[n]; with --batched the same with a "
             "leading batch axis; a VerifyRule fn(draft_tokens, draft_probs, target_probs, "
             "uniforms) -> Verification is detected; with --step fn(target_logits, draft_logits, "
@@ -123,19 +243,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
     audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
     audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
-    audit.add_argument("--samples", type=int, default=None, help="samples per scenario")
-    audit.add_argument(
-        "--false-fail-rate",
-        type=float,
-        default=1e-6,
-        help="family-wise rate of calling a lossless function lossy (default 1e-6)",
-    )
-    audit.add_argument(
-        "--false-pass-rate",
-        type=float,
-        default=1e-3,
-        help="rate of missing a deviation of the printed detectable TV (default 1e-3)",
-    )
     audit.add_argument("--seed", type=int, default=0, help="seed of everything drawn")
     audit.add_argument("--quiet", action="store_true", help="no progress lines")
     audit.add_argument(
@@ -145,9 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "says 'cannot decide' where its randomness cannot be enumerated",
     )
     audit.add_argument(
-        "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
+        "--search",
+        type=_option(lambda name, value: check_int(name, value, minimum=0), int),
+        default=16,
+        help="searched toy pairs for --exact (default 16)",
     )
-    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    _add_audit_options(audit)
     prove = commands.add_parser(
         "prove",
         help="run every proof script of proofs/ and report each claim",

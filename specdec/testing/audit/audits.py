@@ -10,15 +10,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal, cast, overload
 
-from specdec._checks import check_rate
+from dataclasses import replace
+
+from specdec._checks import check_finite, check_int, check_positive_int, check_rate
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
 from specdec.testing.audit.exact import ExactAuditReport, audit_exact
 from specdec.testing.audit.plan import (
-    ScenarioPlan,
+    DETECT_TV_BATCHED,
+    DETECT_TV_SINGLE,
+    MIN_POWER_TV,
+    PlanScenario,
     chunk_sizes,
     plan_step_scenario,
     plan_verifier_scenario,
-    sample_size,
+    samples_for_tv,
     split_error_rate,
 )
 from specdec.testing.audit.report import (
@@ -48,7 +53,7 @@ from specdec.testing.signatures import (
 )
 from specdec.types import VerifyRule
 
-__all__ = ["Progress", "audit_step", "audit_verifier"]
+__all__ = ["Progress", "audit_step", "audit_verifier", "check_audit_options"]
 
 Progress = Callable[[str], None]
 """Called with one line per finished scenario."""
@@ -72,6 +77,10 @@ def audit_verifier(
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
     exact: Literal[False] = False,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport: ...
 
 
@@ -87,6 +96,10 @@ def audit_verifier(
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
     exact: Literal[True],
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> ExactAuditReport: ...
 
 
@@ -101,6 +114,10 @@ def audit_verifier(
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
     exact: bool = False,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport | ExactAuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
 
@@ -117,11 +134,23 @@ def audit_verifier(
             detected from its parameters, run batched on uniforms the audit draws. The
             report's ``signature`` says which form ran.
         batched: override the ``@batched`` marker (ignored for a ``VerifyRule``).
-        samples: per scenario (default 200,000 batched, 6,000 single-sequence: a Python
-            function is called once per sample, and the default audit should finish in about
-            a minute; timings in ``benchmarks/README.md``).
+        samples: per scenario, fixed (the report then states the power it bought); at most
+            one of ``samples`` and ``detect_tv``.
         false_fail_rate: family-wise over the battery.
         false_pass_rate: per scenario, at the printed detectable distance.
+        detect_tv: size each scenario to detect a deviation of total variation ``>= detect_tv``
+            over its cells with false-pass rate ``false_pass_rate`` (``plan.samples_for_tv``);
+            default 0.01 for a batched function or rule, 0.05 for a single-sequence one
+            (called once per sample; timings in ``benchmarks/README.md``).
+        min_power_tv: a passing audit some of whose scenarios detect only a larger distance is
+            ``inconclusive``, with the sample size that would decide (default: 0.05, or
+            ``detect_tv`` when that is larger).
+        allow_nondeterministic: judge the law alone: a function whose blocks differ under the
+            same generator seed (it draws from torch's global RNG, say) is not
+            ``nondeterministic`` but lossless, lossy or inconclusive by its law.
+        num_threads: torch intra-op threads while the audit runs (default 1: its tensors are
+            small, and on a shared machine torch's thread pool costs more than it saves;
+            ``None`` keeps torch's setting; measurements in ``benchmarks/README.md``).
         seed: everything the audit draws derives from it.
         scenarios: the battery (default ``verifier_scenarios()``).
         progress: called with one line per finished scenario.
@@ -137,10 +166,20 @@ def audit_verifier(
         ``InvalidOutputError``.
 
     Raises:
-        ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``.
+        ValueError, TypeError: an invalid option (``check_audit_options``), before ``fn`` is
+            ever called.
     """
     if exact:
         return audit_exact(fn, scenarios=scenarios, seed=seed)
+    check_audit_options(
+        samples=samples,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        seed=seed,
+        num_threads=num_threads,
+    )
     name = _name(fn)
     verifier: VerifierFn
     if takes_uniforms(fn):  # a VerifyRule: the audit draws the uniforms it is given
@@ -164,6 +203,10 @@ def audit_verifier(
         false_pass_rate=false_pass_rate,
         seed=seed,
         progress=progress,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        allow_nondeterministic=allow_nondeterministic,
+        num_threads=num_threads,
     )
 
 
@@ -177,6 +220,10 @@ def audit_step(
     seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport:
     """Audit a whole step (drafting, warping, verification) against the *warped* target.
 
@@ -188,6 +235,15 @@ def audit_step(
     the optimum assumes the draft uses the same options. Arguments as in ``audit_verifier``
     (default battery ``step_scenarios()``).
     """
+    check_audit_options(
+        samples=samples,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        seed=seed,
+        num_threads=num_threads,
+    )
     is_batch = is_batched(fn) if batched is None else batched
     return _audit(
         "step",
@@ -203,14 +259,57 @@ def audit_step(
         false_pass_rate=false_pass_rate,
         seed=seed,
         progress=progress,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        allow_nondeterministic=allow_nondeterministic,
+        num_threads=num_threads,
     )
+
+
+def check_audit_options(
+    *,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    seed: int = 0,
+    num_threads: int | None = 1,
+) -> None:
+    """Validate the audit's options before anything runs (the command calls it too).
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
+            both ``samples`` and ``detect_tv``, ``num_threads < 1``.
+
+    Example:
+        >>> check_audit_options(samples=0)
+        Traceback (most recent call last):
+        ValueError: samples must be >= 1, got 0.
+    """
+    if samples is not None:
+        check_positive_int("samples", samples)
+    check_rate("false_fail_rate", check_finite("false_fail_rate", false_fail_rate))
+    check_rate("false_pass_rate", check_finite("false_pass_rate", false_pass_rate))
+    for name, tv in (("detect_tv", detect_tv), ("min_power_tv", min_power_tv)):
+        if tv is not None:
+            check_rate(name, check_finite(name, tv), include_one=True)
+    if samples is not None and detect_tv is not None:
+        raise ValueError(
+            f"give samples ({samples}) or detect_tv ({detect_tv}), not both: detect_tv chooses "
+            "the sample size of each scenario."
+        )
+    check_int("seed", seed)
+    if num_threads is not None:
+        check_positive_int("num_threads", num_threads)
 
 
 def _audit(
     level: str,
     name: str,
     scenarios: Sequence[Scenario],
-    plan_scenario: Callable[[Scenario, int], ScenarioPlan],
+    plan_scenario: PlanScenario,
     draw: Draw,
     complete: Complete,
     *,
@@ -221,40 +320,55 @@ def _audit(
     false_pass_rate: float,
     seed: int,
     progress: Progress | None,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport:
-    """Plan every scenario, run them in turn (one thread for single-sequence functions), decide."""
+    """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
+    them in turn on ``num_threads`` threads, decide, and size the inconclusive ones."""
     start = time.perf_counter()
-    check_rate("false_fail_rate", false_fail_rate)
-    check_rate("false_pass_rate", false_pass_rate)
-    n = sample_size(samples, is_batch)
-    plans = [plan_scenario(scenario, n) for scenario in scenarios]
-    budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(plans))
-    chunks = chunk_sizes(n, is_batch)
+    budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(scenarios))
+    target_tv = None
+    if samples is not None:
+        sized = [(samples, plan_scenario(scenario, samples)) for scenario in scenarios]
+    else:
+        target_tv = detect_tv or (DETECT_TV_BATCHED if is_batch else DETECT_TV_SINGLE)
+        sized = [samples_for_tv(plan_scenario, s, target_tv, budget) for s in scenarios]
+    minimum = min_power_tv if min_power_tv is not None else max(MIN_POWER_TV, target_tv or 0.0)
     results: list[ScenarioResult] = []
-    with threads(None if is_batch else 1):
-        for index, plan in enumerate(plans):
+    with threads(num_threads):
+        for index, (n, plan) in enumerate(sized):
             evidence = collect_evidence(
                 plan,
                 draw,
                 complete,
                 index=index,
                 seed=seed,
-                chunks=chunks,
+                chunks=chunk_sizes(n, is_batch),
                 e_log_threshold=budget.e_log_threshold,
             )
             results.append(scenario_result(plan, evidence, budget))
             if progress is not None:
-                progress(progress_line(index, len(plans), results[-1]))
-        decided = decide_by_holm(results, budget)
+                progress(progress_line(index, len(sized), results[-1]))
+        decided = [
+            r
+            if r.lossy or r.detectable_tv <= minimum
+            else replace(r, samples_to_decide=samples_for_tv(plan_scenario, s, minimum, budget)[0])
+            for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
+        ]
     return AuditReport(
-        verdict(decided),
+        verdict(decided, min_power_tv=minimum, allow_nondeterministic=allow_nondeterministic),
         level,
         name,
         false_fail_rate,
         false_pass_rate,
-        decided,
+        tuple(decided),
         time.perf_counter() - start,
         signature,
+        detect_tv=target_tv,
+        min_power_tv=minimum,
+        allow_nondeterministic=allow_nondeterministic,
     )
 
 
