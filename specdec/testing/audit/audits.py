@@ -8,9 +8,8 @@ draft blocks drafted from the toy draft, a step drafts, warps and verifies on it
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, cast, overload
-
 from dataclasses import replace
+from typing import Literal, cast, overload
 
 from specdec._checks import check_finite, check_int, check_positive_int, check_rate
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
