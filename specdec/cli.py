@@ -234,8 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, "
             "7 SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], "
             "draft_probs[k,V], target_probs[k+1,V], generator) -> LongTensor[n]; with "
-            "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, draft_probs, target_probs, "
-            "uniforms) -> Verification is detected; with --step fn(target_logits, draft_logits, "
+            "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
+            "draft_probs, target_probs, uniforms) -> Verification is detected; with --step fn(target_logits, draft_logits, "
             "prefix, k, generator, *, temperature, top_k, top_p) -> LongTensor[n]."
         ),
     )
