@@ -231,12 +231,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="test a verifier (or a whole step) for losslessness",
         description=(
             "Audit MODULE:FUNCTION. Exit 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE "
-            "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, "
-            "7 SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], "
+            "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, 7 "
+            "SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], "
             "draft_probs[k,V], target_probs[k+1,V], generator) -> LongTensor[n]; with "
             "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
-            "draft_probs, target_probs, uniforms) -> Verification is detected; with --step fn(target_logits, draft_logits, "
-            "prefix, k, generator, *, temperature, top_k, top_p) -> LongTensor[n]."
+            "draft_probs, target_probs, uniforms) -> Verification is detected; with --step "
+            "fn(target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, "
+            "top_p) -> LongTensor[n]."
         ),
     )
     audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
