@@ -93,9 +93,13 @@ def test_reference_verifier_is_lossless_and_optimal() -> None:
     assert report.exit_code == 0 and len(report.scenarios) == len(verifier_scenarios())
     assert all(s.deterministic and not s.suboptimal for s in report.scenarios)
     assert all(s.detectable_tv <= 0.05 for s in report.scenarios)
-    assert report.format().splitlines()[0].endswith(
-        f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found "
-        "(false-fail 1e-06, false-pass 0.001)"
+    assert (
+        report.format()
+        .splitlines()[0]
+        .endswith(
+            f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found "
+            "(false-fail 1e-06, false-pass 0.001)"
+        )
     )
 
 

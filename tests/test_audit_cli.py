@@ -5,7 +5,6 @@ Statistical audits here run at false-fail rate 1e-6 on few scenarios with ``--de
 """
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -56,7 +55,6 @@ def engine(tmp_path: Path) -> Path:
 
 def _run(argv: list[str]) -> int:
     return main(["audit", *argv, "--quiet"])
-
 
 
 @pytest.mark.parametrize(
@@ -205,7 +203,8 @@ def test_lossy_rows_name_the_deciding_test_and_its_p_value() -> None:
 
 
 def test_headline_is_never_a_bare_lossless() -> None:
-    report = audit_verifier(specdec.verify_tokens, detect_tv=0.1, scenarios=verifier_scenarios()[:1])
+    first = verifier_scenarios()[:1]
+    report = audit_verifier(specdec.verify_tokens, detect_tv=0.1, scenarios=first)
     assert report.verdict == "lossless"
     assert report.headline() == (
         f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found "

@@ -16,8 +16,8 @@ import torch
 import specdec
 from specdec.testing.audit import audit_verifier, verifier_scenarios
 from specdec.testing.audit.plan import (
-    planned_power,
     plan_verifier_scenario,
+    planned_power,
     samples_for_tv,
     split_error_rate,
 )
@@ -132,9 +132,13 @@ def test_inconclusive_below_the_minimum_power_and_the_stated_size_decides() -> N
 def test_min_power_follows_a_larger_detect_tv_and_can_be_set() -> None:
     coarse = audit_verifier(specdec.verify_tokens, detect_tv=0.2, scenarios=[SCENARIO])
     assert coarse.min_power_tv == 0.2 and coarse.verdict == "lossless"
-    assert coarse.format().splitlines()[0].endswith(
-        f"no deviation of TV >= {coarse.detectable_tv:.4f} found "
-        "(false-fail 1e-06, false-pass 0.001)"
+    assert (
+        coarse.format()
+        .splitlines()[0]
+        .endswith(
+            f"no deviation of TV >= {coarse.detectable_tv:.4f} found "
+            "(false-fail 1e-06, false-pass 0.001)"
+        )
     )
     strict = audit_verifier(
         specdec.verify_tokens, detect_tv=0.2, min_power_tv=0.05, scenarios=[SCENARIO]
