@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import specdec
-from specdec.testing.audit import audit_verifier, verifier_scenarios
+from specdec._kernels import assemble, first_rejection, inverse_cdf
+from specdec.testing.audit import audit_exact, audit_verifier, verifier_scenarios
 from specdec.testing.audit.plan import (
     plan_verifier_scenario,
     planned_power,
@@ -29,6 +30,7 @@ from specdec.testing.stats import (
     min_detectable_tv_by_l1,
     min_sample_size_by_l1,
 )
+from specdec.testing.zoo._pieces import at, correct_row, decide, final_pair, prepare
 
 SCENARIO = verifier_scenarios()[0]  # context-v4-k2: 64 sequences, first rows TV(q0, p0) > 0.1
 
@@ -144,3 +146,53 @@ def test_min_power_follows_a_larger_detect_tv_and_can_be_set() -> None:
         specdec.verify_tokens, detect_tv=0.2, min_power_tv=0.05, scenarios=[SCENARIO]
     )
     assert strict.verdict == "inconclusive"
+
+
+# Three lossy verifiers a new user tried, each called LOSSLESS by the fixed-size audit of
+# earlier versions at its defaults. Their exact distances on the battery (``audit_exact``):
+# ``acceptance_plus_eps`` at most 0.0039 (near-equal-v5-k3), ``residual_where_p_above_q``
+# 0.0228 on context-v4-k2, ``residual_smoothed`` at most 5.8e-6. At ``detect_tv=0.01`` the
+# statistical audit must catch the second; for the others it may only say "no deviation of
+# TV >= x found" with x above their true distance (or catch them), never more.
+
+
+def _acceptance_plus_eps(draft_tokens, draft_probs, target_probs, uniforms):  # type: ignore[no-untyped-def]
+    """Bug: accept with ``u < min(1, p / (q + 1e-3))`` (a guard against ``q = 0``)."""
+    ids, draft, target, u = prepare(draft_tokens, draft_probs, target_probs, uniforms)
+    k = ids.shape[-1]
+    ratio = torch.clamp(at(target[:, :k], ids) / (at(draft, ids) + 1e-3), max=1.0)
+    accepted = first_rejection(u[:, :k] < ratio)
+    return assemble(ids, accepted, inverse_cdf(correct_row(draft, target, accepted), u[:, -1]))
+
+
+def _residual_where_p_above_q(draft_tokens, draft_probs, target_probs, uniforms):  # type: ignore[no-untyped-def]
+    """Bug: after a rejection sample ``p`` restricted to ``{p > q}``, not ``max(0, p - q)``."""
+    ids, draft, target, u = prepare(draft_tokens, draft_probs, target_probs, uniforms)
+    accepted = decide(ids, draft, target, u)
+    target_row, draft_row, rejected = final_pair(draft, target, accepted)
+    row = torch.where(rejected, torch.where(target_row > draft_row, target_row, 0.0), target_row)
+    return assemble(ids, accepted, inverse_cdf(row, u[:, -1]))
+
+
+def _residual_smoothed(draft_tokens, draft_probs, target_probs, uniforms):  # type: ignore[no-untyped-def]
+    """Bug: the residual ``max(0, p - q) + 1e-6`` (smoothed against a zero mass)."""
+    ids, draft, target, u = prepare(draft_tokens, draft_probs, target_probs, uniforms)
+    accepted = decide(ids, draft, target, u)
+    target_row, draft_row, rejected = final_pair(draft, target, accepted)
+    row = torch.where(rejected, torch.clamp(target_row - draft_row, min=0.0) + 1e-6, target_row)
+    return assemble(ids, accepted, inverse_cdf(row, u[:, -1]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "rule", [_acceptance_plus_eps, _residual_where_p_above_q, _residual_smoothed]
+)
+def test_user_found_lossy_verifiers_at_detect_tv_001(rule) -> None:  # type: ignore[no-untyped-def]
+    exact = audit_exact(rule, scenarios=[SCENARIO])
+    assert exact.verdict == "lossy", exact.format()
+    true_tv = float(exact.scenarios[0].total_variation or 0)
+    report = audit_verifier(rule, detect_tv=0.01, scenarios=[SCENARIO])
+    if true_tv >= 0.01:  # over sequences: the L1 guarantee holds up to the pooled mass, < 1e-4
+        assert report.verdict == "lossy", report.format()
+    elif report.verdict != "lossy":  # it drew the whole planned sample
+        assert report.verdict == "lossless" and 0.01 >= report.detectable_tv > true_tv
