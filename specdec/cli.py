@@ -112,7 +112,8 @@ def _audit(args: argparse.Namespace) -> int:
         return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
     print(report.to_json() if args.json else report.format())
     if isinstance(report, ExactAuditReport):
-        return report.exit_code
+        suboptimal = args.fail_on_suboptimal and report.verdict == "lossless, suboptimal"
+        return int(ExitCode.SUBOPTIMAL) if suboptimal else report.exit_code
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
 
 

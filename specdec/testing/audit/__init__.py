@@ -18,14 +18,24 @@ scenario the report gives:
   ``-1`` padding, ids in range).
 
 The family-wise false-fail rate over all scenarios is at most ``false_fail_rate``; how it is
-divided between the e-processes and the tests is documented in ``plan``. Modules: ``battery``
-(the scenarios), ``plan`` (sample sizes, cells, the error-rate split), ``run`` (calling the
-function and completing its blocks), ``report`` (results, verdict, printed report, exit codes),
-``audits`` (the two entry points), ``exact`` (the exact audit of a rule that takes its
-uniforms: laws from its own decisions, no sampling; ``audit_verifier(..., exact=True)``).
+divided between the e-processes and the tests is documented in ``plan``. Each scenario draws the
+sample its stated power needs (``detect_tv``: 0.01 batched, 0.05 single-sequence by default),
+and a verdict states that power: LOSSLESS means "no deviation of TV >= x found", INCONCLUSIVE
+that the power fell below a minimum; every verdict class has its exit code (``report``).
+
+Modules: ``battery`` (the scenarios), ``plan`` (sample sizes, cells, the error-rate split),
+``run`` (calling the function and completing its blocks), ``report`` (results, verdict, printed
+report, exit codes), ``audits`` (the two entry points), ``exact`` (the exact audit of a rule
+that takes its uniforms: laws from its own decisions, no sampling; ``audit_verifier(...,
+exact=True)``).
 """
 
-from specdec.testing.audit.audits import Progress, audit_step, audit_verifier
+from specdec.testing.audit.audits import (
+    Progress,
+    audit_step,
+    audit_verifier,
+    check_audit_options,
+)
 from specdec.testing.audit.battery import Scenario, step_scenarios, verifier_scenarios
 from specdec.testing.audit.exact import (
     ExactAuditReport,
@@ -33,10 +43,11 @@ from specdec.testing.audit.exact import (
     audit_exact,
     search_scenarios,
 )
-from specdec.testing.audit.report import AuditReport, ExitCode, ScenarioResult
+from specdec.testing.audit.report import VERDICT_EXIT, AuditReport, ExitCode, ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 
 __all__ = [
+    "VERDICT_EXIT",
     "AuditReport",
     "ExactAuditReport",
     "ExactScenarioResult",
@@ -48,6 +59,7 @@ __all__ = [
     "audit_exact",
     "audit_step",
     "audit_verifier",
+    "check_audit_options",
     "search_scenarios",
     "step_scenarios",
     "verifier_scenarios",
