@@ -1,13 +1,16 @@
 """The ``specdec`` command: ``specdec demo`` and ``specdec audit MODULE:FUNCTION``.
 
-Exit codes of ``specdec audit`` (``specdec.testing.audit.ExitCode``): 0 lossless (optimal or
-not), 1 lossy (or nondeterministic), 2 usage error or a crash of the audited function (its
-traceback is printed).
+Exit codes of ``specdec audit`` (``specdec.testing.audit.ExitCode``), one per verdict class:
+0 LOSSLESS, 1 LOSSY, 2 usage error (an invalid option or a target that cannot be loaded,
+checked before anything runs), 3 INCONCLUSIVE (``--exact``: cannot decide), 4 NONDETERMINISTIC,
+5 INVALID-OUTPUT, 6 CRASH of the audited function (its traceback is printed), 7 SUBOPTIMAL
+(with ``--fail-on-suboptimal``).
 """
 
 import argparse
 import importlib
 import importlib.util
+import json
 import sys
 import textwrap
 import traceback
@@ -15,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specdec._checks import check_int
 from specdec.demo import run_demo
 
 if TYPE_CHECKING:
@@ -25,7 +29,11 @@ __all__ = ["load_function", "main"]
 
 
 def load_function(spec: str) -> Callable[..., Any]:
-    """Resolve ``MODULE:FUNCTION`` (a dotted module or a ``.py`` path; nested attributes ok)."""
+    """Resolve ``MODULE:FUNCTION`` (a dotted module or a ``.py`` path; nested attributes ok).
+
+    A ``.py`` path is imported with its folder first on ``sys.path``, as ``python path.py``
+    would run it, so a module beside it imports.
+    """
     if ":" not in spec:
         raise ValueError(f"expected MODULE:FUNCTION, got {spec!r}.")
     module_name, _, attribute = spec.rpartition(":")
@@ -36,6 +44,9 @@ def load_function(spec: str) -> Callable[..., Any]:
         module_spec = importlib.util.spec_from_file_location(path.stem, path)
         if module_spec is None or module_spec.loader is None:
             raise ValueError(f"cannot import {module_name}.")
+        folder = str(path.resolve().parent)  # a module beside the file imports, as under python
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[path.stem] = module
         module_spec.loader.exec_module(module)
@@ -65,6 +76,9 @@ def _audit(args: argparse.Namespace) -> int:
     )
 
     usage_error = int(ExitCode.USAGE_ERROR)
+    if args.exact and args.step:
+        print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
+        return usage_error
     if not _plot_available(args):
         return usage_error
     try:
@@ -73,19 +87,16 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
         return usage_error
 
-    bar = _audit_progress(args)
-
-    def progress(line: str) -> None:
-        bar.advance(line)
-
-    if args.exact and args.step:
-        print("specdec audit: --exact audits verification rules, not steps.", file=sys.stderr)
-        return usage_error
     try:
         engine = _engine_options(args)
     except ValueError as error:  # usage error: nothing has run
         print(f"specdec audit: {error}", file=sys.stderr)
         return usage_error
+    bar = _audit_progress(args)
+
+    def progress(line: str) -> None:
+        bar.advance(line)
+
     report: AuditReport | ExactAuditReport
     try:
         if args.exact:
@@ -103,18 +114,26 @@ def _audit(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 progress=progress,
                 **engine,
+                detect_tv=args.detect_tv,
+                min_power_tv=args.min_power_tv,
+                allow_nondeterministic=args.allow_nondeterministic,
             )
-    except InvalidOutputError as error:
+    except InvalidOutputError as error:  # every option was validated before: the function's
+        bar.close()
         print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
-        return usage_error
-    except Exception:
+        return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
+    except Exception as error:
+        bar.close()
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
-        return usage_error
+        return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
     bar.close()
     print(report.to_json() if args.json else report.format())
     _plot_audit(args, report)
-    return report.exit_code
+    if isinstance(report, ExactAuditReport):
+        suboptimal = args.fail_on_suboptimal and report.verdict == "lossless, suboptimal"
+        return int(ExitCode.SUBOPTIMAL) if suboptimal else report.exit_code
+    return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
 
 
 # -- the audit's options for real engines: conventions and inputs ---------------------------------
@@ -284,30 +303,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit",
         help="test a verifier (or a whole step) for losslessness",
         description=(
-            "Audit MODULE:FUNCTION. Exit 0 lossless, 1 lossy, 2 usage error, crash, or (with "
-            "--exact) cannot decide. FUNCTION is fn(draft_tokens[k], draft_probs[k,V], "
-            "target_probs[k+1,V], generator) -> LongTensor[n]; with --batched the same with a "
-            "leading batch axis; a VerifyRule fn(draft_tokens, draft_probs, target_probs, "
-            "uniforms) -> Verification is detected; with --step fn(target_logits, draft_logits, "
-            "prefix, k, generator, *, temperature, top_k, top_p) -> LongTensor[n]."
+            "Audit MODULE:FUNCTION. Exit 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE "
+            "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, 7 "
+            "SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], "
+            "draft_probs[k,V], target_probs[k+1,V], generator) -> LongTensor[n]; with "
+            "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
+            "draft_probs, target_probs, uniforms) -> Verification is detected; with --step "
+            "fn(target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, "
+            "top_p) -> LongTensor[n]."
         ),
     )
     audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
     audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
     audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
-    audit.add_argument("--samples", type=int, default=None, help="samples per scenario")
-    audit.add_argument(
-        "--false-fail-rate",
-        type=float,
-        default=1e-6,
-        help="family-wise rate of calling a lossless function lossy (default 1e-6)",
-    )
-    audit.add_argument(
-        "--false-pass-rate",
-        type=float,
-        default=1e-3,
-        help="rate of missing a deviation of the printed detectable TV (default 1e-3)",
-    )
     audit.add_argument("--seed", type=int, default=0, help="seed of everything drawn")
     audit.add_argument("--quiet", action="store_true", help="no progress lines")
     audit.add_argument(
@@ -317,9 +325,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "says 'cannot decide' where its randomness cannot be enumerated",
     )
     audit.add_argument(
-        "--search", type=int, default=16, help="searched toy pairs for --exact (default 16)"
+        "--search",
+        type=_option(lambda name, value: check_int(name, value, minimum=0), int),
+        default=16,
+        help="searched toy pairs for --exact (default 16)",
     )
-    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    _add_audit_options(audit)
     _add_engine_options(audit)
     _add_audit_plot(audit)
     prove = commands.add_parser(

@@ -49,7 +49,8 @@ def test_error_rate_split_is_half_to_the_e_processes_half_to_the_tests(
     budget = split_error_rate(alpha, 1e-3, num_scenarios=scenarios)
     assert budget.e_log_threshold == math.log(2 * scenarios / alpha)  # Ville, Bonferroni
     assert budget.tests_rate == alpha / 2  # Holm over the 2S p-values
-    assert budget.scenario_rate == alpha / (2 * scenarios)  # printed threshold, margin
+    assert budget.scenario_rate == alpha / (2 * scenarios)  # efficiency margin
+    assert budget.test_level == alpha / (4 * scenarios)  # Holm's first level: power, threshold
 
 
 @pytest.mark.parametrize(("samples", "is_batch"), [(1, True), (999, False), (200_000, True)])
@@ -73,15 +74,33 @@ def test_chunks_double_up_to_the_largest_and_sum_to_the_sample_size(
 
 
 def test_exit_codes() -> None:
-    assert [int(code) for code in ExitCode] == [0, 1, 2]
+    assert [int(code) for code in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert [code.name for code in ExitCode] == [
+        "LOSSLESS",
+        "LOSSY",
+        "USAGE_ERROR",
+        "INCONCLUSIVE",
+        "NONDETERMINISTIC",
+        "INVALID_OUTPUT",
+        "CRASH",
+        "SUBOPTIMAL",
+    ]
 
 
 def test_reference_verifier_is_lossless_and_optimal() -> None:
-    report = audit_verifier(_batched(specdec.verify_tokens), samples=SMALL)
+    report = audit_verifier(_batched(specdec.verify_tokens), detect_tv=0.05)
     assert report.verdict == "lossless", report.format()
     assert report.exit_code == 0 and len(report.scenarios) == len(verifier_scenarios())
     assert all(s.deterministic and not s.suboptimal for s in report.scenarios)
-    assert "LOSSLESS" in report.format()
+    assert all(s.detectable_tv <= 0.05 for s in report.scenarios)
+    assert (
+        report.format()
+        .splitlines()[0]
+        .endswith(
+            f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found "
+            "(false-fail 1e-06, false-pass 0.001)"
+        )
+    )
 
 
 @pytest.mark.parametrize(
@@ -104,8 +123,9 @@ def _always_reject(draft_tokens, draft_probs, target_probs, generator):  # type:
 
 
 def test_wasteful_lossless_verifier_is_suboptimal_not_lossy() -> None:
-    report = audit_verifier(_always_reject, samples=SMALL)
+    report = audit_verifier(_always_reject, detect_tv=0.05)
     assert report.verdict == "lossless, suboptimal" and report.exit_code == 0
+    assert report.exit_status(fail_on_suboptimal=True) == ExitCode.SUBOPTIMAL
 
 
 def test_single_sequence_signature_is_audited() -> None:
@@ -114,7 +134,9 @@ def test_single_sequence_signature_is_audited() -> None:
         verdict = specdec.verify_tokens(draft_tokens, draft_probs, target_probs, noise)
         return verdict.tokens[: int(verdict.num_accepted) + 1]
 
-    report = audit_verifier(single, samples=1_000, scenarios=verifier_scenarios()[:2])
+    report = audit_verifier(
+        single, samples=1_000, scenarios=verifier_scenarios()[:2], min_power_tv=1.0
+    )
     assert report.lossless and report.scenarios[0].samples == 1_000
 
 
@@ -150,7 +172,7 @@ def test_invalid_output_is_reported(output: object, message: str) -> None:
 
 
 def test_step_audit_passes_a_correct_step_and_kills_an_unwarped_target() -> None:
-    good = audit_step(zoo.reference_step, samples=SMALL)
+    good = audit_step(zoo.reference_step, samples=SMALL, min_power_tv=0.2)
     assert good.verdict == "lossless", good.format()
     assert len(good.scenarios) == len(step_scenarios())
     bad = audit_step(zoo.unwarped_target, samples=SMALL)
@@ -188,11 +210,13 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
             raise RuntimeError("boom")
         """,
     )
-    assert main(["audit", f"{path}:good", "--samples", "5000", "--quiet"]) == 0
-    assert "LOSSLESS" in capsys.readouterr().out
+    assert main(["audit", f"{path}:good", "--detect-tv", "0.05", "--quiet"]) == 0
+    assert "LOSSLESS: no deviation of TV >= " in capsys.readouterr().out
+    assert main(["audit", f"{path}:good", "--samples", "500", "--quiet"]) == 3
+    assert "INCONCLUSIVE" in capsys.readouterr().out
     assert main(["audit", f"{path}:bad", "--samples", "5000", "--quiet"]) == 1
     assert "LOSSY" in capsys.readouterr().out
-    assert main(["audit", f"{path}:crash", "--quiet"]) == 2
+    assert main(["audit", f"{path}:crash", "--quiet"]) == 6
     assert "boom" in capsys.readouterr().err
     assert main(["audit", f"{path}:missing"]) == 2
     assert main(["audit", "no_such_module:fn"]) == 2
@@ -204,7 +228,7 @@ def test_a_verify_rule_is_detected_and_run_on_uniforms_the_audit_draws() -> None
     """``uniforms`` as the fourth parameter: the audit draws ``uniforms(generator, (N, k+1))``
     and passes them in, exactly as a hand-written batched wrapper does (same blocks, same
     statistics); the report says which form ran; a lossy rule is still caught."""
-    report = audit_verifier(specdec.verify_tokens, samples=SMALL)
+    report = audit_verifier(specdec.verify_tokens, samples=SMALL, min_power_tv=0.2)
     assert report.lossless and report.signature.startswith("VerifyRule")
     assert "run as: VerifyRule (uniforms in, Verification out" in report.format()
     wrapped = audit_verifier(_batched(specdec.verify_tokens), samples=SMALL)
@@ -217,5 +241,5 @@ def test_cli_audits_the_examples_rule_instead_of_crashing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "06_oracle_in_pytest.py"
-    assert main(["audit", f"{example}:my_verifier", "--samples", "5000", "--quiet"]) == 0
+    assert main(["audit", f"{example}:my_verifier", "--detect-tv", "0.05", "--quiet"]) == 0
     assert "run as: VerifyRule" in capsys.readouterr().out

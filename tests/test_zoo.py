@@ -186,14 +186,15 @@ def test_transformers_adapter_shapes_and_global_rng_untouched() -> None:
     )
     assert torch.equal(torch.random.get_rng_state(), before)
     check_blocks(out, 16, 3, 5)
-    again = torch.full_like(out, -1)
-    generator = torch.Generator().manual_seed(3)
-    for row in range(16):
-        block = transformers_speculative_sampling(
-            drafts[row], draft_probs[row], target_probs[row], generator
-        )
-        again[row, : block.shape[0]] = block
-    assert torch.equal(out, again)
+    again = transformers_speculative_sampling_batched(
+        drafts, draft_probs, target_probs, torch.Generator().manual_seed(3)
+    )
+    assert torch.equal(out, again)  # one global seed per batch, drawn from the generator
+    first = transformers_speculative_sampling(
+        drafts[0], draft_probs[0], target_probs[0], torch.Generator().manual_seed(3)
+    )
+    assert torch.equal(out[0, : first.shape[0]], first)  # row 0 draws first from that seed
+    assert bool((out[0, first.shape[0] :] == -1).all())
     k1 = transformers_speculative_sampling(
         drafts[0, :1], draft_probs[0, :1], target_probs[0, :2], torch.Generator().manual_seed(0)
     )

@@ -15,7 +15,12 @@ acceptance tests, ``torch.multinomial`` for the final token). The adapter draws 
 ``generator`` (through ``specdec.noise.uniforms``), and inside ``torch.random.fork_rng(devices=[])``
 seeds the global CPU generator with it; on exit the global state is restored, so callers see no
 side effect and the same ``generator`` state gives the same output. Inputs are moved to the CPU
-(``fork_rng(devices=[])`` saves only the CPU generator).
+(``fork_rng(devices=[])`` saves only the CPU generator). The pattern for any verifier that draws
+from the global RNG is ``specdec.testing.signatures.global_rng_batched``: the batched form
+forks and seeds once per batch (one seed from ``generator``, then every row draws on from the
+global stream), not once per row, and seeds the CPU generator alone
+(``torch.default_generator.manual_seed``, about 2 us, where ``torch.manual_seed`` also seeds
+every accelerator backend, about 150 us here; ``benchmarks/README.md``).
 
 What the adapter might hide (bug families an audit of it cannot see, or sees only rarely):
 
@@ -39,12 +44,9 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_draft_block
-from specdec.noise import uniforms
-from specdec.testing.signatures import batched
+from specdec.testing.signatures import batched, seeded_global_rng
 
 __all__ = ["transformers_speculative_sampling", "transformers_speculative_sampling_batched"]
-
-_SEED_BITS = 53
 
 
 def _speculative_sampling() -> Any:
@@ -99,16 +101,19 @@ def transformers_speculative_sampling(
             f"draft_tokens must be [k] (one sequence), got shape {tuple(ids.shape)}; use "
             "transformers_speculative_sampling_batched for a batch."
         )
+    with seeded_global_rng(generator):  # the global CPU generator is restored on exit
+        return _verify_row(ids, draft, target, dtype)
+
+
+def _verify_row(ids: Tensor, draft: Tensor, target: Tensor, dtype: torch.dtype) -> Tensor:
+    """transformers' verifier on one checked row, drawing from torch's global generator."""
     k = int(ids.shape[0])
-    seed = int(uniforms(generator, (1,)).item() * 2.0**_SEED_BITS)
-    with torch.random.fork_rng(devices=[]):  # the global CPU generator is restored on exit
-        torch.manual_seed(seed)
-        tokens, _ = _speculative_sampling()(
-            ids.long().cpu().unsqueeze(0),  # candidate_input_ids [1, k]
-            _log(draft, dtype).unsqueeze(0),  # candidate_logits = log q, [1, k, V]
-            k,  # candidate_length
-            _log(target, dtype).unsqueeze(0),  # new_logits = log p, [1, k+1, V]
-        )
+    tokens, _ = _speculative_sampling()(
+        ids.long().cpu().unsqueeze(0),  # candidate_input_ids [1, k]
+        _log(draft, dtype).unsqueeze(0),  # candidate_logits = log q, [1, k, V]
+        k,  # candidate_length
+        _log(target, dtype).unsqueeze(0),  # new_logits = log p, [1, k+1, V]
+    )
     return cast(Tensor, tokens).reshape(-1).long()
 
 
@@ -123,18 +128,21 @@ def transformers_speculative_sampling_batched(
 ) -> Int[Tensor, "batch k_plus_1"]:
     """The batched signature, by a Python loop over rows (transformers' verifier takes one row).
 
-    Row ``n`` is ``transformers_speculative_sampling`` on row ``n`` with the same ``generator``,
-    called in order, so the batch equals its rows run one after another on a shared generator.
-    The loop runs in Python, one call per row (its cost per row is in ``benchmarks/README.md``).
+    The global RNG is forked and seeded once for the whole batch (one seed from ``generator``;
+    ``specdec.testing.signatures.global_rng_batched``), and the rows then draw one after another
+    from the global stream: the same ``generator`` state gives the same blocks, but row ``n``
+    is not ``transformers_speculative_sampling`` on row ``n`` (that one seeds per call). The loop
+    runs in Python, one call per row (its cost per row is in ``benchmarks/README.md``).
 
     Returns:
         ``[N, k+1]`` int64 blocks, ``-1``-padded.
     """
-    batch, k = draft_tokens.shape
+    placeholder = torch.zeros(target_probs.shape[:-1], dtype=torch.float64)
+    ids, draft, target, _ = check_draft_block(draft_tokens, draft_probs, target_probs, placeholder)
+    batch, k = ids.shape
     out = torch.full((batch, k + 1), -1, dtype=torch.long)
-    for row in range(batch):
-        block = transformers_speculative_sampling(
-            draft_tokens[row], draft_probs[row], target_probs[row], generator, dtype=dtype
-        )
-        out[row, : block.shape[0]] = block
+    with seeded_global_rng(generator):
+        for row in range(batch):
+            block = _verify_row(ids[row], draft[row], target[row], dtype)
+            out[row, : block.shape[0]] = block
     return out

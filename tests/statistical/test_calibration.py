@@ -87,9 +87,10 @@ def test_whole_audit_false_alarm_rate_on_a_correct_verifier() -> None:
     repeats, alpha = 200, 0.2
     scenario = verifier_scenarios()[0]
     alarms = sum(
-        not audit_verifier(
+        audit_verifier(
             _reference, samples=2_000, false_fail_rate=alpha, seed=seed, scenarios=[scenario]
-        ).lossless
+        ).verdict
+        == "lossy"  # at n = 2000 a passing audit is inconclusive (power below TV 0.05)
         for seed in range(repeats)
     )
     print(f"audit: {alarms} false alarms in {repeats} at nominal {alpha}")

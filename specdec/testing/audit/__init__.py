@@ -18,11 +18,16 @@ scenario the report gives:
   ``-1`` padding, ids in range).
 
 The family-wise false-fail rate over all scenarios is at most ``false_fail_rate``; how it is
-divided between the e-processes and the tests is documented in ``plan``. Modules: ``battery``
-(the scenarios), ``plan`` (sample sizes, cells, the error-rate split), ``run`` (calling the
-function and completing its blocks), ``report`` (results, verdict, printed report, exit codes),
-``audits`` (the two entry points), ``exact`` (the exact audit of a rule that takes its
-uniforms: laws from its own decisions, no sampling; ``audit_verifier(..., exact=True)``).
+divided between the e-processes and the tests is documented in ``plan``. Each scenario draws the
+sample its stated power needs (``detect_tv``: 0.01 batched, 0.05 single-sequence by default),
+and a verdict states that power: LOSSLESS means "no deviation of TV >= x found", INCONCLUSIVE
+that the power fell below a minimum; every verdict class has its exit code (``report``).
+
+Modules: ``battery`` (the scenarios), ``plan`` (sample sizes, cells, the error-rate split),
+``run`` (calling the function and completing its blocks), ``report`` (results, verdict, printed
+report, exit codes), ``audits`` (the two entry points), ``exact`` (the exact audit of a rule
+that takes its uniforms: laws from its own decisions, no sampling; ``audit_verifier(...,
+exact=True)``).
 
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
 ``sampler`` (a step against the engine's own target-only sampler: a two-sample test),
@@ -32,7 +37,12 @@ signature); the battery's catalogue is chosen from by name (``select_scenarios``
 ``specdec.testing.hf_like`` wraps a toy model as a transformers-like causal LM.
 """
 
-from specdec.testing.audit.audits import Progress, audit_step, audit_verifier
+from specdec.testing.audit.audits import (
+    Progress,
+    audit_step,
+    audit_verifier,
+    check_audit_options,
+)
 from specdec.testing.audit.battery import (
     Scenario,
     scenario_catalogue,
@@ -46,10 +56,11 @@ from specdec.testing.audit.exact import (
     audit_exact,
     search_scenarios,
 )
-from specdec.testing.audit.report import AuditReport, ExitCode, ScenarioResult
+from specdec.testing.audit.report import VERDICT_EXIT, AuditReport, ExitCode, ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 
 __all__ = [
+    "VERDICT_EXIT",
     "AuditReport",
     "ExactAuditReport",
     "ExactScenarioResult",
@@ -61,6 +72,7 @@ __all__ = [
     "audit_exact",
     "audit_step",
     "audit_verifier",
+    "check_audit_options",
     "scenario_catalogue",
     "search_scenarios",
     "select_scenarios",

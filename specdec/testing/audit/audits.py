@@ -13,7 +13,7 @@ from typing import Literal, cast, overload
 
 import torch
 
-from specdec._checks import check_rate
+from specdec._checks import check_finite, check_int, check_positive_int, check_rate
 from specdec.testing.audit.battery import Scenario, WarpFn, step_scenarios, verifier_scenarios
 from specdec.testing.audit.conventions import (
     WARPING_TOLERANCE,
@@ -23,11 +23,14 @@ from specdec.testing.audit.conventions import (
 )
 from specdec.testing.audit.exact import ExactAuditReport, audit_exact
 from specdec.testing.audit.plan import (
-    ScenarioPlan,
+    DETECT_TV_BATCHED,
+    DETECT_TV_SINGLE,
+    MIN_POWER_TV,
+    PlanScenario,
     chunk_sizes,
     plan_step_scenario,
     plan_verifier_scenario,
-    sample_size,
+    samples_for_tv,
     split_error_rate,
 )
 from specdec.testing.audit.ragged import ragged_optimum
@@ -62,7 +65,7 @@ from specdec.testing.signatures import (
 )
 from specdec.types import VerifyRule
 
-__all__ = ["Progress", "audit_step", "audit_verifier"]
+__all__ = ["Progress", "audit_step", "audit_verifier", "check_audit_options"]
 
 Progress = Callable[[str], None]
 """Called with one line per finished scenario."""
@@ -90,6 +93,10 @@ def audit_verifier(
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
     ragged: bool = False,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport: ...
 
 
@@ -109,6 +116,10 @@ def audit_verifier(
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
     ragged: bool = False,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> ExactAuditReport: ...
 
 
@@ -127,6 +138,10 @@ def audit_verifier(
     dtype: torch.dtype | None = None,
     device: str | torch.device | None = None,
     ragged: bool = False,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport | ExactAuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
 
@@ -143,11 +158,23 @@ def audit_verifier(
             detected from its parameters, run batched on uniforms the audit draws. The
             report's ``signature`` says which form ran.
         batched: override the ``@batched`` marker (ignored for a ``VerifyRule``).
-        samples: per scenario (default 200,000 batched, 6,000 single-sequence: a Python
-            function is called once per sample, and the default audit should finish in about
-            a minute; timings in ``benchmarks/README.md``).
+        samples: per scenario, fixed (the report then states the power it bought); at most
+            one of ``samples`` and ``detect_tv``.
         false_fail_rate: family-wise over the battery.
         false_pass_rate: per scenario, at the printed detectable distance.
+        detect_tv: size each scenario to detect a deviation of total variation ``>= detect_tv``
+            over its cells with false-pass rate ``false_pass_rate`` (``plan.samples_for_tv``);
+            default 0.01 for a batched function or rule, 0.05 for a single-sequence one
+            (called once per sample; timings in ``benchmarks/README.md``).
+        min_power_tv: a passing audit some of whose scenarios detect only a larger distance is
+            ``inconclusive``, with the sample size that would decide (default: 0.05, or
+            ``detect_tv`` when that is larger).
+        allow_nondeterministic: judge the law alone: a function whose blocks differ under the
+            same generator seed (it draws from torch's global RNG, say) is not
+            ``nondeterministic`` but lossless, lossy or inconclusive by its law.
+        num_threads: torch intra-op threads while the audit runs (default 1: its tensors are
+            small, and on a shared machine torch's thread pool costs more than it saves;
+            ``None`` keeps torch's setting; measurements in ``benchmarks/README.md``).
         seed: everything the audit draws derives from it.
         scenarios: the battery (default ``verifier_scenarios()``).
         progress: called with one line per finished scenario.
@@ -172,13 +199,23 @@ def audit_verifier(
         ``InvalidOutputError``.
 
     Raises:
-        ValueError: if ``false_fail_rate`` or ``false_pass_rate`` is not in ``(0, 1)``, an
-            absent device, an unsupported dtype, reserved ids leaving fewer than 2 tokens.
+        ValueError, TypeError: an invalid option (``check_audit_options``), before ``fn`` is
+            ever called; an absent device, an unsupported dtype, reserved ids leaving fewer
+            than 2 tokens.
     """
     if exact:
         if reserved_ids or dtype is not None or device is not None or ragged:
             raise ValueError("exact=True takes none of reserved_ids, dtype, device, ragged.")
         return audit_exact(fn, scenarios=scenarios, seed=seed)
+    check_audit_options(
+        samples=samples,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        seed=seed,
+        num_threads=num_threads,
+    )
     on = resolve_device(device)
     battery = engine_scenarios(
         scenarios or verifier_scenarios(), step=False, reserved=reserved_ids, dtype=dtype
@@ -213,6 +250,10 @@ def audit_verifier(
         seed=seed,
         progress=progress,
         device=on,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        allow_nondeterministic=allow_nondeterministic,
+        num_threads=num_threads,
     )
 
 
@@ -232,6 +273,10 @@ def audit_step(
     device: str | torch.device | None = None,
     model_interface: Literal["logits", "transformers"] = "logits",
     target_sampler: SamplerFn | None = None,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport:
     """Audit a whole step (drafting, warping, verification) against the *warped* target.
 
@@ -263,6 +308,15 @@ def audit_step(
     the plain scenario (temperature 1, no filter) may not be rejected, and every scenario
     rejected raises what the last one raised.
     """
+    check_audit_options(
+        samples=samples,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        seed=seed,
+        num_threads=num_threads,
+    )
     if model_interface not in ("logits", "transformers"):
         raise ValueError(
             f"model_interface must be 'logits' or 'transformers', got {model_interface!r}."
@@ -313,14 +367,57 @@ def audit_step(
         device=on,
         probe=True,
         warp=target_warp,
+        detect_tv=detect_tv,
+        min_power_tv=min_power_tv,
+        allow_nondeterministic=allow_nondeterministic,
+        num_threads=num_threads,
     )
+
+
+def check_audit_options(
+    *,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    seed: int = 0,
+    num_threads: int | None = 1,
+) -> None:
+    """Validate the audit's options before anything runs (the command calls it too).
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
+            both ``samples`` and ``detect_tv``, ``num_threads < 1``.
+
+    Example:
+        >>> check_audit_options(samples=0)
+        Traceback (most recent call last):
+        ValueError: samples must be >= 1, got 0.
+    """
+    if samples is not None:
+        check_positive_int("samples", samples)
+    check_rate("false_fail_rate", check_finite("false_fail_rate", false_fail_rate))
+    check_rate("false_pass_rate", check_finite("false_pass_rate", false_pass_rate))
+    for name, tv in (("detect_tv", detect_tv), ("min_power_tv", min_power_tv)):
+        if tv is not None:
+            check_rate(name, check_finite(name, tv), include_one=True)
+    if samples is not None and detect_tv is not None:
+        raise ValueError(
+            f"give samples ({samples}) or detect_tv ({detect_tv}), not both: detect_tv chooses "
+            "the sample size of each scenario."
+        )
+    check_int("seed", seed)
+    if num_threads is not None:
+        check_positive_int("num_threads", num_threads)
 
 
 def _audit(
     level: str,
     name: str,
     scenarios: Sequence[Scenario],
-    plan_scenario: Callable[[Scenario, int], ScenarioPlan],
+    plan_scenario: PlanScenario,
     draw: Draw,
     complete: Complete,
     *,
@@ -334,27 +431,34 @@ def _audit(
     device: torch.device | None = None,
     probe: bool = False,
     warp: WarpFn | None = None,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    num_threads: int | None = 1,
 ) -> AuditReport:
-    """Plan every scenario, run them in turn (one thread for single-sequence functions), decide.
+    """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
+    them in turn on ``num_threads`` threads, decide, and size the inconclusive ones.
 
     With ``probe``, a scenario with options other than the plain ones whose first call raises
     is recorded as rejected (``run.probe_options``); with ``warp``, each result carries the
     warping distance (``conventions.warping_distance``)."""
     start = time.perf_counter()
-    check_rate("false_fail_rate", false_fail_rate)
-    check_rate("false_pass_rate", false_pass_rate)
-    n = sample_size(samples, is_batch)
-    plans = [plan_scenario(scenario, n) for scenario in scenarios]
-    budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(plans))
-    chunks = chunk_sizes(n, is_batch)
+    budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(scenarios))
+    target_tv = None
+    if samples is not None:
+        sized = [(samples, plan_scenario(scenario, samples)) for scenario in scenarios]
+    else:
+        target_tv = detect_tv or (DETECT_TV_BATCHED if is_batch else DETECT_TV_SINGLE)
+        sized = [samples_for_tv(plan_scenario, s, target_tv, budget) for s in scenarios]
+    minimum = min_power_tv if min_power_tv is not None else max(MIN_POWER_TV, target_tv or 0.0)
     results: list[ScenarioResult] = []
-    with threads(None if is_batch else 1):
-        for index, plan in enumerate(plans):
+    with threads(num_threads):
+        for index, (n, plan) in enumerate(sized):
             refused = probe_options(plan, draw, device=device) if probe else ""
             if refused and not _plain(plan.scenario):
                 results.append(rejected_result(plan, refused))
                 if progress is not None:
-                    progress(f"[{index + 1}/{len(plans)}] {plan.scenario.name}: {refused}")
+                    progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
                 continue
             evidence = collect_evidence(
                 plan,
@@ -362,7 +466,7 @@ def _audit(
                 complete,
                 index=index,
                 seed=seed,
-                chunks=chunks,
+                chunks=chunk_sizes(n, is_batch),
                 e_log_threshold=budget.e_log_threshold,
                 device=device,
             )
@@ -372,22 +476,30 @@ def _audit(
                 result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
             results.append(result)
             if progress is not None:
-                progress(progress_line(index, len(plans), results[-1]))
+                progress(progress_line(index, len(sized), results[-1]))
         if all(r.rejected for r in results):
             raise ValueError(
                 "the function rejected the options of every scenario; nothing was audited "
                 f"(last: {results[-1].rejected})."
             )
-        decided = decide_by_holm(results, budget)
+        decided = [
+            r
+            if r.lossy or r.rejected or r.detectable_tv <= minimum
+            else replace(r, samples_to_decide=samples_for_tv(plan_scenario, s, minimum, budget)[0])
+            for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
+        ]
     return AuditReport(
-        verdict(decided),
+        verdict(decided, min_power_tv=minimum, allow_nondeterministic=allow_nondeterministic),
         level,
         name,
         false_fail_rate,
         false_pass_rate,
-        decided,
+        tuple(decided),
         time.perf_counter() - start,
         signature,
+        detect_tv=target_tv,
+        min_power_tv=minimum,
+        allow_nondeterministic=allow_nondeterministic,
     )
 
 

@@ -43,11 +43,13 @@ __all__ = ["ExactAuditReport", "ExactScenarioResult", "audit_exact", "search_sce
 
 
 class ExactExit(enum.IntEnum):
-    """Exit codes of ``specdec audit --exact``."""
+    """Exit codes of ``specdec audit --exact``: the statistical audit's codes
+    (``specdec.testing.audit.ExitCode``) for the same verdict classes; ``cannot decide`` is
+    INCONCLUSIVE (3), apart from the usage error (2)."""
 
     LOSSLESS = 0
     LOSSY = 1
-    CANNOT_DECIDE = 2
+    CANNOT_DECIDE = 3
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class ExactAuditReport:
 
     @property
     def exit_code(self) -> int:
-        """0 lossless (optimal or not), 1 lossy, 2 cannot decide."""
+        """0 lossless (optimal or not), 1 lossy, 3 cannot decide (``ExactExit``)."""
         if self.lossless:
             return int(ExactExit.LOSSLESS)
         return int(ExactExit.LOSSY if self.verdict == "lossy" else ExactExit.CANNOT_DECIDE)

@@ -1,15 +1,25 @@
 r"""Everything an audit fixes before it draws: sample sizes, cells and the error-rate split.
 
-Sample sizes. Each scenario draws ``samples`` completed blocks (default 200,000 for a batched
-function, 6,000 for a single-sequence one, called once per sample), in chunks that start
-at 1/25 of the largest chunk (at least 200) and double up to it (50,000 batched, 2,000 single):
-small first chunks let the e-process stop a gross bug after a few hundred samples.
+Sample sizes. Each scenario draws the completed blocks its *power* needs: with ``detect_tv=x``
+(the default: 0.01 for a batched function, 0.05 for a single-sequence one, called once per
+sample), the smallest ``n`` at which the L1 test, at the level the decision actually uses
+(Holm's first level, below), detects a deviation of total variation ``>= x`` on the scenario's
+cells with false-pass rate ``beta`` (``min_sample_size_by_l1``). The cells depend on ``n``
+(pooling by expected count), so ``samples_for_tv`` iterates ``n -> cells(n) -> n'`` until the
+cells pooled at ``n`` need no more than ``n`` (it terminates: the number of cells only grows
+with ``n`` and is bounded). With ``samples=n`` instead, every scenario draws ``n`` and the
+report states the power that bought. Draws come in chunks that start at 1/25 of the largest
+chunk (at least 200) and double up to it (50,000 batched, 2,000 single): small first chunks let
+the e-process stop a gross bug after a few hundred samples.
 
 Cells. A scenario's outcome is the emitted block completed to ``k+1`` tokens by sampling the
 target; it is lossless iff that completion has exactly the target's joint law of ``k+1`` tokens
 (``proofs/theory.md`` claim 2). The ``V^(k+1)`` sequences are pooled by expected count at the
 planned sample size (``pool_law_by_expected_count``: count ``>= 5`` keeps its own cell), from the
-target law alone.
+target law alone. The detectable distance is a total variation over these cells: a deviation
+that only moves mass between outcomes pooled into one low-mass cell is not seen (the total
+variation over sequences exceeds the one over cells by at most the target mass of the pooled
+cell).
 
 The error-rate split. Write ``alpha`` for ``false_fail_rate``, ``beta`` for ``false_pass_rate``
 and ``S`` for the number of scenarios. A lossless function is called lossy only through one of
@@ -30,19 +40,22 @@ the events below, so the family-wise false-fail rate is at most ``alpha/2 + alph
 3. *Forbidden outcomes, rate 0.* A completion the target gives probability 0 is a certain
    rejection.
 
-What is printed beside the decision, at the level ``alpha/(2S)`` (a scenario's Bonferroni share
-of the tests' half; ``bonferroni_level``): the L1 threshold, and the total-variation distance the
-L1 test detects with false-pass rate ``beta`` (``min_detectable_tv_by_l1``). They describe the L1
-statistic; the decision is Holm's, whose first level is ``alpha/(4S)``. The same level
-``alpha/(2S)`` sets the Hoeffding margin of the efficiency check (``suboptimal``: mean emitted
-tokens below the optimum by more than the margin), which never makes a function lossy.
+Power. Holm rejects every p-value at or below its first level ``alpha/(4S)`` (``test_level``),
+whatever the others are, so the L1 test at that level is a lower bound on the decision's power:
+the printed L1 threshold and detectable distance (``min_detectable_tv_by_l1``) are computed at
+``alpha/(4S)``, and so is the sample size ``detect_tv`` asks for. (The G test and the e-process
+often detect less; they are not counted.) The efficiency check (``suboptimal``: mean emitted
+tokens below the optimum by more than Hoeffding's margin at ``alpha/(2S)``, ``scenario_rate``)
+never makes a function lossy; with ``--fail-on-suboptimal`` it fails an optimal function with
+probability at most ``alpha/2`` (Bonferroni over the ``S`` scenarios), a separate rate.
 
 Example:
     >>> budget = split_error_rate(1e-6, 1e-3, num_scenarios=7)
-    >>> budget.tests_rate, round(budget.e_log_threshold, 2)
-    (5e-07, 16.45)
+    >>> budget.tests_rate, round(budget.e_log_threshold, 2), budget.test_level == 1e-6 / 28
+    (5e-07, 16.45, True)
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from jaxtyping import Float, Int
@@ -56,31 +69,47 @@ from specdec.testing.stats import (
     e_value_log_threshold,
     joint_law_by_enumeration,
     law_tensor,
+    min_detectable_tv_by_l1,
+    min_sample_size_by_l1,
     pool_law_by_expected_count,
     tail_sum_by_enumeration,
 )
 from specdec.theory import accepted_length_tail
 
 __all__ = [
+    "DETECT_TV_BATCHED",
+    "DETECT_TV_SINGLE",
+    "MIN_POWER_TV",
     "ErrorBudget",
+    "PlanScenario",
     "ScenarioPlan",
     "cell_sequence",
     "chunk_sizes",
     "plan_step_scenario",
     "plan_verifier_scenario",
+    "planned_power",
     "sample_size",
+    "samples_for_tv",
     "split_error_rate",
 ]
 
 SAMPLES_BATCHED = 200_000
 SAMPLES_SINGLE = 6_000
+DETECT_TV_BATCHED = 0.01
+"""Default ``detect_tv`` of a batched function (one call verifies a whole chunk)."""
+DETECT_TV_SINGLE = 0.05
+"""Default ``detect_tv`` of a single-sequence function (one Python call per sample)."""
+MIN_POWER_TV = 0.05
+"""Default minimum power: a scenario that cannot detect this distance makes a passing audit
+INCONCLUSIVE (``report.verdict``)."""
 LARGEST_CHUNK_BATCHED = 50_000
 LARGEST_CHUNK_SINGLE = 2_000
 
 
 def sample_size(samples: int | None, is_batch: bool) -> int:
-    """Samples per scenario: ``samples``, or the default for the signature when it is falsy."""
-    return samples or (SAMPLES_BATCHED if is_batch else SAMPLES_SINGLE)
+    """The fixed sample sizes of earlier versions: ``samples``, or 200,000 batched and 6,000
+    single when it is ``None`` (the audits now size each scenario by ``samples_for_tv``)."""
+    return samples if samples is not None else (SAMPLES_BATCHED if is_batch else SAMPLES_SINGLE)
 
 
 def chunk_sizes(samples: int, is_batch: bool) -> tuple[int, ...]:
@@ -109,8 +138,9 @@ class ErrorBudget:
         false_pass_rate: ``beta``, per scenario, at its printed detectable distance.
         e_log_threshold: ``ln(2S / alpha)``, where each e-process stops the scenario.
         tests_rate: ``alpha / 2``, Holm's family rate over the ``2S`` fixed-sample p-values.
-        scenario_rate: ``alpha / (2S)``, the level of the printed L1 threshold, the detectable
-            distance and the efficiency margin.
+        scenario_rate: ``alpha / (2S)``, the level of the efficiency margin.
+        test_level: ``alpha / (4S)``, Holm's first level over the ``2S`` p-values: the level of
+            the printed L1 threshold, the detectable distance and ``detect_tv``'s sample size.
     """
 
     false_fail_rate: float
@@ -118,6 +148,7 @@ class ErrorBudget:
     e_log_threshold: float
     tests_rate: float
     scenario_rate: float
+    test_level: float
 
 
 def split_error_rate(
@@ -131,6 +162,7 @@ def split_error_rate(
         e_log_threshold=e_value_log_threshold(half, num_scenarios),
         tests_rate=half,
         scenario_rate=bonferroni_level(half, num_scenarios),
+        test_level=bonferroni_level(half, 2 * num_scenarios),
     )
 
 
@@ -190,3 +222,45 @@ def cell_sequence(plan: ScenarioPlan, cell: int) -> tuple[int, ...]:
     if float(plan.pooled[cell]) <= 0 or codes.numel() != 1:
         return ()
     return decode_sequence(int(codes[0]), plan.vocab, plan.scenario.k + 1)
+
+
+PlanScenario = Callable[[Scenario, int], ScenarioPlan]
+
+
+def samples_for_tv(
+    plan_scenario: PlanScenario, scenario: Scenario, tv: float, budget: ErrorBudget
+) -> tuple[int, ScenarioPlan]:
+    r"""The smallest sample size whose own cells detect ``TV >= tv``, and the plan at that size.
+
+    Iterates ``n -> m(n) -> n'`` with ``m(n)`` the cells pooled at ``n`` and
+    ``n' = min_sample_size_by_l1(m, tv, budget.test_level, budget.false_pass_rate)``:
+
+    .. math:: n = \left\lceil \frac{\big(\sqrt{m\ln2 + \ln(1/\alpha_1)} +
+        \sqrt{m\ln2 + \ln(1/\beta)}\big)^2}{2\,\delta^2} \right\rceil,
+        \qquad \alpha_1 = \frac{\alpha}{4S}
+
+    from ``n`` at one cell upwards, until the cells pooled at ``n`` need no more than ``n``;
+    ``m(n)`` only grows with ``n`` and is at most ``V^(k+1) + 2``, so it terminates.
+
+    Example:
+        >>> from specdec.testing.audit.battery import verifier_scenarios
+        >>> budget = split_error_rate(1e-6, 1e-3, num_scenarios=7)
+        >>> n, plan = samples_for_tv(plan_verifier_scenario, verifier_scenarios()[2], 0.05, budget)
+        >>> n, plan.pooled.numel()
+        (15451, 11)
+    """
+    level, beta = budget.test_level, budget.false_pass_rate
+    n = min_sample_size_by_l1(1, tv, level, beta)
+    while True:
+        plan = plan_scenario(scenario, n)
+        needed = min_sample_size_by_l1(plan.pooled.numel(), tv, level, beta)
+        if needed <= n:
+            return n, plan
+        n = needed
+
+
+def planned_power(plan: ScenarioPlan, samples: int, budget: ErrorBudget) -> float:
+    """The total variation ``plan``'s cells detect at ``samples`` draws (``budget.test_level``)."""
+    return min_detectable_tv_by_l1(
+        plan.pooled.numel(), samples, budget.test_level, budget.false_pass_rate
+    )

@@ -3,22 +3,33 @@
 ``scenario_result`` turns a scenario's evidence into the numbers a report prints (the L1 and G
 tests, the detectable distance, the efficiency against the optimum); ``decide_by_holm`` applies
 Holm's procedure across the battery (the error-rate split is documented in
-``specdec.testing.audit.plan``); ``verdict`` names the outcome:
+``specdec.testing.audit.plan``); ``verdict`` names the outcome, each with its own exit code
+(``ExitCode``, ``VERDICT_EXIT``):
 
-* ``"lossy"``: some scenario's completion law differs from the target's;
-* ``"nondeterministic"``: none does, but the same generator seed gave different blocks;
-* ``"lossless, suboptimal"``: lossless, but some scenario emits fewer tokens than token-level
-  rejection sampling would by more than Hoeffding's margin;
-* ``"lossless"``.
+* ``"lossy"`` (1): some scenario's completion law differs from the target's;
+* ``"nondeterministic"`` (4): none does, but the same generator seed gave different blocks (not
+  a finding about the law: with ``allow_nondeterministic`` the law alone is judged);
+* ``"inconclusive"`` (3): none does, but some scenario could only have detected a deviation
+  larger than the minimum power (``min_power_tv``, default 0.05): the report gives the sample
+  size that would decide;
+* ``"lossless, suboptimal"`` (0, or 7 with ``--fail-on-suboptimal``): no deviation of the
+  reported distance found, but some scenario emits fewer tokens than token-level rejection
+  sampling would by more than Hoeffding's margin;
+* ``"lossless"`` (0): no deviation of the reported distance found.
+
+The command adds ``"invalid-output"`` (5) and ``"crash"`` (6), raised by the audited function
+before any report exists. A passing verdict is never stated bare: the headline reads "no
+deviation of TV >= x found (false-fail f, false-pass g)", ``x`` the worst scenario's power.
 """
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from specdec.testing.audit.plan import ErrorBudget, ScenarioPlan, cell_sequence
+from specdec.testing.audit.plan import MIN_POWER_TV, ErrorBudget, ScenarioPlan, cell_sequence
 from specdec.testing.audit.run import ScenarioEvidence
 from specdec.testing.stats import (
     g_test,
@@ -30,6 +41,7 @@ from specdec.testing.stats import (
 )
 
 __all__ = [
+    "VERDICT_EXIT",
     "AuditReport",
     "ExitCode",
     "ScenarioResult",
@@ -42,14 +54,39 @@ __all__ = [
 
 
 class ExitCode(IntEnum):
-    """Exit codes of ``specdec audit``."""
+    """Exit codes of ``specdec audit``: one per verdict class (``--exact`` uses the same)."""
 
     LOSSLESS = 0
-    """Lossless, optimal or not."""
+    """Lossless: no deviation of the reported distance found (suboptimal or not, unless
+    ``--fail-on-suboptimal``)."""
     LOSSY = 1
-    """Lossy or nondeterministic."""
+    """Lossy: some scenario's completion law differs from the target's."""
     USAGE_ERROR = 2
-    """A usage error, an invalid output or a crash of the audited function."""
+    """A usage error: an invalid option, a target that cannot be loaded (argparse's code)."""
+    INCONCLUSIVE = 3
+    """No deviation found, but some scenario's power is below the minimum (``--exact``: cannot
+    decide)."""
+    NONDETERMINISTIC = 4
+    """The same generator seed gave different blocks (``--allow-nondeterministic`` judges the
+    law alone)."""
+    INVALID_OUTPUT = 5
+    """The audited function returned something that is not an emitted block."""
+    CRASH = 6
+    """The audited function raised (its traceback is printed)."""
+    SUBOPTIMAL = 7
+    """Lossless but suboptimal, with ``--fail-on-suboptimal`` only."""
+
+
+VERDICT_EXIT = {
+    "lossless": ExitCode.LOSSLESS,
+    "lossless, suboptimal": ExitCode.LOSSLESS,
+    "lossy": ExitCode.LOSSY,
+    "inconclusive": ExitCode.INCONCLUSIVE,
+    "nondeterministic": ExitCode.NONDETERMINISTIC,
+    "invalid-output": ExitCode.INVALID_OUTPUT,
+    "crash": ExitCode.CRASH,
+}
+"""The exit code of each verdict (``specdec audit``, statistical and exact)."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +98,11 @@ class ScenarioResult:
         samples: completed blocks drawn.
         num_cells: pooled cells of the completion-law tests.
         l1_distance: observed L1 distance between the completion law and the target's.
-        l1_threshold: the L1 test's threshold at the scenario's level (``ErrorBudget``).
+        l1_threshold: the L1 test's threshold at Holm's first level (``ErrorBudget.test_level``).
         p_value: the L1 test's p-value (0 when an outcome the target forbids was seen).
         g_p_value: the G test's p-value.
-        detectable_tv: the total-variation distance the L1 test detects with the report's
-            false-pass rate.
+        detectable_tv: the total-variation distance (over the cells) the L1 test detects at
+            Holm's first level with the report's false-pass rate: the power this scenario had.
         log_e_value: the running maximum of the e-process's ``log E_t``.
         stopped_early: whether the e-process stopped the scenario.
         impossible_outcomes: completions the target gives probability 0.
@@ -88,6 +125,12 @@ class ScenarioResult:
         warping_estimated: ``warping_tv`` is estimated from the engine's sampler (half the
             observed L1 distance over pooled cells, biased upwards by sampling noise).
         rejected: what the function raised on this scenario's options (not audited); ``""``.
+        deciding_test: what made it lossy (``"forbidden outcome"``, ``"e-process"``, ``"L1"``
+            or ``"G"``); for a scenario that passed, the test closest to rejecting.
+        deciding_p_value: that test's p-value (the e-process's is ``exp(-log_e_value)``, valid
+            at any stopping time by Ville's inequality).
+        samples_to_decide: when ``detectable_tv`` is above the audit's minimum power, the
+            sample size whose cells detect the minimum (``plan.samples_for_tv``); else 0.
     """
 
     name: str
@@ -115,11 +158,19 @@ class ScenarioResult:
     warping_differs: bool = False
     warping_estimated: bool = False
     rejected: str = ""
+    deciding_test: str = ""
+    deciding_p_value: float = 1.0
+    samples_to_decide: int = 0
 
     @property
     def estimated_tv(self) -> float:
         """Half the observed L1 distance over pooled cells (biased upwards by sampling noise)."""
         return self.l1_distance / 2
+
+    @property
+    def e_p_value(self) -> float:
+        """The e-process's anytime-valid p-value, ``min(1, exp(-log_e_value))``."""
+        return 1.0 if self.log_e_value <= 0 else math.exp(-self.log_e_value)
 
 
 @dataclass(frozen=True)
@@ -127,8 +178,8 @@ class AuditReport:
     """The audit's verdict and its evidence.
 
     Attributes:
-        verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"`` or
-            ``"nondeterministic"``.
+        verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"``, ``"inconclusive"``
+            or ``"nondeterministic"`` (``verdict``; exit codes in ``VERDICT_EXIT``).
         level: ``"verifier"`` or ``"step"``.
         function: the audited function's qualified name.
         false_fail_rate: family-wise rate of calling a lossless function lossy.
@@ -137,6 +188,11 @@ class AuditReport:
         seconds: wall time.
         signature: the form the function was run in (a ``VerifyRule`` on uniforms the audit
             drew, a batched or single-sequence verifier or step).
+        detect_tv: the distance the sample sizes were chosen to detect (``None`` when
+            ``samples`` fixed them).
+        min_power_tv: the minimum power: a passing audit whose scenarios do not all detect
+            this distance is inconclusive.
+        allow_nondeterministic: whether determinism was left out of the verdict.
     """
 
     verdict: str
@@ -147,50 +203,112 @@ class AuditReport:
     scenarios: tuple[ScenarioResult, ...]
     seconds: float
     signature: str = ""
+    detect_tv: float | None = None
+    min_power_tv: float = MIN_POWER_TV
+    allow_nondeterministic: bool = False
 
     @property
     def lossless(self) -> bool:
-        """Whether no scenario found the output law to differ from the target's."""
+        """Whether the audit passed: no deviation found, at the minimum power or better."""
         return self.verdict.startswith("lossless")
 
     @property
+    def detectable_tv(self) -> float:
+        """The worst scenario's detectable distance: no deviation this large went unseen
+        (each scenario with false-pass rate ``false_pass_rate``)."""
+        return max((s.detectable_tv for s in self.scenarios), default=math.inf)
+
+    @property
     def exit_code(self) -> int:
-        """0 when lossless (optimal or not), 1 otherwise (``ExitCode``)."""
-        return int(ExitCode.LOSSLESS if self.lossless else ExitCode.LOSSY)
+        """The verdict's exit code (``VERDICT_EXIT``; a suboptimal lossless function: 0)."""
+        return self.exit_status()
+
+    def exit_status(self, *, fail_on_suboptimal: bool = False) -> int:
+        """``exit_code``, or ``ExitCode.SUBOPTIMAL`` for a suboptimal lossless function when
+        ``fail_on_suboptimal``."""
+        if fail_on_suboptimal and self.verdict == "lossless, suboptimal":
+            return int(ExitCode.SUBOPTIMAL)
+        return int(VERDICT_EXIT[self.verdict])
 
     def to_json(self) -> str:
-        """The whole report as JSON, with a top-level ``verdict`` (and ``mode``: statistical)."""
-        document = {"verdict": self.verdict, "mode": "statistical", **dataclasses.asdict(self)}
+        """The whole report as JSON: a top-level ``verdict``, ``mode`` (statistical),
+        ``exit_code``, ``headline`` and every field, scenarios with their derived values."""
+        document = {
+            "verdict": self.verdict,
+            "mode": "statistical",
+            "exit_code": self.exit_code,
+            "headline": self.headline(),
+            **dataclasses.asdict(self),
+            "detectable_tv": self.detectable_tv,
+        }
         document["scenarios"] = [
-            {**dataclasses.asdict(s), "estimated_tv": s.estimated_tv} for s in self.scenarios
+            {**dataclasses.asdict(s), "estimated_tv": s.estimated_tv, "e_p_value": s.e_p_value}
+            for s in self.scenarios
         ]
         return json.dumps(document, indent=2, default=_jsonable)
+
+    def headline(self) -> str:
+        """The verdict in one line, with the power it was reached at; never a bare LOSSLESS."""
+        rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
+        found = f"no deviation of TV >= {self.detectable_tv:.4f} found ({rates})"
+        if self.verdict == "lossy":
+            lossy = [s for s in self.scenarios if s.lossy]
+            tests = ", ".join(
+                f"{s.name} by {s.deciding_test} (p = {s.deciding_p_value:.3g})" for s in lossy
+            )
+            return f"LOSSY: {len(lossy)} scenario(s): {tests}"
+        if self.verdict == "nondeterministic":
+            return (
+                "NONDETERMINISTIC: the same generator seed gave different blocks; its law was not "
+                "judged (--allow-nondeterministic / allow_nondeterministic=True judges the law)"
+            )
+        if self.verdict == "inconclusive":
+            weak = [s for s in self.scenarios if s.detectable_tv > self.min_power_tv]
+            needed = max(s.samples_to_decide for s in weak)
+            return (
+                f"INCONCLUSIVE: no deviation found, but {len(weak)} scenario(s) detect only "
+                f"TV >= {max(s.detectable_tv for s in weak):.4f}, above the minimum "
+                f"{self.min_power_tv:g}; {needed} samples per scenario would decide "
+                f"(--detect-tv {self.min_power_tv:g}) ({rates})"
+            )
+        suffix = ", suboptimal" if self.verdict == "lossless, suboptimal" else ""
+        return f"LOSSLESS{suffix}: {found}"
 
     def format(self) -> str:
         """A human-readable report."""
         lines = [
-            f"specdec audit ({self.level}) of {self.function}: {self.verdict.upper()}",
+            f"specdec audit ({self.level}) of {self.function}: {self.headline()}",
             f"  family-wise false-fail rate <= {self.false_fail_rate:g}; each scenario detects "
             f"a total-variation distance >= its 'detects' value with false-pass rate "
-            f"<= {self.false_pass_rate:g}",
+            f"<= {self.false_pass_rate:g}"
+            + (f" (samples chosen to detect {self.detect_tv:g})" if self.detect_tv else ""),
             *([f"  run as: {self.signature}"] if self.signature else []),
             "",
-            f"  {'scenario':<20} {'n':>8} {'cells':>5} {'L1/threshold':>13} {'detects':>8} "
-            f"{'tokens/opt':>11}  result",
+            f"  {'scenario':<20} {'n':>9} {'cells':>5} {'detects':>8} {'test':>17} "
+            f"{'p-value':>9} {'tokens/opt':>11}  result",
         ]
         for s in self.scenarios:
             result = "LOSSY" if s.lossy else ("suboptimal" if s.suboptimal else "ok")
             if s.above_optimum:
                 result += ", ABOVE OPTIMUM"
+            if not s.lossy and not s.rejected and s.detectable_tv > self.min_power_tv:
+                result += f", underpowered (needs {s.samples_to_decide})"
             if s.rejected:
                 result = "OPTIONS REJECTED (not audited)"
             if not s.deterministic:
-                result += ", NONDETERMINISTIC"
+                result += ", NONDETERMINISTIC" + (
+                    " (allowed)" if self.allow_nondeterministic else ""
+                )
+            test = s.deciding_test if s.lossy else f"({s.deciding_test})"
             lines.append(
-                f"  {s.name:<20} {s.samples:>8} {s.num_cells:>5} "
-                f"{s.l1_distance:>6.4f}/{s.l1_threshold:<6.4f} {s.detectable_tv:>8.4f} "
+                f"  {s.name:<20} {s.samples:>9} {s.num_cells:>5} {s.detectable_tv:>8.4f} "
+                f"{test:>17} {s.deciding_p_value:>9.3g} "
                 f"{s.mean_tokens:>5.2f}/{s.optimal_tokens:<5.2f}  {result}"
             )
+        lines.append(
+            "  (test: what decided a LOSSY scenario; in parentheses, the test closest to "
+            "rejecting one that passed)"
+        )
         for s in self.scenarios:
             if not s.lossy:
                 continue
@@ -200,8 +318,9 @@ class AuditReport:
             if s.stopped_early:
                 why.append(f"e-value exp({s.log_e_value:.1f}) stopped it after {s.samples} samples")
             why.append(
-                f"p-values L1 {s.p_value:.3g}, G {s.g_p_value:.3g}; "
-                f"estimated TV {s.estimated_tv:.4f}"
+                f"p-values L1 {s.p_value:.3g}, G {s.g_p_value:.3g}, e-process "
+                f"{s.e_p_value:.3g}; L1 distance {s.l1_distance:.4f} (threshold "
+                f"{s.l1_threshold:.4f}); estimated TV {s.estimated_tv:.4f}"
             )
             lines += ["", f"  {s.name}: {s.description}; " + "; ".join(why)]
             for cell, observed, expected in s.worst_cells:
@@ -253,13 +372,17 @@ def _convention_lines(scenarios: Sequence[ScenarioResult]) -> list[str]:
 def scenario_result(
     plan: ScenarioPlan, evidence: ScenarioEvidence, budget: ErrorBudget
 ) -> ScenarioResult:
-    """The scenario's statistics; ``lossy`` here only from the e-process or a forbidden outcome."""
+    """The scenario's statistics; ``lossy`` here only from the e-process or a forbidden outcome.
+
+    The L1 threshold and the detectable distance are at Holm's first level
+    (``budget.test_level``), the level at which Holm's decision surely rejects.
+    """
     scenario, counts, seen = plan.scenario, evidence.counts, evidence.samples
-    l1 = l1_test(counts, plan.pooled, budget.scenario_rate)
+    l1 = l1_test(counts, plan.pooled, budget.test_level)
     impossible = int(counts[plan.pooled == 0].sum())
     mean_tokens = evidence.emitted / seen
     margin = mean_margin_by_hoeffding(scenario.k, seen, budget.scenario_rate)  # tokens in 1..k+1
-    return ScenarioResult(
+    result = ScenarioResult(
         name=scenario.name,
         description=scenario.description,
         k=scenario.k,
@@ -269,9 +392,9 @@ def scenario_result(
         l1_distance=l1.distance,
         l1_threshold=l1.threshold,
         p_value=0.0 if impossible else l1_p_value(l1.distance, l1.num_cells, seen),
-        g_p_value=g_test(counts, plan.pooled, budget.scenario_rate)[0],
+        g_p_value=g_test(counts, plan.pooled, budget.test_level)[0],
         detectable_tv=min_detectable_tv_by_l1(
-            l1.num_cells, seen, budget.scenario_rate, budget.false_pass_rate
+            l1.num_cells, seen, budget.test_level, budget.false_pass_rate
         ),
         log_e_value=evidence.log_e_value,
         stopped_early=evidence.stopped_early,
@@ -287,6 +410,11 @@ def scenario_result(
         lossy=evidence.stopped_early or impossible > 0,
         above_optimum=mean_tokens > plan.optimal_tokens + margin,
     )
+    if impossible:
+        return replace(result, deciding_test="forbidden outcome", deciding_p_value=0.0)
+    if evidence.stopped_early:
+        return replace(result, deciding_test="e-process", deciding_p_value=result.e_p_value)
+    return _closest(result, ("L1", "G", "e-process"))
 
 
 def rejected_result(plan: ScenarioPlan, message: str) -> ScenarioResult:
@@ -317,31 +445,55 @@ def rejected_result(plan: ScenarioPlan, message: str) -> ScenarioResult:
     )
 
 
+def _closest(result: ScenarioResult, tests: Sequence[str]) -> ScenarioResult:
+    """``result`` with the smallest p-value among ``tests`` as its deciding test."""
+    p_values = {"L1": result.p_value, "G": result.g_p_value, "e-process": result.e_p_value}
+    test = min(tests, key=lambda name: p_values[name])
+    return replace(result, deciding_test=test, deciding_p_value=p_values[test])
+
+
 def decide_by_holm(
     results: Sequence[ScenarioResult], budget: ErrorBudget
 ) -> tuple[ScenarioResult, ...]:
-    """Mark lossy the scenarios Holm rejects over all L1 and G p-values at ``budget.tests_rate``."""
+    """Mark lossy the scenarios Holm rejects over all L1 and G p-values at ``budget.tests_rate``;
+    a scenario Holm rejects names the rejected test with the smaller p-value as deciding."""
     rejected = holm([p for r in results for p in (r.p_value, r.g_p_value)], budget.tests_rate)
-    return tuple(
-        replace(r, lossy=r.lossy or rejected[2 * i] or rejected[2 * i + 1])
-        for i, r in enumerate(results)
-    )
+    decided = []
+    for i, r in enumerate(results):
+        tests = [name for name, hit in (("L1", rejected[2 * i]), ("G", rejected[2 * i + 1])) if hit]
+        if tests and not r.lossy:
+            decided.append(replace(_closest(r, tests), lossy=True))
+        else:
+            decided.append(r)
+    return tuple(decided)
 
 
-def verdict(results: Sequence[ScenarioResult]) -> str:
-    """``lossy``, else ``nondeterministic``, else ``lossless, suboptimal``, else ``lossless``."""
+def verdict(
+    results: Sequence[ScenarioResult],
+    *,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+) -> str:
+    """``lossy``, else ``nondeterministic`` (unless allowed), else ``inconclusive`` (some
+    audited scenario detects only a distance above ``min_power_tv``; ``None``: no minimum;
+    a scenario whose options the function rejected was not audited and is listed apart), else
+    ``lossless, suboptimal``, else ``lossless``."""
     if any(r.lossy for r in results):
         return "lossy"
-    if not all(r.deterministic for r in results):
+    if not allow_nondeterministic and not all(r.deterministic for r in results):
         return "nondeterministic"
+    audited = [r for r in results if not r.rejected]
+    if min_power_tv is not None and any(r.detectable_tv > min_power_tv for r in audited):
+        return "inconclusive"
     return "lossless, suboptimal" if any(r.suboptimal for r in results) else "lossless"
 
 
 def progress_line(index: int, total: int, result: ScenarioResult) -> str:
     """The line printed as scenario ``index`` (0-based) of ``total`` finishes."""
     return (
-        f"[{index + 1}/{total}] {result.name}: n={result.samples}, "
-        f"L1 {result.l1_distance:.4f} (threshold {result.l1_threshold:.4f})"
+        f"[{index + 1}/{total}] {result.name}: n={result.samples}, detects TV >= "
+        f"{result.detectable_tv:.4f}, L1 {result.l1_distance:.4f} (threshold "
+        f"{result.l1_threshold:.4f})"
         + (", stopped early by the e-process" if result.stopped_early else "")
     )
 
