@@ -25,7 +25,14 @@ from specdec._checks import (
 from specdec._kernels import inverse_cdf, row_at
 from specdec.verify._recursive import ChildDraw, recursive_rejection
 
-__all__ = ["ChildDraw", "TokenTree", "TreeVerification", "chain_tree", "verify_tree"]
+__all__ = [
+    "ChildDraw",
+    "TokenTree",
+    "TreeVerification",
+    "chain_tree",
+    "verify_tree",
+    "walk_tree",
+]
 
 
 @dataclass(frozen=True)
@@ -242,6 +249,26 @@ def verify_tree(
     ids, draft, target, noise = _check_tree(tree, draft_tokens, draft_probs, target_probs, uniforms)
     if draft is not None and tree.draw != "point_mass":
         _check_tree_draws(tree, ids, draft)
+    walked = walk_tree(tree, ids, draft, target, noise, tree.draw)
+    batch = torch.as_tensor(target_probs).shape[:-2]
+    return TreeVerification(
+        walked.num_accepted.reshape(batch),
+        walked.path.reshape(*batch, tree.depth),
+        walked.tokens.reshape(*batch, tree.depth + 1),
+    )
+
+
+def walk_tree(
+    tree: TokenTree,
+    ids: Tensor,
+    draft: Tensor | None,
+    target: Tensor,
+    noise: Tensor,
+    draw: ChildDraw,
+) -> TreeVerification:
+    """Unchecked walk on flat float64 input (``ids [b, n]``, rows ``[b, n+1, V]``, ``noise
+    [b, n+1]``), verifying every node's children as ``draw`` says (which a known bug may set
+    apart from ``tree.draw``)."""
     rows, n = ids.shape
     depth = tree.depth
     table = tree.children_table().to(ids.device)  # [n+1, c]
@@ -256,7 +283,7 @@ def verify_tree(
         target_row = row_at(target, current)
         draft_row = target_row if draft is None else row_at(draft, current)
         result = recursive_rejection(
-            ids.gather(-1, safe), draft_row, target_row, noise.gather(-1, safe), tree.draw, valid
+            ids.gather(-1, safe), draft_row, target_row, noise.gather(-1, safe), draw, valid
         )
         stopped = running & (result.accepted < 0)
         final_row = torch.where(stopped.unsqueeze(-1), result.final_row, final_row)
@@ -274,9 +301,4 @@ def verify_tree(
     padded = torch.nn.functional.pad(accepted_tokens, (0, 1), value=-1)
     positions = torch.arange(depth + 1, device=ids.device)
     tokens = torch.where(positions == num_accepted.unsqueeze(-1), final.unsqueeze(-1), padded)
-    batch = torch.as_tensor(target_probs).shape[:-2]
-    return TreeVerification(
-        num_accepted.reshape(batch),
-        path.reshape(*batch, depth),
-        tokens.reshape(*batch, depth + 1),
-    )
+    return TreeVerification(num_accepted, path, tokens)
