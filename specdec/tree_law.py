@@ -45,9 +45,9 @@ TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVeri
 """``verify_tree``'s argument list: tree, tokens, draft rows, target rows, uniforms."""
 
 
-def _context(tree: TokenTree, prefix: Sequence[int], tokens: Sequence[int], node: int) -> tuple[
-    int, ...
-]:
+def _context(
+    tree: TokenTree, prefix: Sequence[int], tokens: Sequence[int], node: int
+) -> tuple[int, ...]:
     return (*prefix, *(tokens[i] for i in tree.path(node))) if node >= 0 else tuple(prefix)
 
 
@@ -163,9 +163,11 @@ def tree_rows(
 ) -> tuple[Tensor, Tensor]:
     """float64 ``draft_probs`` and ``target_probs [n+1, V]`` at the root and every node."""
     contexts = [_context(tree, prefix, tokens, node) for node in range(-1, tree.size)]
-    as_tensor = lambda model: torch.tensor(  # noqa: E731
-        [[float(v) for v in model.probs(c)] for c in contexts], dtype=torch.float64
-    )
+
+    def as_tensor(model: ToyModel) -> Tensor:
+        rows = [[float(v) for v in model.probs(c)] for c in contexts]
+        return torch.tensor(rows, dtype=torch.float64)
+
     return as_tensor(draft), as_tensor(target)
 
 
@@ -191,11 +193,17 @@ def tree_rule_law(
         draft_probs, target_probs = tree_rows(tree, target, draft, prefix, tokens)
         ids = torch.tensor(list(tokens), dtype=torch.int64)
 
-        def evaluate(uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_probs,
-                     t: Tensor = target_probs) -> Tensor:
+        def evaluate(
+            uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_probs, t: Tensor = target_probs
+        ) -> Tensor:
             n = uniforms.shape[0]
-            out = rule(tree, ids.expand(n, -1), d.expand(n, -1, -1), t.expand(n, -1, -1),
-                       uniforms.contiguous())
+            out = rule(
+                tree,
+                ids.expand(n, -1),
+                d.expand(n, -1, -1),
+                t.expand(n, -1, -1),
+                uniforms.contiguous(),
+            )
             return out.tokens
 
         for output, prob in cell_law(evaluate, cuts).items():
@@ -207,4 +215,3 @@ def tree_rule_law(
 def expected_accepted(law: Law) -> Fraction:
     """The mean number of accepted tokens (block length minus one)."""
     return sum(((len(block) - 1) * prob for block, prob in law.items()), ZERO)
-

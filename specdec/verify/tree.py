@@ -100,7 +100,7 @@ class TokenTree:
         return max(len(self.path(node)) for node in range(self.size))
 
     def children_table(self) -> Tensor:
-        """``[n+1, c]`` children of the root (row 0) and of node ``i`` (row ``i+1``), ``-1``-padded."""
+        """``[n+1, c]`` children of the root (row 0) and of node ``i`` (row ``i+1``), -1-padded."""
         rows = [self.children(node) for node in range(-1, self.size)]
         width = max(1, *(len(row) for row in rows))
         return torch.tensor([[*row, *([-1] * (width - len(row)))] for row in rows])
