@@ -134,7 +134,8 @@ def kseq_steps(
     """SpecTr's K-SEQ for one candidate tuple: thresholds ``min(1, p/(rho q))`` and ``p_res``.
 
     Raises:
-        ValueError: ``rho`` below ``rho*`` (the residual would be negative).
+        ValueError: a ``rho`` whose residual numerator is negative at some token (never at or
+            above SpecTr's ``rho*``).
     """
     k = len(candidates)
     capped = [min(q, p / rho) for p, q in zip(target_row, draft_row, strict=True)]
@@ -142,7 +143,7 @@ def kseq_steps(
     scale = sum(((1 - beta) ** i for i in range(k)), ZERO)
     excess = [p - c * scale for p, c in zip(target_row, capped, strict=True)]
     if min(excess) < 0:
-        raise ValueError(f"rho = {rho} is below rho*: the K-SEQ residual is negative.")
+        raise ValueError(f"rho = {rho} is too small: the K-SEQ residual is negative.")
     mass = sum(excess, ZERO)
     final = target_row if mass == 0 else tuple(e / mass for e in excess)
     thresholds = [min(ONE, target_row[x] / (rho * draft_row[x])) for x in candidates]
@@ -150,7 +151,8 @@ def kseq_steps(
 
 
 def kseq_rho_exact(target_row: Row, draft_row: Row, k: int, bits: int = 40) -> Fraction:
-    """A rational ``rho`` in ``[rho*, rho* + (k - 1) 2^-bits]``: exact bisection on ``[1, k]``."""
+    """A rational ``rho`` in ``[rho*, rho* + (k - 1) 2^-bits]`` for SpecTr's ``rho*`` (the least
+    ``rho`` with ``rho beta(rho) >= 1 - (1 - beta(rho))^k``): exact bisection on ``[1, k]``."""
 
     def valid(rho: Fraction) -> bool:
         beta = sum((min(q, p / rho) for p, q in zip(target_row, draft_row, strict=True)), ZERO)

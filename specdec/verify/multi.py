@@ -334,16 +334,18 @@ def verify_multi_kseq(
     with ``beta = sum_x min(q(x), p(x)/rho)``. The test is the same for every candidate (no
     residual between candidates); each is accepted with probability ``beta``, so the output is
     a candidate with law ``min(q, p/rho) sum_{i<k} (1-beta)^i`` and the residual carries the
-    rest. Lossless **only for i.i.d. candidates** and a ``rho`` with
-    ``rho beta(rho) >= 1 - (1 - beta(rho))^k`` (then the residual is non-negative); ``kseq_rho``
-    gives the smallest such ``rho`` (the default), at which ``p_res = norm(max(0, p - rho q))``.
+    rest. Lossless **only for i.i.d. candidates** and a ``rho >= 1`` whose residual numerator
+    is non-negative at every token; SpecTr's condition ``rho beta(rho) >= 1 - (1 - beta(rho))^k``
+    is sufficient, and ``kseq_rho`` gives the smallest ``rho`` meeting it (the default), at
+    which ``p_res = norm(max(0, p - rho q))``. (It is not necessary: where ``p`` has no token
+    with ``q(x) > p(x)/rho``, a smaller ``rho`` is valid too, and accepts more.)
 
     Args:
         draft_tokens: ``[*batch, k]`` i.i.d. candidates from ``q``.
         draft_probs: ``[*batch, V]`` the row ``q``.
         target_probs: ``[*batch, V]`` the target row ``p``.
         uniforms: ``[*batch, k+1]`` in ``[0, 1)``.
-        rho: ``[*batch]`` values ``>= 1`` satisfying the condition above (default
+        rho: ``[*batch]`` values ``>= 1`` with a non-negative residual numerator (default
             ``kseq_rho``); checked within ``1e-12``.
 
     Returns:
@@ -351,7 +353,7 @@ def verify_multi_kseq(
 
     Raises:
         TypeError: wrong dtypes. ValueError: as ``verify_multi_iid``; ``rho`` of the wrong shape,
-        below 1 or violating the condition.
+        below 1, or with a negative residual numerator.
 
     Example:
         >>> import torch
@@ -382,11 +384,6 @@ def verify_multi_kseq(
     capped = torch.minimum(draft, target / factor.unsqueeze(-1))  # min(q, p / rho)
     beta = capped.sum(dim=-1)
     miss = 1 - beta
-    if rho is not None and bool((factor * beta < 1 - miss**k - 1e-12).any()):
-        raise ValueError(
-            "rho is below SpecTr's rho*: rho * beta(rho) < 1 - (1 - beta(rho))^k, so the residual "
-            "would be negative; use kseq_rho(draft_probs, target_probs, k)."
-        )
     draft_at = draft.gather(-1, ids)
     target_at = target.gather(-1, ids)
     ratio = torch.clamp(target_at / (factor.unsqueeze(-1) * draft_at), max=1.0)
@@ -394,7 +391,13 @@ def verify_multi_kseq(
     first = passed.long().argmax(dim=-1)
     accepted = torch.where(passed.any(dim=-1), first, -1)
     scale = sum((miss**i for i in range(k)), torch.zeros_like(miss))  # (1 - (1 - beta)^k) / beta
-    excess = (target - capped * scale.unsqueeze(-1)).clamp(min=0.0)
+    numerator = target - capped * scale.unsqueeze(-1)
+    if rho is not None and bool((numerator < -1e-12).any()):
+        raise ValueError(
+            "rho is too small: the K-SEQ residual p - min(q, p/rho) (1 - (1 - beta)^k) / beta is "
+            "negative at some token; use kseq_rho(draft_probs, target_probs, k) (SpecTr's rho*)."
+        )
+    excess = numerator.clamp(min=0.0)
     mass = excess.sum(dim=-1, keepdim=True)
     row = torch.where(mass > 0, excess / torch.where(mass > 0, mass, 1.0), target)
     corrected = inverse_cdf(row, noise[:, k])
