@@ -269,11 +269,15 @@ def optimal_acceptance_cut(target_row: Row, candidates: CandidateLaw) -> Fractio
     r"""The optimal acceptance by max-flow/min-cut, exactly:
     :math:`1 - \max_S [p(S) - P(\{x_1..x_k\} \cap S \ne \emptyset)]` over token sets ``S``."""
     vocab = len(target_row)
+    by_mask: dict[int, Fraction] = {}  # the candidate law by the set of tokens it holds
+    for tokens, weight in candidates.items():
+        mask = sum(1 << x for x in set(tokens))
+        by_mask[mask] = by_mask.get(mask, ZERO) + weight
     best = ZERO
     for bits in range(1, 2**vocab):
-        chosen = {x for x in range(vocab) if bits >> x & 1}
-        hit = sum((w for tokens, w in candidates.items() if chosen & set(tokens)), ZERO)
-        best = max(best, sum((target_row[x] for x in chosen), ZERO) - hit)
+        hit = sum((w for mask, w in by_mask.items() if mask & bits), ZERO)
+        mass = sum((target_row[x] for x in range(vocab) if bits >> x & 1), ZERO)
+        best = max(best, mass - hit)
     return 1 - best
 
 
