@@ -21,6 +21,11 @@ RULE_CLAIMS = {
     "greedy_rule": ((6,), ("claim_06_greedy.py",)),
     "verify_exact_match": ((7,), ("claim_07_exact_match.py",)),
     "exact_match_rule": ((7,), ("claim_07_exact_match.py",)),
+    "verify_multi_iid": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_multi_without_replacement": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_multi_point_mass": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_multi_kseq": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_tree": ((17,), ("claim_17_token_trees.py",)),
 }
 THEORY = ROOT / "proofs" / "theory.md"
 

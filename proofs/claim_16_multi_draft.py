@@ -92,13 +92,14 @@ def check_recursive_rules_emit_p() -> int:
 
 
 def check_kseq_emits_p() -> int:
-    """SpecTr K-SEQ at rho* (rational, from above) and at k: token law == p"""
+    """SpecTr K-SEQ at rho* (rational, from above; and at k for V <= 3): token law == p"""
     cases = 0
     for vocab in VOCABS:
         for target_row, draft_row in pairs(vocab):
             for k in KS:
                 candidates = candidate_law(draft_row, k, "iid")
-                for rho in (kseq_rho_exact(target_row, draft_row, k), F(k)):
+                rhos = (kseq_rho_exact(target_row, draft_row, k), F(k))
+                for rho in rhos if vocab <= 3 else rhos[:1]:
                     law = output_law(
                         candidates, partial(kseq_steps, target_row, draft_row, rho=rho)
                     )
@@ -147,7 +148,7 @@ def check_torch_rules_cell_by_cell() -> int:
     """verify_multi_* (torch): exact law per candidate tuple == the rational rule's"""
     cases = 0
     for vocab in (2, 3, 4):
-        for target_row, draft_row in pairs(vocab, range(3)):
+        for target_row, draft_row in pairs(vocab, range(2)):
             for k in (1, 2, 3):
                 for draw, rule in TORCH_RULES.items():
                     if not drawable(draft_row, k, draw):

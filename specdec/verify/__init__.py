@@ -1,14 +1,28 @@
-"""Single-chain verification rules; each returns a ``Verification``."""
+"""Verification rules: single-chain rules return a ``Verification``; multi-draft rules at one
+position (``specdec.verify.multi``) a ``MultiDraftVerification``; tree verification
+(``specdec.verify.tree``) a ``TreeVerification``."""
 
 from specdec.verify.exact_match import verify_exact_match
 from specdec.verify.greedy import verify_greedy
+from specdec.verify.multi import (
+    verify_multi_iid,
+    verify_multi_kseq,
+    verify_multi_point_mass,
+    verify_multi_without_replacement,
+)
 from specdec.verify.rules import exact_match_rule, greedy_rule
 from specdec.verify.tokens import verify_tokens
+from specdec.verify.tree import verify_tree
 
 __all__ = [
     "exact_match_rule",
     "greedy_rule",
     "verify_exact_match",
     "verify_greedy",
+    "verify_multi_iid",
+    "verify_multi_kseq",
+    "verify_multi_point_mass",
+    "verify_multi_without_replacement",
     "verify_tokens",
+    "verify_tree",
 ]

@@ -302,14 +302,18 @@ def kseq_rho(
     draft = check_probs("draft_probs", draft_probs).to(torch.float64)
     target = check_probs("target_probs", target_probs).to(torch.float64)
     check_shape("draft_probs", draft, tuple(target.shape), "[*b, V]")
-    low = torch.ones(target.shape[:-1], dtype=torch.float64)
+    vocab = target.shape[-1]
+    pairs = torch.cat([draft, target], dim=-1).reshape(-1, 2 * vocab)
+    unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # bisect each pair once
+    draft_rows, target_rows = unique[:, :vocab], unique[:, vocab:]
+    low = torch.ones(unique.shape[0], dtype=torch.float64)
     high = torch.full_like(low, float(k))
     for _ in range(iterations):
         middle = (low + high) / 2
-        valid = _kseq_valid(draft, target, middle, k)
+        valid = _kseq_valid(draft_rows, target_rows, middle, k)
         high = torch.where(valid, middle, high)
         low = torch.where(valid, low, middle)
-    return high
+    return high[inverse].reshape(target.shape[:-1])
 
 
 def _kseq_valid(draft: Tensor, target: Tensor, rho: Tensor, k: int) -> Tensor:
