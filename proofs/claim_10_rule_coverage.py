@@ -26,6 +26,7 @@ RULE_CLAIMS = {
     "verify_multi_point_mass": ((16,), ("claim_16_multi_draft.py",)),
     "verify_multi_kseq": ((16,), ("claim_16_multi_draft.py",)),
     "verify_tree": ((17,), ("claim_17_token_trees.py",)),
+    "verify_paths": ((17,), ("claim_17_token_trees.py",)),
 }
 THEORY = ROOT / "proofs" / "theory.md"
 

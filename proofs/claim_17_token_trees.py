@@ -21,7 +21,14 @@ from specdec.exact import block_law, completion_law, law_total_variation, target
 from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.multi_law import Draw
 from specdec.testing.zoo import MULTI_ZOO
-from specdec.tree_law import expected_accepted, tree_block_law, tree_rule_law
+from specdec.tree_law import (
+    expected_accepted,
+    paths_block_law,
+    paths_rule_law,
+    tree_block_law,
+    tree_rule_law,
+)
+from specdec.verify.paths import verify_paths
 from specdec.verify.tree import TokenTree, chain_tree, verify_tree
 
 F = Fraction
@@ -153,6 +160,35 @@ def check_more_branches_accept_more() -> int:
     return cases
 
 
+PATH_SHAPES = ((1, 2), (2, 1), (2, 2), (3, 1), (4, 1), (3, 2))  # (K paths, L tokens)
+
+
+def check_paths_are_lossless() -> int:
+    """K i.i.d. paths through their trie: completion == target (40 pairs, V = 2); K = 1 chains"""
+    cases = 0
+    for pair in toy_pairs(2):
+        for paths, length in PATH_SHAPES:
+            law = paths_block_law(pair.target, pair.draft, PREFIX, paths, length)
+            assert lossless(law, pair, length), (paths, length)
+            if paths == 1:
+                chain = block_law(specdec.verify_tokens, pair.target, pair.draft, PREFIX, length)
+                assert law == chain
+            cases += 1
+    return cases
+
+
+def check_verify_paths_cell_by_cell() -> int:
+    """verify_paths (torch): exact law == the rational trie walk (V = 2, 3 pairs, 4 shapes)"""
+    cases = 0
+    for pair in toy_pairs(2, range(3)):
+        for paths, length in PATH_SHAPES[:4]:
+            expected = paths_block_law(pair.target, pair.draft, PREFIX, paths, length)
+            got = paths_rule_law(verify_paths, pair.target, pair.draft, PREFIX, paths, length)
+            assert got == expected, (paths, length)
+            cases += 1
+    return cases
+
+
 CHECKS: list[Callable[[], int]] = [
     check_reference_walk_is_lossless,
     check_verify_tree_cell_by_cell,
@@ -160,6 +196,8 @@ CHECKS: list[Callable[[], int]] = [
     check_point_mass_scored_with_q_is_lossy,
     check_tree_bugs_are_lossy,
     check_more_branches_accept_more,
+    check_paths_are_lossless,
+    check_verify_paths_cell_by_cell,
 ]
 
 
@@ -185,6 +223,14 @@ def test_tree_bugs_are_lossy() -> None:
 
 def test_more_branches_accept_more() -> None:
     check_more_branches_accept_more()
+
+
+def test_paths_are_lossless() -> None:
+    check_paths_are_lossless()
+
+
+def test_verify_paths_cell_by_cell() -> None:
+    check_verify_paths_cell_by_cell()
 
 
 if __name__ == "__main__":

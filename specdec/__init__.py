@@ -12,6 +12,7 @@ from specdec.verify import (
     verify_multi_kseq,
     verify_multi_point_mass,
     verify_multi_without_replacement,
+    verify_paths,
     verify_tokens,
     verify_tree,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "verify_multi_kseq",
     "verify_multi_point_mass",
     "verify_multi_without_replacement",
+    "verify_paths",
     "verify_tokens",
     "verify_tree",
     "warp_probs",

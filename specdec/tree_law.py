@@ -19,11 +19,12 @@ tree.depth + 1)`` (``specdec.exact``).
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from specdec.exact import Law, cdf_steps
+from specdec.exact import Law, cdf_steps, target_law
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, cell_law, recursive_steps, top_tokens
 from specdec.verify.tree import TokenTree, TreeVerification
@@ -32,6 +33,9 @@ __all__ = [
     "TreeRule",
     "TreeSteps",
     "expected_accepted",
+    "paths_block_law",
+    "paths_draft_law",
+    "paths_rule_law",
     "tree_block_law",
     "tree_draft_law",
     "tree_rows",
@@ -215,3 +219,129 @@ def tree_rule_law(
 def expected_accepted(law: Law) -> Fraction:
     """The mean number of accepted tokens (block length minus one)."""
     return sum(((len(block) - 1) * prob for block, prob in law.items()), ZERO)
+
+
+# ---------------------------------------------------------------------------------------------
+# K i.i.d. draft paths verified through the trie of their prefixes (``verify_paths``)
+# ---------------------------------------------------------------------------------------------
+
+Paths = tuple[tuple[int, ...], ...]
+
+
+def paths_draft_law(
+    draft: ToyModel, prefix: Sequence[int], paths: int, length: int
+) -> dict[Paths, Fraction]:
+    """The exact law of ``paths`` independent draft sequences of ``length`` tokens."""
+    single = target_law(draft, prefix, length)
+    law: dict[Paths, Fraction] = {(): ONE}
+    for _ in range(paths):
+        law = {(*key, seq): w * v for key, w in law.items() for seq, v in single.items()}
+    return law
+
+
+def _paths_node(
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    drawn: Paths,
+    depth: int,
+    group: tuple[int, ...],
+) -> tuple[list[Fraction], Row]:
+    context = (*prefix, *drawn[group[0]][:depth])
+    candidates = [drawn[j][depth] for j in group]
+    return recursive_steps(target.probs(context), draft.probs(context), candidates, "iid")
+
+
+def _paths_walk(
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    drawn: Paths,
+    depth: int,
+    group: tuple[int, ...],
+    cuts: list[list[Fraction]] | None,
+) -> Law:
+    length, paths = len(drawn[0]), len(drawn)
+    context = (*prefix, *drawn[group[0]][:depth])
+    if depth == length:
+        row = target.probs(context)
+        if cuts is not None:
+            cuts[-1] += cdf_steps(row)
+        return {(y,): r for y, r in enumerate(row) if r}
+    thresholds, final = _paths_node(target, draft, prefix, drawn, depth, group)
+    if cuts is not None:
+        for j, value in zip(group, thresholds, strict=True):
+            cuts[depth * paths + j] = [value]
+        cuts[-1] += cdf_steps(final)
+    law: Law = {}
+    left = ONE
+    for j, value in zip(group, thresholds, strict=True):
+        token = drawn[j][depth]
+        if left * value:
+            same = tuple(i for i in group if drawn[i][depth] == token)
+            deeper = _paths_walk(target, draft, prefix, drawn, depth + 1, same, cuts)
+            for block, prob in deeper.items():
+                key = (token, *block)
+                law[key] = law.get(key, ZERO) + left * value * prob
+        elif cuts is not None:  # never reached from here, but its cuts are needed for the cells
+            same = tuple(i for i in group if drawn[i][depth] == token)
+            _paths_walk(target, draft, prefix, drawn, depth + 1, same, cuts)
+        left *= 1 - value
+    for y, r in enumerate(final):
+        if left * r:
+            law[(y,)] = law.get((y,), ZERO) + left * r
+    return law
+
+
+def paths_block_law(
+    target: ToyModel, draft: ToyModel, prefix: Sequence[int], paths: int, length: int
+) -> Law:
+    """The exact law of the block ``verify_paths`` emits for ``paths`` i.i.d. draft paths."""
+    law: Law = {}
+    for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
+        walked = _paths_walk(target, draft, prefix, drawn, 0, tuple(range(paths)), None)
+        for block, prob in walked.items():
+            law[block] = law.get(block, ZERO) + weight * prob
+    return law
+
+
+def paths_rule_law(
+    rule: Callable[..., Any],
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    paths: int,
+    length: int,
+) -> Law:
+    """The exact law of a torch paths rule (``verify_paths``), cell by cell."""
+    law: Law = {}
+    for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
+        cuts: list[list[Fraction]] = [[] for _ in range(paths * length + 1)]
+        _paths_walk(target, draft, prefix, drawn, 0, tuple(range(paths)), cuts)
+        contexts = [[(*prefix, *path[:d]) for d in range(length + 1)] for path in drawn]
+        draft_rows = torch.tensor(
+            [[[float(v) for v in draft.probs(c)] for c in row[:length]] for row in contexts],
+            dtype=torch.float64,
+        )
+        target_rows = torch.tensor(
+            [[[float(v) for v in target.probs(c)] for c in row] for row in contexts],
+            dtype=torch.float64,
+        )
+        ids = torch.tensor([list(path) for path in drawn], dtype=torch.int64)
+
+        def evaluate(
+            uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_rows, t: Tensor = target_rows
+        ) -> Tensor:
+            n = uniforms.shape[0]
+            out = rule(
+                ids.expand(n, -1, -1),
+                d.expand(n, -1, -1, -1),
+                t.expand(n, -1, -1, -1),
+                uniforms.contiguous(),
+            )
+            return torch.as_tensor(out.tokens)
+
+        for output, prob in cell_law(evaluate, cuts).items():
+            block = tuple(x for x in output if x >= 0)
+            law[block] = law.get(block, ZERO) + weight * prob
+    return law

@@ -10,6 +10,7 @@ from specdec.verify.multi import (
     verify_multi_point_mass,
     verify_multi_without_replacement,
 )
+from specdec.verify.paths import verify_paths
 from specdec.verify.rules import exact_match_rule, greedy_rule
 from specdec.verify.tokens import verify_tokens
 from specdec.verify.tree import verify_tree
@@ -23,6 +24,7 @@ __all__ = [
     "verify_multi_kseq",
     "verify_multi_point_mass",
     "verify_multi_without_replacement",
+    "verify_paths",
     "verify_tokens",
     "verify_tree",
 ]
