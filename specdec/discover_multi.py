@@ -126,6 +126,15 @@ def discover_multi_law(
 
     Candidate cuts to start from are the reference rule's for that draw (each confirmed on the
     rule itself before use); refinement finds the rest.
+
+    Example:
+        >>> from fractions import Fraction as F
+        >>> from specdec.testing.zoo import MULTI_ZOO
+        >>> p, q = (F(1, 6), F(1, 3), F(1, 2), F(0)), (F(1, 2), F(1, 6), F(1, 6), F(1, 6))
+        >>> bug = MULTI_ZOO["residual_not_updated"]
+        >>> found = discover_multi_law(bug.rule, p, q, 2, bug.draw)
+        >>> print(multi_verdict(found, p).describe())
+        LOSSY (exact): TV 0.0833 from the target's law
     """
     law: Law = {}
     for tokens, weight in candidate_law(draft_row, k, draw).items():

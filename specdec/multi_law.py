@@ -69,6 +69,14 @@ def candidate_law(draft_row: Row, k: int, draw: Draw) -> CandidateLaw:
 
     ``"point_mass"`` is the deterministic top-``k`` (probability 1); ``"without_replacement"``
     needs at least ``k`` tokens with positive mass.
+
+    Example:
+        >>> from fractions import Fraction as F
+        >>> q = (F(1, 2), F(1, 4), F(1, 4))
+        >>> candidate_law(q, 2, "without_replacement")[(1, 0)]  # 1/4 * (1/2) / (3/4)
+        Fraction(1, 6)
+        >>> candidate_law(q, 2, "point_mass")
+        {(0, 1): Fraction(1, 1)}
     """
     if draw == "point_mass":
         return {top_tokens(draft_row, k): ONE}
@@ -110,6 +118,14 @@ def recursive_steps(
     Returns each candidate's acceptance probability given it is examined, and the residual the
     corrected token is drawn from after all are rejected. A candidate with ``q(x) = 0`` (only
     a known bug's scenario) gets the float limit of ``min(1, p/q)``: 1 if ``p(x) > 0``, else 0.
+
+    Example:
+        >>> from fractions import Fraction as F
+        >>> p, q = (F(1, 4), F(1, 4), F(1, 2)), (F(1, 2), F(1, 2), F(0))
+        >>> recursive_steps(p, q, (0, 1), "iid")  # p_2 = (0, 0, 1): x_2 = 1 never accepted
+        ([Fraction(1, 2), Fraction(0, 1)], (Fraction(0, 1), Fraction(0, 1), Fraction(1, 1)))
+
+    Reference: ``proofs/theory.md`` claim 16 (a)-(c).
     """
     target, draft = target_row, draft_row
     thresholds: list[Fraction] = []
@@ -185,7 +201,15 @@ def _tuple_law(steps: Steps, candidates: Sequence[int]) -> OutputLaw:
 
 
 def output_law(candidates: CandidateLaw, steps: Steps) -> OutputLaw:
-    """The exact law of (accepted index, emitted token) over the candidate law."""
+    """The exact law of (accepted index, emitted token) over the candidate law.
+
+    Example:
+        >>> from fractions import Fraction as F
+        >>> from functools import partial
+        >>> p, q = (F(1, 4), F(1, 4), F(1, 2)), (F(1, 2), F(1, 2), F(0))
+        >>> law = output_law(candidate_law(q, 2, "iid"), partial(recursive_steps, p, q, draw="iid"))
+        >>> token_law(law) == {0: F(1, 4), 1: F(1, 4), 2: F(1, 2)}  # claim 16 (a): law p
+        True"""
     law: OutputLaw = {}
     for tokens, weight in candidates.items():
         for outcome, prob in _tuple_law(steps, tokens).items():
@@ -282,7 +306,15 @@ def optimal_acceptance_cut(target_row: Row, candidates: CandidateLaw) -> Fractio
 
 
 def iid_optimal_acceptance(target_row: Row, draft_row: Row, k: int) -> Fraction:
-    r"""The i.i.d. closed form :math:`1 - \max_S [p(S) - (1 - (1 - q(S))^k)]`, exactly."""
+    r"""The i.i.d. closed form :math:`1 - \max_S [p(S) - (1 - (1 - q(S))^k)]`, exactly.
+
+    Equal to ``optimal_acceptance_cut`` of the i.i.d. candidate law (``proofs/theory.md``,
+    claim 16 (e)).
+
+    Example:
+        >>> from fractions import Fraction as F
+        >>> iid_optimal_acceptance((F(1), F(0)), (F(1, 2), F(1, 2)), 2)  # S = {0}: 1 - 1/4
+        Fraction(3, 4)"""
     vocab = len(target_row)
     best = ZERO
     for bits in range(1, 2**vocab):
@@ -301,6 +333,14 @@ def optimal_acceptance_lp(target_row: Row, candidates: CandidateLaw) -> float:
         \sum_y \pi(c, y) = P(c), \quad \sum_c \pi(c, y) = p(y)
 
     over couplings ``pi`` of the candidate tuple ``c`` with the emitted token ``y ~ p``.
+    Its value equals ``optimal_acceptance_cut`` (max-flow/min-cut; ``proofs/theory.md``,
+    claim 16 (e)), up to the solver's float tolerance.
+
+    Example:
+        >>> from fractions import Fraction as F
+        >>> law = candidate_law((F(1, 2), F(1, 2)), 2, "iid")
+        >>> round(optimal_acceptance_lp((F(1), F(0)), law), 9)
+        0.75
     """
     from scipy.optimize import linprog
 

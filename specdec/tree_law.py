@@ -149,7 +149,16 @@ def tree_block_law(
     prefix: Sequence[int],
     draw: Draw | None = None,
 ) -> Law:
-    """The exact law of the tokens tree verification emits (pure ``Fraction`` arithmetic)."""
+    """The exact law of the tokens tree verification emits (pure ``Fraction`` arithmetic).
+
+    Example:
+        >>> from specdec.exact import completion_law, target_law
+        >>> from specdec.models.toy import make_toy_pair
+        >>> pair = make_toy_pair(3, seed=0)
+        >>> tree = TokenTree(parents=(-1, -1, 0), draw="iid")
+        >>> law = tree_block_law(tree, pair.target, pair.draft, [1])
+        >>> completion_law(law, pair.target, [1], 2) == target_law(pair.target, [1], 3)  # claim 17
+        True"""
     law: Law = {}
     for tokens, weight in tree_draft_law(tree, draft, prefix).items():
         steps = tree_steps(tree, target, draft, prefix, tokens, draw)
@@ -296,7 +305,15 @@ def _paths_walk(
 def paths_block_law(
     target: ToyModel, draft: ToyModel, prefix: Sequence[int], paths: int, length: int
 ) -> Law:
-    """The exact law of the block ``verify_paths`` emits for ``paths`` i.i.d. draft paths."""
+    """The exact law of the block ``verify_paths`` emits for ``paths`` i.i.d. draft paths.
+
+    Example:
+        >>> from specdec.exact import completion_law, target_law
+        >>> from specdec.models.toy import make_toy_pair
+        >>> pair = make_toy_pair(2, seed=0)
+        >>> law = paths_block_law(pair.target, pair.draft, [1], 2, 2)
+        >>> completion_law(law, pair.target, [1], 2) == target_law(pair.target, [1], 3)  # claim 17
+        True"""
     law: Law = {}
     for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
         walked = _paths_walk(target, draft, prefix, drawn, 0, tuple(range(paths)), None)
