@@ -22,7 +22,9 @@ divided between the e-processes and the tests is documented in ``plan``. Modules
 (the scenarios), ``plan`` (sample sizes, cells, the error-rate split), ``run`` (calling the
 function and completing its blocks), ``report`` (results, verdict, printed report, exit codes),
 ``audits`` (the two entry points), ``exact`` (the exact audit of a rule that takes its
-uniforms: laws from its own decisions, no sampling; ``audit_verifier(..., exact=True)``).
+uniforms: laws from its own decisions, no sampling; ``audit_verifier(..., exact=True)``),
+``multi`` (the exact audit of multi-draft and tree rules, with their own signatures and
+battery: ``audit_multi_draft``, ``audit_tree``).
 """
 
 from specdec.testing.audit.audits import Progress, audit_step, audit_verifier
@@ -33,6 +35,7 @@ from specdec.testing.audit.exact import (
     audit_exact,
     search_scenarios,
 )
+from specdec.testing.audit.multi import MultiAuditReport, audit_multi_draft, audit_tree
 from specdec.testing.audit.report import AuditReport, ExitCode, ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 
@@ -42,11 +45,14 @@ __all__ = [
     "ExactScenarioResult",
     "ExitCode",
     "InvalidOutputError",
+    "MultiAuditReport",
     "Progress",
     "Scenario",
     "ScenarioResult",
     "audit_exact",
+    "audit_multi_draft",
     "audit_step",
+    "audit_tree",
     "audit_verifier",
     "search_scenarios",
     "step_scenarios",
