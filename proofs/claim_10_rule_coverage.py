@@ -24,6 +24,12 @@ RULE_CLAIMS = {
     "verify_exact_match": ((7,), ("claim_07_exact_match.py",)),
     "exact_match_rule": ((7,), ("claim_07_exact_match.py",)),
     "verify_block": ((15,), ("claim_15_block_verification.py",)),
+    "verify_multi_iid": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_multi_without_replacement": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_multi_point_mass": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_multi_kseq": ((16,), ("claim_16_multi_draft.py",)),
+    "verify_tree": ((17,), ("claim_17_token_trees.py",)),
+    "verify_paths": ((17,), ("claim_17_token_trees.py",)),
     # the lossy contrasts (specdec.verify.lossy, not re-exported by specdec.verify)
     "typical_acceptance_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
     "lenient_rule": ((18,), ("claim_18_lossy_contrasts.py",)),

@@ -5,12 +5,28 @@ from specdec.noise import uniforms
 from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
 from specdec.types import Verification, VerifyRule
-from specdec.verify import verify_block, verify_exact_match, verify_greedy, verify_tokens
+from specdec.verify import (
+    verify_block,
+    verify_exact_match,
+    verify_greedy,
+    verify_multi_iid,
+    verify_multi_kseq,
+    verify_multi_point_mass,
+    verify_multi_without_replacement,
+    verify_paths,
+    verify_tokens,
+    verify_tree,
+)
+from specdec.verify.multi import MultiDraftVerification
+from specdec.verify.tree import TokenTree, TreeVerification
 from specdec.warp import SamplingOptions, warp_probs
 
 __all__ = [
     "Generation",
+    "MultiDraftVerification",
     "SamplingOptions",
+    "TokenTree",
+    "TreeVerification",
     "Verification",
     "VerifyRule",
     "acceptance_probs",
@@ -22,7 +38,13 @@ __all__ = [
     "verify_block",
     "verify_exact_match",
     "verify_greedy",
+    "verify_multi_iid",
+    "verify_multi_kseq",
+    "verify_multi_point_mass",
+    "verify_multi_without_replacement",
+    "verify_paths",
     "verify_tokens",
+    "verify_tree",
     "warp_probs",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,6 @@
-"""Single-chain verification rules; each returns a ``Verification``.
+"""Verification rules: single-chain rules return a ``Verification``; multi-draft rules at one
+position (``specdec.verify.multi``) a ``MultiDraftVerification``; tree verification
+(``specdec.verify.tree``) a ``TreeVerification``.
 
 The lossy contrasts (typical acceptance, lenience, fixed thresholds) live in
 ``specdec.verify.lossy`` and are deliberately not re-exported here (``proofs/theory.md``, claim 18).
@@ -7,8 +9,16 @@ The lossy contrasts (typical acceptance, lenience, fixed thresholds) live in
 from specdec.verify.block import verify_block
 from specdec.verify.exact_match import verify_exact_match
 from specdec.verify.greedy import verify_greedy
+from specdec.verify.multi import (
+    verify_multi_iid,
+    verify_multi_kseq,
+    verify_multi_point_mass,
+    verify_multi_without_replacement,
+)
+from specdec.verify.paths import verify_paths
 from specdec.verify.rules import exact_match_rule, greedy_rule
 from specdec.verify.tokens import verify_tokens
+from specdec.verify.tree import verify_tree
 
 __all__ = [
     "exact_match_rule",
@@ -16,5 +26,11 @@ __all__ = [
     "verify_block",
     "verify_exact_match",
     "verify_greedy",
+    "verify_multi_iid",
+    "verify_multi_kseq",
+    "verify_multi_point_mass",
+    "verify_multi_without_replacement",
+    "verify_paths",
     "verify_tokens",
+    "verify_tree",
 ]

@@ -27,7 +27,8 @@ Modules: ``battery`` (the scenarios), ``plan`` (sample sizes, cells, the error-r
 ``run`` (calling the function and completing its blocks), ``report`` (results, verdict, printed
 report, exit codes), ``audits`` (the two entry points), ``exact`` (the exact audit of a rule
 that takes its uniforms: laws from its own decisions, no sampling; ``audit_verifier(...,
-exact=True)``).
+exact=True)``), ``multi`` (the exact audit of multi-draft and tree rules, with their own
+signatures and battery: ``audit_multi_draft``, ``audit_tree``).
 
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
 ``sampler`` (a step against the engine's own target-only sampler: a two-sample test),
@@ -56,6 +57,7 @@ from specdec.testing.audit.exact import (
     audit_exact,
     search_scenarios,
 )
+from specdec.testing.audit.multi import MultiAuditReport, audit_multi_draft, audit_tree
 from specdec.testing.audit.report import VERDICT_EXIT, AuditReport, ExitCode, ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 
@@ -66,11 +68,14 @@ __all__ = [
     "ExactScenarioResult",
     "ExitCode",
     "InvalidOutputError",
+    "MultiAuditReport",
     "Progress",
     "Scenario",
     "ScenarioResult",
     "audit_exact",
+    "audit_multi_draft",
     "audit_step",
+    "audit_tree",
     "audit_verifier",
     "check_audit_options",
     "scenario_catalogue",

@@ -20,6 +20,9 @@ Views, all derived from ``ZOO``:
 * ``SUBOPTIMAL``: names of lossless entries that waste acceptance.
 * ``VERIFIER_RULES`` and ``rule(name)``: the rules of explicit uniforms (``VerifyRule``), for the
   exact-law engine ``specdec.exact.block_law``.
+* ``MULTI_ZOO``: multi-draft (one position) and tree rules, lossless controls and known bugs,
+  each with the candidate draw it is judged on (a registry of its own: their argument lists
+  differ from ``VerifyRule``).
 * ``reference_verifier_single`` and ``reference_step_single``: the references with the
   single-sequence signatures (every entry has one: ``ZOO[name].single``).
 
@@ -37,6 +40,7 @@ Example:
 """
 
 from specdec.testing.zoo._draft_law import COARSE_GRID
+from specdec.testing.zoo._multi_draft import MULTI_ZOO, MultiDraftEntry, MultiDraftRegistry
 from specdec.testing.zoo._randomness import UNIFORM_BITS
 from specdec.testing.zoo._registry import ZOO, BatchedFn, Entry, ExactTV, Family, Level, Registry
 from specdec.testing.zoo._small_mass import SMALL_MASS
@@ -58,6 +62,7 @@ __all__ = [  # the names above, then every entry's name
     "LOSSLESS_VERIFIERS",
     "LOSSY_STEPS",
     "LOSSY_VERIFIERS",
+    "MULTI_ZOO",
     "SMALL_MASS",
     "SUBOPTIMAL",
     "UNIFORM_BITS",
@@ -67,6 +72,8 @@ __all__ = [  # the names above, then every entry's name
     "ExactTV",
     "Family",
     "Level",
+    "MultiDraftEntry",
+    "MultiDraftRegistry",
     "Registry",
     "reference_step_single",
     "reference_verifier_single",

@@ -1,0 +1,311 @@
+"""Claim 16 (multi-draft at one position): recursive rejection sampling with i.i.d. candidates,
+without replacement, with point masses, and SpecTr's K-SEQ each emit exactly ``p`` when the
+candidates are drawn as the rule assumes; the optimal acceptance is a min-cut, with the i.i.d.
+closed form ``1 - max_S [p(S) - (1 - (1 - q(S))^k)]``.
+
+Checked exactly (Fractions, ``==``) on seeded rational pairs, V = 2..5, k = 1..4: the token law
+of each rule's rational recursion; the *torch* rules' exact laws cell by cell against it; the
+closed form against the min-cut and ``scipy.optimize.linprog``; every rule's acceptance against
+the optimum; the known bugs of ``MULTI_ZOO`` lossy by their exact laws discovered from their own
+decisions. See ``proofs/theory.md``, claim 16.
+"""
+
+import random
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from functools import partial
+
+import torch
+from _common import run_checks
+
+from specdec.discover_multi import discover_multi_law, multi_verdict
+from specdec.multi_law import (
+    Draw,
+    acceptance_probability,
+    candidate_law,
+    iid_optimal_acceptance,
+    kseq_rho_exact,
+    kseq_steps,
+    optimal_acceptance_cut,
+    optimal_acceptance_lp,
+    output_law,
+    recursive_steps,
+    rule_law,
+    token_law,
+)
+from specdec.testing.zoo import MULTI_ZOO
+from specdec.verify.multi import (
+    MultiDraftRule,
+    MultiDraftVerification,
+    verify_multi_iid,
+    verify_multi_kseq,
+    verify_multi_point_mass,
+    verify_multi_without_replacement,
+)
+
+Row = tuple[Fraction, ...]
+F = Fraction
+DRAWS: tuple[Draw, ...] = ("iid", "without_replacement", "point_mass")
+VOCABS, KS, SEEDS = (2, 3, 4, 5), (1, 2, 3, 4), range(8)
+
+
+def random_row(rng: random.Random, vocab: int, zeros: bool = True) -> Row:
+    """A seeded rational row with denominator <= 12, zeros and one-hot rows included."""
+    while True:
+        weights = [rng.randrange(0, 4) if zeros else rng.randrange(1, 4) for _ in range(vocab)]
+        if sum(weights):
+            return tuple(F(w, sum(weights)) for w in weights)
+
+
+def pairs(vocab: int, seeds: Sequence[int] = SEEDS) -> list[tuple[Row, Row]]:
+    rng = random.Random(1600 + vocab)
+    out = [(random_row(rng, vocab), random_row(rng, vocab)) for _ in seeds]
+    return [*out, (out[0][0], out[0][0])]  # and p == q
+
+
+def drawable(draft_row: Row, k: int, draw: Draw) -> bool:
+    if draw == "without_replacement":
+        return sum(1 for q in draft_row if q) >= k
+    return draw != "point_mass" or k <= len(draft_row)
+
+
+def as_law(row: Row) -> dict[int, Fraction]:
+    return {x: v for x, v in enumerate(row) if v}
+
+
+def check_recursive_rules_emit_p() -> int:
+    """Recursive rejection (i.i.d., without replacement, point mass): token law == p"""
+    cases = 0
+    for vocab in VOCABS:
+        for target_row, draft_row in pairs(vocab):
+            for k in KS:
+                for draw in DRAWS:
+                    if not drawable(draft_row, k, draw):
+                        continue
+                    law = output_law(
+                        candidate_law(draft_row, k, draw),
+                        partial(recursive_steps, target_row, draft_row, draw=draw),
+                    )
+                    assert token_law(law) == as_law(target_row), (target_row, draft_row, k, draw)
+                    cases += 1
+    return cases
+
+
+def check_kseq_emits_p() -> int:
+    """SpecTr K-SEQ at rho* (rational, from above; and at k for V <= 3): token law == p"""
+    cases = 0
+    for vocab in VOCABS:
+        for target_row, draft_row in pairs(vocab):
+            for k in KS:
+                candidates = candidate_law(draft_row, k, "iid")
+                rhos = (kseq_rho_exact(target_row, draft_row, k), F(k))
+                for rho in rhos if vocab <= 3 else rhos[:1]:
+                    law = output_law(
+                        candidates, partial(kseq_steps, target_row, draft_row, rho=rho)
+                    )
+                    assert token_law(law) == as_law(target_row), (target_row, draft_row, k, rho)
+                    cases += 1
+    return cases
+
+
+def check_wrong_draw_is_lossy() -> int:
+    """Each rule on the other draws: some pair has token law != p (the draw matters)"""
+    cases = 0
+    for draw, other in (("iid", "without_replacement"), ("iid", "point_mass")):
+        found = False
+        for vocab in VOCABS:
+            for target_row, draft_row in pairs(vocab):
+                if not drawable(draft_row, 2, other):
+                    continue
+                law = output_law(
+                    candidate_law(draft_row, 2, other),
+                    partial(recursive_steps, target_row, draft_row, draw=draw),
+                )
+                found = found or token_law(law) != as_law(target_row)
+                cases += 1
+        assert found, (draw, other)
+    return cases
+
+
+def _point_mass(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    uniforms: torch.Tensor,
+) -> MultiDraftVerification:
+    del draft_probs
+    return verify_multi_point_mass(draft_tokens, target_probs, uniforms)
+
+
+TORCH_RULES: dict[Draw, MultiDraftRule] = {
+    "iid": verify_multi_iid,
+    "without_replacement": verify_multi_without_replacement,
+    "point_mass": _point_mass,
+}
+
+
+def check_torch_rules_cell_by_cell() -> int:
+    """verify_multi_* (torch): exact law per candidate tuple == the rational rule's"""
+    cases = 0
+    for vocab in (2, 3, 4):
+        for target_row, draft_row in pairs(vocab, range(2)):
+            for k in (1, 2, 3):
+                for draw, rule in TORCH_RULES.items():
+                    if not drawable(draft_row, k, draw):
+                        continue
+                    steps = partial(recursive_steps, target_row, draft_row, draw=draw)
+                    for tokens in candidate_law(draft_row, k, draw):
+                        expected = output_law({tokens: F(1)}, steps)
+                        assert rule_law(rule, target_row, draft_row, tokens, steps) == expected
+                        cases += 1
+                rho = kseq_rho_exact(target_row, draft_row, k)
+                kseq = _kseq_at(float(rho))
+                kseq_rows = partial(kseq_steps, target_row, draft_row, rho=rho)
+                for tokens in candidate_law(draft_row, k, "iid"):
+                    expected = output_law({tokens: F(1)}, kseq_rows)
+                    assert rule_law(kseq, target_row, draft_row, tokens, kseq_rows) == expected
+                    cases += 1
+    return cases
+
+
+def _kseq_at(rho: float) -> MultiDraftRule:
+    def rule(
+        draft_tokens: torch.Tensor,
+        draft_probs: torch.Tensor,
+        target_probs: torch.Tensor,
+        uniforms: torch.Tensor,
+    ) -> MultiDraftVerification:
+        factor = torch.full(draft_tokens.shape[:-1], rho, dtype=torch.float64)
+        return verify_multi_kseq(draft_tokens, draft_probs, target_probs, uniforms, factor)
+
+    return rule
+
+
+def check_closed_form_equals_min_cut_and_lp() -> int:
+    """Optimal acceptance: i.i.d. closed form == min-cut (exact) == linprog (1e-9)"""
+    cases = 0
+    for vocab in (2, 3, 4):
+        for target_row, draft_row in pairs(vocab, range(6)):
+            for k in (1, 2, 3):
+                for draw in ("iid", "without_replacement"):
+                    if not drawable(draft_row, k, draw):
+                        continue
+                    candidates = candidate_law(draft_row, k, draw)  # type: ignore[arg-type]
+                    cut = optimal_acceptance_cut(target_row, candidates)
+                    if draw == "iid":
+                        assert cut == iid_optimal_acceptance(target_row, draft_row, k)
+                    assert abs(optimal_acceptance_lp(target_row, candidates) - float(cut)) < 1e-9
+                    cases += 1
+    return cases
+
+
+ACCEPTANCE: dict[str, list[float]] = {}
+
+
+def check_acceptance_against_the_optimum() -> int:
+    """Every rule's acceptance <= the optimum for its draw; == alpha at k = 1"""
+    cases = 0
+    ratios: dict[str, list[float]] = {"iid": [], "without_replacement": [], "kseq": []}
+    for vocab in VOCABS:
+        for target_row, draft_row in pairs(vocab):
+            alpha = sum((min(p, q) for p, q in zip(target_row, draft_row, strict=True)), F(0))
+            for k in KS:
+                for draw in ("iid", "without_replacement"):
+                    if not drawable(draft_row, k, draw):
+                        continue
+                    candidates = candidate_law(draft_row, k, draw)  # type: ignore[arg-type]
+                    optimum = optimal_acceptance_cut(target_row, candidates)
+                    law = output_law(
+                        candidates,
+                        partial(recursive_steps, target_row, draft_row, draw=draw),
+                    )
+                    accepted = acceptance_probability(law)
+                    assert accepted <= optimum
+                    if k == 1:
+                        assert accepted == optimum == alpha
+                    elif optimum:
+                        ratios[draw].append(float(accepted / optimum))
+                    cases += 1
+                if k > 1:
+                    candidates = candidate_law(draft_row, k, "iid")
+                    rho = kseq_rho_exact(target_row, draft_row, k)
+                    law = output_law(
+                        candidates, partial(kseq_steps, target_row, draft_row, rho=rho)
+                    )
+                    optimum = optimal_acceptance_cut(target_row, candidates)
+                    assert acceptance_probability(law) <= optimum
+                    if optimum:
+                        ratios["kseq"].append(float(acceptance_probability(law) / optimum))
+                    cases += 1
+    ACCEPTANCE.update(ratios)
+    return cases
+
+
+KNOWN_BUG_SCENARIOS = [  # every bug shows on each (exact distances >= 0.03)
+    ((F(1, 6), F(1, 3), F(1, 2), F(0)), (F(1, 2), F(1, 6), F(1, 6), F(1, 6)), 2),
+    ((F(1, 8), F(1, 8), F(1, 4), F(1, 2)), (F(1, 2), F(1, 4), F(1, 8), F(1, 8)), 2),
+]
+
+
+def check_known_bugs_are_lossy() -> int:
+    """MULTI_ZOO position bugs, exact laws from their own decisions: TV >= 0.03 (controls: tests)"""
+    cases = 0
+    for name, entry in MULTI_ZOO.items():
+        if entry.kind != "position" or not entry.lossy:
+            continue
+        for target_row, draft_row, k in KNOWN_BUG_SCENARIOS:
+            found = discover_multi_law(entry.rule, target_row, draft_row, k, entry.draw)
+            distance = multi_verdict(found, target_row).total_variation
+            assert distance >= F(3, 100), (name, float(distance))
+            cases += 1
+    return cases
+
+
+CHECKS: list[Callable[[], int]] = [
+    check_recursive_rules_emit_p,
+    check_kseq_emits_p,
+    check_wrong_draw_is_lossy,
+    check_torch_rules_cell_by_cell,
+    check_closed_form_equals_min_cut_and_lp,
+    check_acceptance_against_the_optimum,
+    check_known_bugs_are_lossy,
+]
+
+
+def test_recursive_rules_emit_p() -> None:
+    check_recursive_rules_emit_p()
+
+
+def test_kseq_emits_p() -> None:
+    check_kseq_emits_p()
+
+
+def test_wrong_draw_is_lossy() -> None:
+    check_wrong_draw_is_lossy()
+
+
+def test_torch_rules_cell_by_cell() -> None:
+    check_torch_rules_cell_by_cell()
+
+
+def test_closed_form_equals_min_cut_and_lp() -> None:
+    check_closed_form_equals_min_cut_and_lp()
+
+
+def test_acceptance_against_the_optimum() -> None:
+    check_acceptance_against_the_optimum()
+
+
+def test_known_bugs_are_lossy() -> None:
+    check_known_bugs_are_lossy()
+
+
+if __name__ == "__main__":
+    run_checks("claim 16", CHECKS)
+    for rule, values in ACCEPTANCE.items():
+        if values:
+            mean = sum(values) / len(values)
+            print(
+                f"claim 16 | acceptance / optimum, {rule}, k >= 2: min {min(values):.3f}, "
+                f"mean {mean:.3f} over {len(values)} cases"
+            )

@@ -1,0 +1,89 @@
+"""Vectorised Monte Carlo of tree drafting and verification on toy models, for statistical tests.
+
+``draft_tree_batch`` draws ``n`` token trees after a prefix, every node's children drawn from
+the draft row at the node's context as ``tree.draw`` says (i.i.d., without replacement by
+sequential draws, or the draft's top-``c``), with the rows a tree rule needs;
+``sample_tree_completions`` verifies them with a tree rule and completes each emitted block to
+``depth + 1`` tokens from the target, which for a lossless rule gives i.i.d. draws from
+``target_law(target, prefix, depth + 1)`` (``proofs/theory.md``, claim 17). A one-level tree
+(the root's children only) is multi-draft verification at one position (claim 16).
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from specdec._kernels import inverse_cdf
+from specdec.models.toy import ToyModel
+from specdec.noise import uniforms
+from specdec.testing.simulate import complete_blocks
+from specdec.verify._recursive import remove_token
+from specdec.verify.tree import TokenTree, TreeVerification
+
+__all__ = ["TreeBatch", "draft_tree_batch", "sample_tree_completions"]
+
+TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVerification]
+
+
+@dataclass(frozen=True)
+class TreeBatch:
+    """``n`` drafted trees with the rows a tree rule needs."""
+
+    tokens: Int[Tensor, "n nodes"]
+    draft_probs: Float[Tensor, "n nodes_plus_1 vocab"]
+    target_probs: Float[Tensor, "n nodes_plus_1 vocab"]
+
+
+def _top(row: Tensor, rank: int) -> Tensor:
+    """The ``rank``-th most probable token of each row (ties to the lowest id: a stable sort)."""
+    return torch.sort(row, dim=-1, descending=True, stable=True).indices[:, rank]
+
+
+def draft_tree_batch(
+    tree: TokenTree,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    n: int,
+    generator: torch.Generator,
+) -> TreeBatch:
+    """Draw ``n`` trees of ``tree``'s shape, each node's children as ``tree.draw`` says."""
+    base = torch.tensor([list(prefix)] * n, dtype=torch.int64).reshape(n, len(prefix))
+    contexts: list[Tensor] = [base]  # context of the root, then of node i at index i + 1
+    tokens: list[Tensor] = []
+    for node, parent in enumerate(tree.parents):
+        context = contexts[parent + 1]
+        row = draft.float_probs(context)  # [n, V] the law the parent's children come from
+        siblings = tree.children(parent)
+        earlier = siblings[: siblings.index(node)]
+        if tree.draw == "point_mass":
+            token = _top(row, len(earlier))
+        else:
+            if tree.draw == "without_replacement":
+                for sibling in earlier:
+                    row = remove_token(row, tokens[sibling])
+            token = inverse_cdf(row, uniforms(generator, (n,)))
+        tokens.append(token)
+        contexts.append(torch.cat([context, token[:, None]], dim=1))
+    draft_rows = torch.stack([draft.float_probs(c) for c in contexts], dim=1)
+    target_rows = torch.stack([target.float_probs(c) for c in contexts], dim=1)
+    return TreeBatch(torch.stack(tokens, dim=1), draft_rows, target_rows)
+
+
+def sample_tree_completions(
+    rule: TreeRule,
+    tree: TokenTree,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    n: int,
+    generator: torch.Generator,
+) -> Int[Tensor, "n depth_plus_1"]:
+    """``n`` blocks emitted by ``rule`` on freshly drawn trees, completed to ``depth + 1``."""
+    batch = draft_tree_batch(tree, target, draft, prefix, n, generator)
+    noise = uniforms(generator, (n, tree.size + 1))
+    verdict = rule(tree, batch.tokens, batch.draft_probs, batch.target_probs, noise)
+    return complete_blocks(target, prefix, verdict.tokens, generator)

@@ -1,0 +1,81 @@
+"""The multi-draft and tree entries of the zoo (``MULTI_ZOO``), judged by the exact audit.
+
+``specdec.testing.audit.multi`` discovers each entry's exact law from its own decisions (the
+claim-14 grid engine) on its battery, candidates drawn as the entry is registered; every control
+must be lossless there (total variation within float64 rounding, no forbidden outcome) and every
+bug lossy on every scenario (the battery was chosen so; the exact distances are asserted). To
+keep the suite fast the controls are judged on the battery's first scenario only (the proofs of
+claims 16 and 17 check the lossless rules on many more, cell by cell).
+"""
+
+from fractions import Fraction
+
+import pytest
+
+from specdec.discover import ROUNDING_BOUND
+from specdec.testing.audit.multi import (
+    audit_multi_draft,
+    audit_tree,
+    position_scenarios,
+    tree_scenarios,
+)
+from specdec.testing.zoo import MULTI_ZOO, MultiDraftRegistry
+
+F = Fraction
+
+POSITIONS = [name for name, entry in MULTI_ZOO.items() if entry.kind == "position"]
+TREES = [name for name, entry in MULTI_ZOO.items() if entry.kind == "tree"]
+
+
+def test_registry_holds_controls_and_bugs_of_both_kinds() -> None:
+    kinds = {(entry.kind, entry.lossy) for entry in MULTI_ZOO.values()}
+    assert kinds == {("position", False), ("position", True), ("tree", False), ("tree", True)}
+    assert all(entry.rule.__doc__ for entry in MULTI_ZOO.values())
+    with pytest.raises(KeyError, match="no_such"):
+        MULTI_ZOO["no_such"]
+
+
+def test_registry_refuses_duplicates_and_undocumented_entries() -> None:
+    registry = MultiDraftRegistry()
+
+    def rule() -> None:
+        """Doc."""
+
+    registry.register(kind="position", draw="iid", lossy=False)(rule)
+    with pytest.raises(ValueError, match="Duplicate"):
+        registry.register(kind="position", draw="iid", lossy=False)(rule)
+
+    def undocumented() -> None:
+        pass
+
+    with pytest.raises(ValueError, match="docstring"):
+        registry.register(kind="tree", draw="iid", lossy=True)(undocumented)
+
+
+@pytest.mark.parametrize("name", POSITIONS)
+def test_position_entry_verdict(name: str) -> None:
+    entry = MULTI_ZOO[name]
+    scenarios = position_scenarios()
+    report = audit_multi_draft(entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1])
+    assert all(r.status == "exact" for r in report.results), report
+    assert report.lossy == entry.lossy, (name, [r.evidence for r in report.results])
+    distances = [r.total_variation for r in report.results]
+    if entry.lossy:  # every scenario of the battery shows every bug
+        assert all(d is not None and d >= F(3, 100) for d in distances), distances
+    else:
+        assert all(d is not None and d <= ROUNDING_BOUND for d in distances), distances
+        assert report.verdict.startswith("LOSSLESS (exact, on 1 scenarios")
+
+
+@pytest.mark.parametrize("name", TREES)
+def test_tree_entry_verdict(name: str) -> None:
+    entry = MULTI_ZOO[name]
+    scenarios = tree_scenarios()
+    report = audit_tree(entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1])
+    assert all(r.status == "exact" for r in report.results), report
+    assert report.lossy == entry.lossy, (name, [r.evidence for r in report.results])
+    if entry.lossy:
+        assert all(
+            r.total_variation is not None and r.total_variation >= F(3, 100) for r in report.results
+        )
+        assert report.verdict == "LOSSY"
