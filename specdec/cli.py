@@ -136,6 +136,108 @@ def _audit(args: argparse.Namespace) -> int:
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
 
 
+def _failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:
+    """Report an invalid output or a crash of the audited function (as JSON with ``--json``)."""
+    if args.json:
+        document = {
+            "verdict": verdict,
+            "mode": "exact" if args.exact else "statistical",
+            "exit_code": int(code),
+            "function": args.function,
+            "error": error,
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"specdec audit of {args.function}: {verdict.upper()}: {error}")
+    return int(code)
+
+
+def _option(check: Callable[[str, Any], object], convert: Callable[[str], Any]) -> Any:
+    """An argparse ``type``: ``convert`` the text (argparse reports "invalid int value" on
+    failure), then ``check("value", value)``; a failed check is argparse's usage error too
+    ("argument --samples: must be >= 1, got 0."; exit 2, before anything runs)."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        try:
+            check("value", value)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in "invalid int value"
+    return parse
+
+
+def _add_audit_options(audit: argparse.ArgumentParser) -> None:
+    """Power, verdict-class and CI options of ``specdec audit`` (each checked by argparse)."""
+    from specdec._checks import check_positive_int, check_rate
+
+    def rate(name: str, value: float) -> float:
+        return check_rate(name, value)
+
+    def distance(name: str, value: float) -> float:
+        return check_rate(name, value, include_one=True)
+
+    group = audit.add_argument_group(
+        "power and verdicts",
+        "The verdict classes and their exit codes: 0 LOSSLESS (no deviation of the reported "
+        "TV found), 1 LOSSY, 2 usage error, 3 INCONCLUSIVE (no deviation found, but a scenario's "
+        "power is below --min-power-tv; the report says how many samples would decide; "
+        "--exact: cannot decide), 4 NONDETERMINISTIC (same seed, different blocks: not a "
+        "finding about the law), 5 INVALID-OUTPUT, 6 CRASH of the audited function, "
+        "7 SUBOPTIMAL (lossless, fewer tokens per step than rejection sampling; only with "
+        "--fail-on-suboptimal). Every option is checked before anything runs.",
+    )
+    size = group.add_mutually_exclusive_group()
+    size.add_argument(
+        "--samples",
+        type=_option(check_positive_int, int),
+        default=None,
+        help="fixed samples per scenario (>= 1); the report states the power it bought "
+        "(instead of --detect-tv)",
+    )
+    size.add_argument(
+        "--detect-tv",
+        type=_option(distance, float),
+        default=None,
+        metavar="X",
+        help="size each scenario to detect a deviation of total variation >= X with the "
+        "false-pass rate (default 0.01 batched, 0.05 single-sequence)",
+    )
+    group.add_argument(
+        "--min-power-tv",
+        type=_option(distance, float),
+        default=None,
+        metavar="X",
+        help="INCONCLUSIVE when a scenario cannot detect TV X (default 0.05, or --detect-tv "
+        "when larger)",
+    )
+    group.add_argument(
+        "--false-fail-rate",
+        type=_option(rate, float),
+        default=1e-6,
+        help="family-wise rate of calling a lossless function lossy, in (0, 1) (default 1e-6)",
+    )
+    group.add_argument(
+        "--false-pass-rate",
+        type=_option(rate, float),
+        default=1e-3,
+        help="rate of missing a deviation of the printed detectable TV, in (0, 1) (default 1e-3)",
+    )
+    group.add_argument(
+        "--allow-nondeterministic",
+        action="store_true",
+        help="judge the law alone (a function drawing from torch's global RNG gives different "
+        "blocks under one seed; its law is still tested)",
+    )
+    group.add_argument(
+        "--fail-on-suboptimal",
+        action="store_true",
+        help="exit 7 when lossless but below token-level rejection sampling's tokens per step",
+    )
+
+
 # -- the audit's options for real engines: conventions and inputs ---------------------------------
 
 

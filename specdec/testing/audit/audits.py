@@ -27,6 +27,7 @@ from specdec.testing.audit.plan import (
     DETECT_TV_SINGLE,
     MIN_POWER_TV,
     PlanScenario,
+    ScenarioPlan,
     chunk_sizes,
     plan_step_scenario,
     plan_verifier_scenario,
