@@ -39,6 +39,7 @@ from specdec.testing.signatures import batched
 from specdec.warp import warp_probs
 
 SMALL = 20_000
+ANY_POWER = 1.0  # these tests are about conventions, at few samples: any power accepted
 
 
 @batched
@@ -105,9 +106,11 @@ def _greedy_skipping_bonus(target_logits, draft_logits, prefix, k, generator, **
 
 def test_greedy_scenarios_audit_a_greedy_only_engine() -> None:
     greedy = select_scenarios(["greedy-v5-k3", "greedy-v5-k1"], "step")
-    good = audit_step(_greedy_only, samples=2_000, scenarios=greedy)
+    good = audit_step(_greedy_only, min_power_tv=ANY_POWER, samples=2_000, scenarios=greedy)
     assert good.verdict == "lossless", good.format()
-    bad = audit_step(_greedy_skipping_bonus, samples=2_000, scenarios=greedy)
+    bad = audit_step(
+        _greedy_skipping_bonus, min_power_tv=ANY_POWER, samples=2_000, scenarios=greedy
+    )
     assert bad.verdict == "lossy" and bad.scenarios[0].impossible_outcomes > 0, bad.format()
 
 
@@ -128,7 +131,7 @@ def _without_top_p(target_logits, draft_logits, prefix, k, generator, *, tempera
 
 
 def test_a_scenario_whose_options_the_engine_rejects_is_reported_not_audited() -> None:
-    report = audit_step(_without_top_p, samples=SMALL)
+    report = audit_step(_without_top_p, min_power_tv=ANY_POWER, samples=SMALL)
     rejected = [s for s in report.scenarios if s.rejected]
     assert [s.name for s in rejected] == ["topp-v5-k1"] and rejected[0].samples == 0
     assert "top_p is not supported" in rejected[0].rejected
@@ -139,9 +142,13 @@ def test_a_scenario_whose_options_the_engine_rejects_is_reported_not_audited() -
 
 def test_the_plain_scenario_may_not_be_rejected_and_all_rejected_is_an_error() -> None:
     with pytest.raises(NotImplementedError, match="greedily"):  # plain: a crash
-        audit_step(_greedy_only, samples=2_000, scenarios=step_scenarios()[:2])
+        audit_step(
+            _greedy_only, min_power_tv=ANY_POWER, samples=2_000, scenarios=step_scenarios()[:2]
+        )
     with pytest.raises(ValueError, match="every scenario"):
-        audit_step(_greedy_only, samples=2_000, scenarios=step_scenarios()[1:2])
+        audit_step(
+            _greedy_only, min_power_tv=ANY_POWER, samples=2_000, scenarios=step_scenarios()[1:2]
+        )
 
 
 # -- (a) the engine's own warping ------------------------------------------------------------------
@@ -182,13 +189,21 @@ def test_an_engine_keeping_exactly_k_tokens_is_lossless_wrt_its_warping_and_flag
     hot = select_scenarios(["plain-v4-k2", "hot-v5-k3"], "step")
     assert warping_distance(hot[1], _exactly_k) == pytest.approx(0.1641, abs=1e-4)
     engine = _engine_step(specdec.verify_tokens)
-    own = audit_step(engine, samples=SMALL, scenarios=hot, target_warp=_exactly_k)
+    own = audit_step(
+        engine, min_power_tv=ANY_POWER, samples=SMALL, scenarios=hot, target_warp=_exactly_k
+    )
     assert own.verdict == "lossless", own.format()
     assert own.scenarios[0].warping_tv == 0 and own.scenarios[1].warping_tv > 0.16
     assert "warping DIFFERS from specdec's" in own.format() and "hot-v5-k3 0.1641" in own.format()
-    theirs = audit_step(engine, samples=SMALL, scenarios=hot)
+    theirs = audit_step(engine, min_power_tv=ANY_POWER, samples=SMALL, scenarios=hot)
     assert theirs.verdict == "lossy" and theirs.scenarios[1].lossy, theirs.format()
-    same = audit_step(zoo.reference_step, samples=2_000, scenarios=hot, target_warp=warp_probs)
+    same = audit_step(
+        zoo.reference_step,
+        min_power_tv=ANY_POWER,
+        samples=2_000,
+        scenarios=hot,
+        target_warp=warp_probs,
+    )
     assert "agrees with specdec's" in same.format()
 
 
@@ -197,7 +212,9 @@ def test_wrong_verification_is_lossy_whichever_warping_defines_the_target() -> N
     wrong = _engine_step(zoo.rule("resample_from_target"))
     hot = select_scenarios(["hot-v5-k3"], "step")
     for warp in (_exactly_k, None):
-        report = audit_step(wrong, samples=SMALL, scenarios=hot, target_warp=warp)
+        report = audit_step(
+            wrong, min_power_tv=ANY_POWER, samples=SMALL, scenarios=hot, target_warp=warp
+        )
         assert report.verdict == "lossy", report.format()
 
 
@@ -214,7 +231,7 @@ def test_reserved_ids_get_probability_zero_and_an_emitted_one_is_invalid() -> No
     assert scenario.pair.draft.probs((4,)) == (0, 0, *original.pair.draft.probs((2,)))
     large = without_reserved(replace(original, pair=large_pair(16, seed=0)), (1,))
     assert large.pair.target.float_table[:, 1].abs().sum() == 0
-    report = audit_verifier(_reference, samples=5_000, reserved_ids=[0, 1])
+    report = audit_verifier(_reference, min_power_tv=ANY_POWER, samples=5_000, reserved_ids=[0, 1])
     assert report.verdict == "lossless", report.format()
     assert "reserved ids 0, 1 kept out" in report.scenarios[0].description
 
@@ -224,9 +241,15 @@ def test_reserved_ids_get_probability_zero_and_an_emitted_one_is_invalid() -> No
         return torch.cat([torch.ones_like(out[:, :1]), out[:, 1:]], 1)  # EOS = 1 first
 
     with pytest.raises(InvalidOutputError, match=r"reserved token id\(s\) \[1\]"):
-        audit_verifier(emits_eos, samples=500, reserved_ids=[1], scenarios=verifier_scenarios()[:1])
+        audit_verifier(
+            emits_eos,
+            min_power_tv=ANY_POWER,
+            samples=500,
+            reserved_ids=[1],
+            scenarios=verifier_scenarios()[:1],
+        )
     with pytest.raises(ValueError, match=">= 0"):
-        audit_verifier(_reference, samples=500, reserved_ids=[-1])
+        audit_verifier(_reference, min_power_tv=ANY_POWER, samples=500, reserved_ids=[-1])
 
 
 # -- (e) more tokens per call than one step emits --------------------------------------------------
@@ -251,11 +274,13 @@ def _two_steps(target_logits, draft_logits, prefix, k, generator, **options):  #
 
 def test_blocks_longer_than_one_step_are_flagged_above_the_optimum() -> None:
     scenarios = select_scenarios(["plain-v4-k2"], "step")
-    flagged = audit_step(_two_steps, samples=600, scenarios=scenarios)
+    flagged = audit_step(_two_steps, min_power_tv=ANY_POWER, samples=600, scenarios=scenarios)
     assert flagged.lossless, flagged.format()
     assert flagged.scenarios[0].above_optimum and "ABOVE OPTIMUM" in flagged.format()
     assert flagged.scenarios[0].mean_tokens == 3.0 > flagged.scenarios[0].optimal_tokens
-    plain = audit_step(zoo.reference_step, samples=5_000, scenarios=scenarios)
+    plain = audit_step(
+        zoo.reference_step, min_power_tv=ANY_POWER, samples=5_000, scenarios=scenarios
+    )
     assert not plain.scenarios[0].above_optimum and "ABOVE OPTIMUM" not in plain.format()
 
 
@@ -271,13 +296,23 @@ def test_rows_in_bfloat16_reach_the_verifier_exactly_and_bugs_are_still_caught()
         return _reference(draft_tokens, draft_probs.double(), target_probs.double(), generator)
 
     scenarios = verifier_scenarios()[:3]
-    good = audit_verifier(in_bfloat16, samples=SMALL, scenarios=scenarios, dtype=torch.bfloat16)
+    good = audit_verifier(
+        in_bfloat16,
+        min_power_tv=ANY_POWER,
+        samples=SMALL,
+        scenarios=scenarios,
+        dtype=torch.bfloat16,
+    )
     assert good.verdict == "lossless" and set(seen) == {torch.bfloat16}, good.format()
     moved = dyadic_pair(scenarios[0].pair)
     rows = moved.target.float_table
     assert torch.equal(rows.to(torch.bfloat16).double(), rows) and bool((rows.sum(-1) == 1).all())
     bad = audit_verifier(
-        zoo.rule("resample_from_target"), samples=SMALL, scenarios=scenarios, dtype=torch.bfloat16
+        zoo.rule("resample_from_target"),
+        min_power_tv=ANY_POWER,
+        samples=SMALL,
+        scenarios=scenarios,
+        dtype=torch.bfloat16,
     )
     assert bad.verdict == "lossy", bad.format()
 
@@ -294,7 +329,9 @@ def test_a_step_given_narrow_logits_is_audited_against_their_warping(dtype: torc
         return zoo.reference_step(target_logits, draft_logits, prefix, k, generator, **options)
 
     scenarios = select_scenarios(["plain-v4-k2", "hot-v5-k3"], "step")
-    report = audit_step(step, samples=5_000, scenarios=scenarios, dtype=dtype)
+    report = audit_step(
+        step, min_power_tv=ANY_POWER, samples=5_000, scenarios=scenarios, dtype=dtype
+    )
     assert report.verdict == "lossless" and set(dtypes) == {dtype}, report.format()
 
 
@@ -304,7 +341,7 @@ def test_an_absent_device_is_refused_before_anything_runs() -> None:
         resolve_device("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
-            audit_verifier(_reference, samples=500, device="cuda")
+            audit_verifier(_reference, min_power_tv=ANY_POWER, samples=500, device="cuda")
 
 
 def test_a_vocabulary_of_2048_tokens_is_pooled_by_expected_count_and_audited() -> None:
@@ -313,11 +350,13 @@ def test_a_vocabulary_of_2048_tokens_is_pooled_by_expected_count_and_audited() -
     token's law alone: 1/2 sum |min(p, q) - beta p| = 0.204, beta = 0.715), above the detectable
     TV of 0.13 at 20,000 samples (227 cells)."""
     scenarios = select_scenarios(["large-v2048-k1"], "verifier")
-    good = audit_verifier(_reference, samples=SMALL, scenarios=scenarios)
+    good = audit_verifier(_reference, min_power_tv=ANY_POWER, samples=SMALL, scenarios=scenarios)
     (result,) = good.scenarios
     assert good.verdict == "lossless" and result.vocab == 2048, good.format()
     assert 10 < result.num_cells < SMALL / 5 + 2 and result.detectable_tv < 0.15
-    bad = audit_verifier(zoo.rule("resample_from_target"), samples=SMALL, scenarios=scenarios)
+    bad = audit_verifier(
+        zoo.rule("resample_from_target"), min_power_tv=ANY_POWER, samples=SMALL, scenarios=scenarios
+    )
     assert bad.verdict == "lossy", bad.format()
 
 
@@ -375,11 +414,19 @@ def test_toy_causal_lm_cache_matches_a_full_pass_and_crops() -> None:
 def test_an_engine_step_written_for_transformers_models_runs_unchanged() -> None:
     scenarios = select_scenarios(["plain-v4-k2", "hot-v5-k3"], "step")
     good = audit_step(
-        _hf_step(0), samples=SMALL, scenarios=scenarios, model_interface="transformers"
+        _hf_step(0),
+        min_power_tv=ANY_POWER,
+        samples=SMALL,
+        scenarios=scenarios,
+        model_interface="transformers",
     )
     assert good.verdict == "lossless", good.format()
     bad = audit_step(
-        _hf_step(1), samples=SMALL, scenarios=scenarios, model_interface="transformers"
+        _hf_step(1),
+        min_power_tv=ANY_POWER,
+        samples=SMALL,
+        scenarios=scenarios,
+        model_interface="transformers",
     )
     assert bad.verdict == "lossy", bad.format()
 
@@ -431,14 +478,17 @@ def test_cli_engine_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             """
         )
     )
-    step = ["audit", f"{path}:no_top_p", "--step", "--samples", "3000", "--quiet"]
+    # few samples on purpose (the conventions are under test): any power is accepted
+    step = ["audit", f"{path}:no_top_p", "--step", "--samples", "3000", "--min-power-tv", "1"]
+    step.append("--quiet")
     assert main([*step, "--scenarios", "plain-v4-k2,greedy-v5-k1"]) == 0
     assert "LOSSLESS" in capsys.readouterr().out
     assert main([*step, "--scenarios", "plain-v4-k2,topp-v5-k1", "--reserved-ids", "0,1"]) == 0
     out = capsys.readouterr().out
     assert "NOT AUDITED" in out and "reserved ids 0, 1 kept out" in out
     warp = ["--scenarios", "hot-v5-k3", "--target-warp", f"{path}:exactly_k", "--dtype", "float32"]
-    engine = ["audit", f"{path}:engine", "--step", "--samples", "3000", "--quiet"]
+    engine = ["audit", f"{path}:engine", "--step", "--samples", "3000", "--min-power-tv", "1"]
+    engine.append("--quiet")
     assert main([*engine, *warp]) == 0
     assert "warping DIFFERS" in capsys.readouterr().out
     assert main([*engine, "--scenarios", "hot-v5-k3", "--target-sampler", f"{path}:sampler"]) == 0
@@ -477,7 +527,13 @@ def test_an_engine_audited_against_its_own_sampler() -> None:
     TV 0.13; the sampler's warping is flagged as differing from specdec's (exact TV 0.164)."""
     scenarios = select_scenarios(["plain-v4-k2", "hot-v5-k3"], "step")
     engine = _engine_step(specdec.verify_tokens)
-    good = audit_step(engine, samples=SMALL, scenarios=scenarios, target_sampler=_exactly_k_sampler)
+    good = audit_step(
+        engine,
+        min_power_tv=ANY_POWER,
+        samples=SMALL,
+        scenarios=scenarios,
+        target_sampler=_exactly_k_sampler,
+    )
     assert good.verdict == "lossless", good.format()
     plain, hot = good.scenarios
     assert not plain.warping_differs and hot.warping_differs and hot.warping_estimated
@@ -485,7 +541,11 @@ def test_an_engine_audited_against_its_own_sampler() -> None:
     assert "estimated from its sampler" in good.format() and "two-sample" in good.signature
     wrong = _engine_step(zoo.rule("resample_from_target"))
     bad = audit_step(
-        wrong, samples=50_000, scenarios=scenarios[1:], target_sampler=_exactly_k_sampler
+        wrong,
+        min_power_tv=ANY_POWER,
+        samples=50_000,
+        scenarios=scenarios[1:],
+        target_sampler=_exactly_k_sampler,
     )
     assert bad.verdict == "lossy" and bad.scenarios[0].detectable_tv < 0.15, bad.format()
 
@@ -526,10 +586,14 @@ def test_ragged_per_row_k_is_audited_with_its_convention() -> None:
     both scenarios (a certain rejection; estimated TV 0.25 and 0.72 at 200,000 samples) and is
     caught; the correct one passes at the mean optimum over k_n."""
     scenarios = [s for s in verifier_scenarios() if s.name in {"context-v4-k2", "equal-v4-k3"}]
-    good = audit_verifier(_ragged(False), samples=SMALL, scenarios=scenarios, ragged=True)
+    good = audit_verifier(
+        _ragged(False), min_power_tv=ANY_POWER, samples=SMALL, scenarios=scenarios, ragged=True
+    )
     assert good.verdict == "lossless", good.format()
     assert good.scenarios[1].optimal_tokens == 3.0  # p == q, k = 3: (2 + 3 + 4) / 3
-    bad = audit_verifier(_ragged(True), samples=SMALL, scenarios=scenarios, ragged=True)
+    bad = audit_verifier(
+        _ragged(True), min_power_tv=ANY_POWER, samples=SMALL, scenarios=scenarios, ragged=True
+    )
     assert bad.verdict == "lossy", bad.format()
     with pytest.raises(ValueError, match="batched verifier"):
         audit_verifier(specdec.verify_tokens, ragged=True)
@@ -539,4 +603,6 @@ def test_ragged_per_row_k_is_audited_with_its_convention() -> None:
         return torch.zeros(draft_tokens.shape[0], draft_tokens.shape[1] + 1, dtype=torch.int64)
 
     with pytest.raises(InvalidOutputError, match="num_drafts"):
-        audit_verifier(too_long, samples=500, scenarios=scenarios, ragged=True)
+        audit_verifier(
+            too_long, min_power_tv=ANY_POWER, samples=500, scenarios=scenarios, ragged=True
+        )

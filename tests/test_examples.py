@@ -67,7 +67,7 @@ def test_the_command_audits_the_example_verifier_and_catches_its_planted_bug(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     example = ROOT / "examples" / "05_audit_your_verifier.py"
-    options = ["--samples", "3000", "--quiet"]
+    options = ["--samples", "3000", "--min-power-tv", "1", "--quiet"]  # any power: a smoke run
     assert main(["audit", f"{example}:my_verifier", *options]) == 0
     assert "LOSSLESS" in capsys.readouterr().out
     assert main(["audit", f"{example}:my_buggy_verifier", *options]) == 1

@@ -52,7 +52,8 @@ def test_every_rule_entry_states_its_battery_distances_consistently() -> None:
         if entry.rule is None:
             assert entry.exact_tv == (), entry.name
             continue
-        cases = [tv.case for tv in entry.exact_tv]
+        # the battery's distances first; an entry may state more cases after them
+        cases = [tv.case for tv in entry.exact_tv][: len(SCENARIOS)]
         assert cases == [f"verifier battery: {name}" for name in SCENARIOS], entry.name
         positive = any(tv.distance > 0 for tv in entry.exact_tv)
         # a lossless entry is at rounding distance everywhere; a lossy one shows somewhere
@@ -68,7 +69,7 @@ def test_every_verifier_entry_gets_its_exact_verdict(entry: Entry) -> None:
         assert report.verdict == "cannot decide" and report.exit_code == 3
         return
     report = audit_exact(entry.rule, scenarios=BATTERY)
-    assert measured_battery_tv(report) == entry.exact_tv, entry.name
+    assert measured_battery_tv(report) == entry.exact_tv[: len(SCENARIOS)], entry.name
     if entry.exact_lossy:
         worst = report.worst()
         assert report.verdict == "lossy", report.format()

@@ -11,6 +11,7 @@ they show only with ``k >= 2``. Rules take the ``VerifyRule`` arguments (explici
 from torch import Tensor
 
 from specdec._kernels import assemble, inverse_cdf, residual, row_at
+from specdec.testing.zoo._exact_tv import battery_tv
 from specdec.testing.zoo._pieces import at, decide, prepare
 from specdec.testing.zoo._registry import ZOO, ExactTV
 from specdec.types import Verification
@@ -19,7 +20,6 @@ from specdec.verify.block import block_thresholds, block_weights, last_success
 
 __all__: list[str] = []  # entries are reached through specdec.testing.zoo
 
-_SCENARIO = "audit scenario block-v3-k2 (make_toy_pair(3, seed=7, closeness=0), prefix (2,), k=2)"
 _BINARY = "the paper's binary example (p = (1/3, 2/3), q = (2/3, 1/3) at every context, k=2)"
 
 
@@ -44,7 +44,7 @@ def _final(
     return assemble(ids, tau, inverse_cdf(row, noise[:, k]))
 
 
-@ZOO.register(family="reference", lossy=False)
+@ZOO.register(family="reference", lossy=False, exact_tv=battery_tv("block_verifier"))
 def block_verifier(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
 ) -> Verification:
@@ -59,7 +59,7 @@ def block_verifier(
 @ZOO.register(
     family="residual",
     lossy=True,
-    exact_tv=(ExactTV(_SCENARIO, 35 / 768), ExactTV(_BINARY, 0.0)),
+    exact_tv=(*battery_tv("block_unweighted_residual"), ExactTV(_BINARY, 0.0)),
 )
 def block_unweighted_residual(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
@@ -81,7 +81,7 @@ def block_unweighted_residual(
 @ZOO.register(
     family="acceptance",
     lossy=True,
-    exact_tv=(ExactTV(_SCENARIO, 247 / 952), ExactTV(_BINARY, 1 / 3)),
+    exact_tv=(*battery_tv("block_first_failure"), ExactTV(_BINARY, 1 / 3)),
 )
 def block_first_failure(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
@@ -103,7 +103,7 @@ def block_first_failure(
 @ZOO.register(
     family="residual",
     lossy=True,
-    exact_tv=(ExactTV(_SCENARIO, 7 / 64), ExactTV(_BINARY, 1 / 27)),
+    exact_tv=(*battery_tv("token_acceptance_block_residual"), ExactTV(_BINARY, 1 / 27)),
 )
 def token_acceptance_block_residual(
     draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
