@@ -7,9 +7,10 @@ Holm's procedure across the battery (the error-rate split is documented in
 (``ExitCode``, ``VERDICT_EXIT``):
 
 * ``"lossy"`` (1): some scenario's completion law differs from the target's;
-* ``"invalid-output"`` (5): none does, but some scenario emits more tokens per call than the
-  optimum by more than Hoeffding's margin (``above_optimum``): no single speculative step emits
-  that many on average, so the blocks are not one step's output (a loop returning ``k+1``
+* ``"invalid-output"`` (5): none does, but some scenario emits more tokens per call than any
+  lossless single step can on average (``plan.coupling_bound``, at least token-level rejection
+  sampling's optimum: block verification may exceed that, never this) by more than Hoeffding's
+  margin (``above_optimum``), so the blocks are not one step's output (a loop returning ``k+1``
   tokens over two steps) and the audit did not audit what it was asked to (one step's law and
   efficiency). With ``blocks_span_steps`` (``--blocks-span-steps``) such blocks are accepted
   as meant and the law alone is judged (the completion test stays valid for a block of any
@@ -128,9 +129,10 @@ class ScenarioResult:
         suboptimal: ``mean_tokens`` is below the optimum by more than Hoeffding's margin.
         deterministic: the same generator seed gave the same blocks twice.
         lossy: the e-process stopped it, a forbidden outcome was seen, or Holm rejected it.
-        above_optimum: ``mean_tokens`` exceeds the optimum by more than Hoeffding's margin: no
-            single step emits that many on average, so the block is not one step's output
-            (a loop returning ``k+1`` tokens over two steps).
+        above_optimum: ``mean_tokens`` exceeds the most any lossless single step emits on
+            average (``plan.coupling_bound``: above token-level rejection sampling's optimum,
+            which block verification may exceed) by more than Hoeffding's margin, so the block
+            is not one step's output (a loop returning ``k+1`` tokens over two steps).
         warping_tv: with the engine's warping (``audit_step(..., target_warp=)``), the TV
             between the ``k+1``-token target laws of its warping and of ``warp_probs``
             (``conventions.warping_distance``); ``None`` without.
@@ -139,6 +141,8 @@ class ScenarioResult:
             ``warp_probs``'s law at the scenario's level).
         warping_estimated: ``warping_tv`` is estimated from the engine's sampler (half the
             observed L1 distance over pooled cells, biased upwards by sampling noise).
+        max_tokens: the most tokens per block any lossless single step emits on average
+            (``plan.coupling_bound``), the bound of ``above_optimum``; ``None`` if not computed.
         rejected: what the function raised on this scenario's options (not audited); ``""``.
         deciding_test: what made it lossy (``"forbidden outcome"``, ``"e-process"``, ``"L1"``
             or ``"G"``); for a scenario that passed, the test closest to rejecting.
@@ -173,6 +177,7 @@ class ScenarioResult:
     warping_differs: bool = False
     warping_estimated: bool = False
     rejected: str = ""
+    max_tokens: float | None = None
     deciding_test: str = ""
     deciding_p_value: float = 1.0
     samples_to_decide: int = 0
@@ -294,11 +299,12 @@ class AuditReport:
         if self.verdict == "invalid-output":
             above = [s for s in self.scenarios if s.above_optimum]
             tokens = ", ".join(
-                f"{s.name} {s.mean_tokens:.2f} > {s.optimal_tokens:.2f}" for s in above
+                f"{s.name} {s.mean_tokens:.2f} > {s.max_tokens or s.optimal_tokens:.2f}"
+                for s in above
             )
             return (
-                f"INVALID-OUTPUT: {len(above)} scenario(s) emit more tokens per call than the "
-                f"optimum of one speculative step ({tokens}, beyond Hoeffding's margin): the "
+                f"INVALID-OUTPUT: {len(above)} scenario(s) emit more tokens per call than any "
+                f"lossless single step can on average ({tokens}, beyond Hoeffding's margin): the "
                 "blocks are not one step's output, so one step was not audited; if they are "
                 "meant to span steps, --blocks-span-steps / blocks_span_steps=True judges the "
                 "law alone"
@@ -461,7 +467,8 @@ def scenario_result(
         suboptimal=mean_tokens < plan.optimal_tokens - margin,
         deterministic=evidence.deterministic,
         lossy=evidence.stopped_early or impossible > 0,
-        above_optimum=mean_tokens > plan.optimal_tokens + margin,
+        above_optimum=mean_tokens > plan.tokens_bound + margin,
+        max_tokens=plan.max_tokens,
     )
     if impossible:
         return replace(result, deciding_test="forbidden outcome", deciding_p_value=0.0)
