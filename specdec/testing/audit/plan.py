@@ -308,7 +308,7 @@ def samples_for_tv(
         >>> budget = split_error_rate(1e-6, 1e-3, num_scenarios=7)
         >>> n, plan = samples_for_tv(plan_verifier_scenario, verifier_scenarios()[2], 0.05, budget)
         >>> n, plan.pooled.numel()
-        (15451, 11)
+        (12617, 6)
     """
     level, beta = budget.test_level, budget.false_pass_rate
     n = min_sample_size_by_l1(1, tv, level, beta)
