@@ -242,9 +242,9 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--blocks-span-steps",
         action="store_true",
-        help="accept blocks above one step's optimum tokens per call (a loop returning k+1 "
-        "tokens over several steps) and judge the law alone; without it they are "
-        "INVALID-OUTPUT (exit 5)",
+        help="accept more tokens per call than any lossless single step emits on average "
+        "(a loop returning k+1 tokens over several steps) and judge the law alone; without "
+        "it such blocks are INVALID-OUTPUT (exit 5)",
     )
     group.add_argument(
         "--fail-on-suboptimal",
@@ -300,7 +300,8 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         "--target-sampler",
         default=None,
         help="(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
-        "top_k, top_p) -> tokens: a two-sample test against its own target law",
+        "top_k, top_p) -> tokens: a two-sample test against its own target law (sized by "
+        "--detect-tv with the two-sample formula: about 4x the samples, for both samples)",
     )
     group.add_argument(
         "--dtype",
