@@ -527,7 +527,9 @@ def _audit(
 
 
 def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
-    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``)."""
+    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``);
+    its ``max_tokens`` stays the bound at the largest ``k`` (looser, still valid: the bound
+    grows with ``k``)."""
     return replace(
         plan_verifier_scenario(scenario, samples), optimal_tokens=ragged_optimum(scenario)
     )

@@ -47,7 +47,10 @@ the printed L1 threshold and detectable distance (``min_detectable_tv_by_l1``) a
 often detect less; they are not counted.) The efficiency check (``suboptimal``: mean emitted
 tokens below the optimum by more than Hoeffding's margin at ``alpha/(2S)``, ``scenario_rate``)
 never makes a function lossy; with ``--fail-on-suboptimal`` it fails an optimal function with
-probability at most ``alpha/2`` (Bonferroni over the ``S`` scenarios), a separate rate.
+probability at most ``alpha/2`` (Bonferroni over the ``S`` scenarios), a separate rate. So
+does the above-optimum check (mean tokens above ``coupling_bound`` by more than the same
+margin: ``invalid-output``): a lossless single step trips it with probability at most
+``alpha/2``, which ``blocks_span_steps`` switches off.
 
 Example:
     >>> budget = split_error_rate(1e-6, 1e-3, num_scenarios=7)
