@@ -3,8 +3,10 @@
 Exit codes of ``specdec audit`` (``specdec.testing.audit.ExitCode``), one per verdict class:
 0 LOSSLESS, 1 LOSSY, 2 usage error (an invalid option or a target that cannot be loaded,
 checked before anything runs), 3 INCONCLUSIVE (``--exact``: cannot decide), 4 NONDETERMINISTIC,
-5 INVALID-OUTPUT, 6 CRASH of the audited function (its traceback is printed), 7 SUBOPTIMAL
-(with ``--fail-on-suboptimal``).
+5 INVALID-OUTPUT (not a block, or blocks above one step's optimum without
+``--blocks-span-steps``), 6 CRASH of the audited function (its traceback is printed),
+7 SUBOPTIMAL (with ``--fail-on-suboptimal``). Scenarios whose options the function rejects are
+listed as NOT AUDITED and leave the exit code unchanged.
 """
 
 import argparse
@@ -117,6 +119,7 @@ def _audit(args: argparse.Namespace) -> int:
                 detect_tv=args.detect_tv,
                 min_power_tv=args.min_power_tv,
                 allow_nondeterministic=args.allow_nondeterministic,
+                blocks_span_steps=args.blocks_span_steps,
             )
     except InvalidOutputError as error:  # every option was validated before: the function's
         bar.close()
@@ -185,9 +188,14 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "TV found), 1 LOSSY, 2 usage error, 3 INCONCLUSIVE (no deviation found, but a scenario's "
         "power is below --min-power-tv; the report says how many samples would decide; "
         "--exact: cannot decide), 4 NONDETERMINISTIC (same seed, different blocks: not a "
-        "finding about the law), 5 INVALID-OUTPUT, 6 CRASH of the audited function, "
+        "finding about the law), 5 INVALID-OUTPUT (not a block, or more tokens per call than "
+        "any lossless single step emits on average: the blocks are not one step's output; "
+        "see --blocks-span-steps), "
+        "6 CRASH of the audited function, "
         "7 SUBOPTIMAL (lossless, fewer tokens per step than rejection sampling; only with "
-        "--fail-on-suboptimal). Every option is checked before anything runs.",
+        "--fail-on-suboptimal). Scenarios whose options the function rejects are NOT AUDITED: "
+        "the headline and --json's not_audited list them, and they leave the exit code "
+        "unchanged. Every option is checked before anything runs.",
     )
     size = group.add_mutually_exclusive_group()
     size.add_argument(
@@ -230,6 +238,13 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         action="store_true",
         help="judge the law alone (a function drawing from torch's global RNG gives different "
         "blocks under one seed; its law is still tested)",
+    )
+    group.add_argument(
+        "--blocks-span-steps",
+        action="store_true",
+        help="accept more tokens per call than any lossless single step emits on average "
+        "(a loop returning k+1 tokens over several steps) and judge the law alone; without "
+        "it such blocks are INVALID-OUTPUT (exit 5)",
     )
     group.add_argument(
         "--fail-on-suboptimal",
@@ -285,7 +300,8 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         "--target-sampler",
         default=None,
         help="(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
-        "top_k, top_p) -> tokens: a two-sample test against its own target law",
+        "top_k, top_p) -> tokens: a two-sample test against its own target law (sized by "
+        "--detect-tv with the two-sample formula: about 4x the samples, for both samples)",
     )
     group.add_argument(
         "--dtype",

@@ -130,6 +130,13 @@ def test_help_documents_every_exit_code(capsys: pytest.CaptureFixture[str]) -> N
         "--fail-on-suboptimal",
         "--detect-tv",
         "--min-power-tv",
+        "--blocks-span-steps",
+        "NOT AUDITED",
+        "not_audited",
+        "leave the exit code unchanged",
+        "--target-sampler",
+        "--scenarios",
+        "--plot",
     ]:
         assert phrase in text, phrase
 

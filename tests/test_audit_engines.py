@@ -8,6 +8,7 @@ seed; each lossy control sits far above the detectable TV the report prints for 
 probability below the false-pass rate 1e-3, and each on a lossless one below 1e-6.
 """
 
+import json
 import math
 import textwrap
 from dataclasses import replace
@@ -34,8 +35,10 @@ from specdec.testing.audit.battery import (
 from specdec.testing.audit.conventions import resolve_device, warping_distance
 from specdec.testing.audit.large import dyadic_pair, large_pair
 from specdec.testing.audit.reserved import without_reserved
+from specdec.testing.audit.sampler import samples_for_tv_two_sample
 from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import batched
+from specdec.testing.stats import min_detectable_tv_two_sample
 from specdec.warp import warp_probs
 
 SMALL = 20_000
@@ -138,6 +141,13 @@ def test_a_scenario_whose_options_the_engine_rejects_is_reported_not_audited() -
     assert report.verdict == "lossless", report.format()
     assert "1 of 5 scenarios NOT AUDITED" in report.format()
     assert "OPTIONS REJECTED" in report.format()
+    # the headline and the JSON say so too; the exit code is the audited scenarios' verdict
+    assert report.headline().endswith(
+        "; 1 of 5 scenario(s) NOT AUDITED (options rejected: topp-v5-k1)"
+    )
+    document = json.loads(report.to_json())
+    assert document["not_audited"] == ["topp-v5-k1"] and document["exit_code"] == 0
+    assert document["detectable_tv"] < 1.0  # the rejected scenario's vacuous power is not counted
 
 
 def test_the_plain_scenario_may_not_be_rejected_and_all_rejected_is_an_error() -> None:
@@ -272,12 +282,41 @@ def _two_steps(target_logits, draft_logits, prefix, k, generator, **options):  #
     return out[: k + 1]
 
 
-def test_blocks_longer_than_one_step_are_flagged_above_the_optimum() -> None:
+def test_blocks_longer_than_one_step_are_invalid_output_unless_they_may_span_steps() -> None:
+    """3.00 tokens per call against an optimum below 3 (k = 2): not one step's output, so the
+    verdict is invalid-output (exit 5); ``blocks_span_steps`` judges the law alone (lossless);
+    the one-step reference (negative control) is never flagged."""
     scenarios = select_scenarios(["plain-v4-k2"], "step")
     flagged = audit_step(_two_steps, min_power_tv=ANY_POWER, samples=600, scenarios=scenarios)
-    assert flagged.lossless, flagged.format()
+    assert flagged.verdict == "invalid-output" and flagged.exit_code == 5, flagged.format()
     assert flagged.scenarios[0].above_optimum and "ABOVE OPTIMUM" in flagged.format()
     assert flagged.scenarios[0].mean_tokens == 3.0 > flagged.scenarios[0].optimal_tokens
+    assert "not one step's output" in flagged.headline()
+    assert "--blocks-span-steps" in flagged.headline()
+    assert json.loads(flagged.to_json())["exit_code"] == 5
+    spanning = audit_step(
+        _two_steps,
+        min_power_tv=ANY_POWER,
+        samples=600,
+        scenarios=scenarios,
+        blocks_span_steps=True,
+    )
+    assert spanning.verdict == "lossless" and spanning.exit_code == 0, spanning.format()
+    assert "ABOVE OPTIMUM (allowed)" in spanning.format()
+
+
+def test_block_verification_beats_token_level_but_not_the_coupling_bound() -> None:
+    """Block verification is one lossless step emitting more than token-level rejection sampling
+    (1.73 against 1.62 tokens on block-v3-k2): the flag's bound is the coupling bound (1 + sum
+    of 1 - TV of the i-token laws), which no lossless step exceeds, so it is not flagged."""
+    scenarios = select_scenarios(["block-v3-k2"], "verifier")
+    report = audit_verifier(
+        zoo.rule("block_verifier"), min_power_tv=ANY_POWER, samples=SMALL, scenarios=scenarios
+    )
+    (row,) = report.scenarios
+    assert report.verdict == "lossless", report.format()
+    assert row.optimal_tokens < row.mean_tokens <= (row.max_tokens or 0.0)
+    assert not row.above_optimum
     plain = audit_step(
         zoo.reference_step, min_power_tv=ANY_POWER, samples=5_000, scenarios=scenarios
     )
@@ -548,6 +587,67 @@ def test_an_engine_audited_against_its_own_sampler() -> None:
         target_sampler=_exactly_k_sampler,
     )
     assert bad.verdict == "lossy" and bad.scenarios[0].detectable_tv < 0.15, bad.format()
+    assert bad.scenarios[0].deciding_test == "two-sample L1"
+    assert bad.scenarios[0].deciding_p_value == bad.scenarios[0].p_value <= 1e-6
+
+
+def test_the_sampler_path_sizes_scenarios_from_detect_tv() -> None:
+    """detect_tv 0.15: each scenario draws the two-sample formula's size at level 1e-6 / S
+    (S = 1 here); the correct engine passes at that power, the wrong one (resampling from p,
+    TV about 0.18 > 0.15 in hot-v5-k3) is rejected at it (negative control)."""
+    hot = select_scenarios(["hot-v5-k3"], "step")
+    options = {"detect_tv": 0.15, "scenarios": hot, "target_sampler": _exactly_k_sampler}
+    good = audit_step(_engine_step(specdec.verify_tokens), **options)
+    n, plan = samples_for_tv_two_sample(hot[0], 0.15, 1e-6, 1e-3)
+    (row,) = good.scenarios
+    assert good.verdict == "lossless" and good.exit_code == 0, good.format()
+    assert good.detect_tv == 0.15 and row.samples == n and row.num_cells == plan.pooled.numel()
+    assert row.detectable_tv <= 0.15 and row.samples_to_decide == 0
+    assert row.deciding_test == "two-sample L1" and row.deciding_p_value == row.p_value
+    assert "no deviation of TV >= " in good.headline() and "(false-fail 1e-06" in good.headline()
+    assert "(two-sample L1)" in good.format()
+    bad = audit_step(_engine_step(zoo.rule("resample_from_target")), **options)
+    assert bad.verdict == "lossy" and bad.exit_code == 1, bad.format()
+
+
+def test_the_sampler_path_is_inconclusive_below_the_minimum_power() -> None:
+    """2,000 samples detect only TV 0.3 or so: INCONCLUSIVE (exit 3) with the size that would
+    decide, which is calibrated: at it the two-sample test detects the minimum 0.05 on its own
+    cells, and one sample fewer it would not."""
+    plain = select_scenarios(["plain-v4-k2"], "step")
+    report = audit_step(
+        _engine_step(specdec.verify_tokens),
+        samples=2_000,
+        scenarios=plain,
+        target_sampler=_exactly_k_sampler,
+    )
+    (row,) = report.scenarios
+    assert report.verdict == "inconclusive" and report.exit_code == 3, report.format()
+    assert row.detectable_tv > 0.05 and report.min_power_tv == 0.05
+    needed, plan = samples_for_tv_two_sample(plain[0], 0.05, 1e-6, 1e-3)
+    assert row.samples_to_decide == needed and f"{needed} samples per scenario" in (
+        report.headline()
+    )
+    cells = plan.pooled.numel()
+    assert min_detectable_tv_two_sample(cells, needed, 1e-6, 1e-3) <= 0.05
+    assert min_detectable_tv_two_sample(cells, needed - 1, 1e-6, 1e-3) > 0.05
+
+
+@batched
+def _global_rng_engine(target_logits, draft_logits, prefix, k, generator, **options):  # type: ignore[no-untyped-def]
+    """The correct engine, seeded from torch's global RNG instead of ``generator``."""
+    own = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
+    step = _engine_step(specdec.verify_tokens)
+    return step(target_logits, draft_logits, prefix, k, own, **options)
+
+
+def test_the_sampler_path_honours_allow_nondeterministic() -> None:
+    plain = select_scenarios(["plain-v4-k2"], "step")
+    options = {"detect_tv": 0.2, "scenarios": plain, "target_sampler": _exactly_k_sampler}
+    strict = audit_step(_global_rng_engine, **options)
+    assert strict.verdict == "nondeterministic" and strict.exit_code == 4, strict.format()
+    allowed = audit_step(_global_rng_engine, allow_nondeterministic=True, **options)
+    assert allowed.verdict == "lossless" and allowed.exit_code == 0, allowed.format()
 
 
 # -- 4. ragged per-row k ---------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from specdec.testing.stats import (
     l1_two_sample_threshold,
     min_detectable_tv_by_l1,
     min_detectable_tv_two_sample,
+    min_sample_size_by_l1,
+    min_sample_size_two_sample,
 )
 
 
@@ -29,6 +31,18 @@ def test_it_costs_about_twice_the_one_sample_distance() -> None:
         two = min_detectable_tv_two_sample(cells, n, 1e-6, 1e-3)
         assert 1.9 * one < two < 2.1 * one
         assert l1_two_sample_threshold(cells, n, 1e-6) > 2 * l1_threshold(cells, n, 1e-6)
+
+
+def test_sample_size_is_the_smallest_that_detects_the_distance() -> None:
+    # n = ceil(2 (sqrt(m ln 2 + ln(2/alpha)) + sqrt(m ln 2 + ln(2/beta)))^2 / tv^2), m = 4
+    roots = math.sqrt(4 * math.log(2) + math.log(200)) + math.sqrt(4 * math.log(2) + math.log(20))
+    assert min_sample_size_two_sample(4, 0.1, 0.01, 0.1) == math.ceil(2 * roots**2 / 0.01)
+    for cells, tv in [(4, 0.1), (45, 0.05), (128, 0.01)]:
+        n = min_sample_size_two_sample(cells, tv, 1e-6, 1e-3)
+        assert min_detectable_tv_two_sample(cells, n, 1e-6, 1e-3) <= tv
+        assert min_detectable_tv_two_sample(cells, n - 1, 1e-6, 1e-3) > tv
+        one = min_sample_size_by_l1(cells, tv, 1e-6, 1e-3)  # about four times the one-sample n
+        assert 3.5 * one < n < 4.5 * one
 
 
 def test_false_fail_rate_under_the_null_is_below_its_level() -> None:

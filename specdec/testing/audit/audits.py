@@ -97,6 +97,7 @@ def audit_verifier(
     detect_tv: float | None = None,
     min_power_tv: float | None = None,
     allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
     num_threads: int | None = 1,
 ) -> AuditReport: ...
 
@@ -120,6 +121,7 @@ def audit_verifier(
     detect_tv: float | None = None,
     min_power_tv: float | None = None,
     allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
     num_threads: int | None = 1,
 ) -> ExactAuditReport: ...
 
@@ -142,6 +144,7 @@ def audit_verifier(
     detect_tv: float | None = None,
     min_power_tv: float | None = None,
     allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
     num_threads: int | None = 1,
 ) -> AuditReport | ExactAuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
@@ -173,6 +176,10 @@ def audit_verifier(
         allow_nondeterministic: judge the law alone: a function whose blocks differ under the
             same generator seed (it draws from torch's global RNG, say) is not
             ``nondeterministic`` but lossless, lossy or inconclusive by its law.
+        blocks_span_steps: accept blocks above the optimum (``above_optimum``: more tokens
+            per call than one step emits on average, e.g. a loop returning ``k+1`` tokens over
+            two steps) and judge the law alone; without it such an audit is
+            ``invalid-output`` (exit 5; ``report.verdict``).
         num_threads: torch intra-op threads while the audit runs (default 1: its tensors are
             small, and on a shared machine torch's thread pool costs more than it saves;
             ``None`` keeps torch's setting; measurements in ``benchmarks/README.md``).
@@ -254,6 +261,7 @@ def audit_verifier(
         detect_tv=detect_tv,
         min_power_tv=min_power_tv,
         allow_nondeterministic=allow_nondeterministic,
+        blocks_span_steps=blocks_span_steps,
         num_threads=num_threads,
     )
 
@@ -277,6 +285,7 @@ def audit_step(
     detect_tv: float | None = None,
     min_power_tv: float | None = None,
     allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
     num_threads: int | None = 1,
 ) -> AuditReport:
     """Audit a whole step (drafting, warping, verification) against the *warped* target.
@@ -296,8 +305,9 @@ def audit_step(
             between that law and ``warp_probs``'s (``warping_tv``; ``conventions``).
         target_sampler: the engine's target-only sampler, ``sampler(logits [N, V], generator,
             *, temperature, top_k, top_p) -> tokens [N]``: the target is its law, known only
-            through samples, and each scenario is a two-sample test
-            (``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
+            through samples, and each scenario is a two-sample test sized from
+            ``detect_tv`` by the two-sample formula (about four times the samples, twice over;
+            ``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
         dtype: the logits' dtype; the target is the warping of the logits so rounded.
         model_interface: ``"transformers"`` hands the step ``ToyCausalLM`` models
             (``model(input_ids, past_key_values=..., use_cache=...)`` with ``.logits``, a
@@ -350,6 +360,10 @@ def audit_step(
             progress=progress,
             device=on,
             plain=_plain,
+            detect_tv=detect_tv,
+            min_power_tv=min_power_tv,
+            allow_nondeterministic=allow_nondeterministic,
+            blocks_span_steps=blocks_span_steps,
         )
     return _audit(
         "step",
@@ -371,6 +385,7 @@ def audit_step(
         detect_tv=detect_tv,
         min_power_tv=min_power_tv,
         allow_nondeterministic=allow_nondeterministic,
+        blocks_span_steps=blocks_span_steps,
         num_threads=num_threads,
     )
 
@@ -435,6 +450,7 @@ def _audit(
     detect_tv: float | None = None,
     min_power_tv: float | None = None,
     allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
     num_threads: int | None = 1,
 ) -> AuditReport:
     """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
@@ -490,7 +506,12 @@ def _audit(
             for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
         ]
     return AuditReport(
-        verdict(decided, min_power_tv=minimum, allow_nondeterministic=allow_nondeterministic),
+        verdict(
+            decided,
+            min_power_tv=minimum,
+            allow_nondeterministic=allow_nondeterministic,
+            blocks_span_steps=blocks_span_steps,
+        ),
         level,
         name,
         false_fail_rate,
@@ -501,11 +522,14 @@ def _audit(
         detect_tv=target_tv,
         min_power_tv=minimum,
         allow_nondeterministic=allow_nondeterministic,
+        blocks_span_steps=blocks_span_steps,
     )
 
 
 def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
-    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``)."""
+    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``);
+    its ``max_tokens`` stays the bound at the largest ``k`` (looser, still valid: the bound
+    grows with ``k``)."""
     return replace(
         plan_verifier_scenario(scenario, samples), optimal_tokens=ragged_optimum(scenario)
     )

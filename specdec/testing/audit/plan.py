@@ -47,7 +47,10 @@ the printed L1 threshold and detectable distance (``min_detectable_tv_by_l1``) a
 often detect less; they are not counted.) The efficiency check (``suboptimal``: mean emitted
 tokens below the optimum by more than Hoeffding's margin at ``alpha/(2S)``, ``scenario_rate``)
 never makes a function lossy; with ``--fail-on-suboptimal`` it fails an optimal function with
-probability at most ``alpha/2`` (Bonferroni over the ``S`` scenarios), a separate rate.
+probability at most ``alpha/2`` (Bonferroni over the ``S`` scenarios), a separate rate. So
+does the above-optimum check (mean tokens above ``coupling_bound`` by more than the same
+margin: ``invalid-output``): a lossless single step trips it with probability at most
+``alpha/2``, which ``blocks_span_steps`` switches off.
 
 Example:
     >>> budget = split_error_rate(1e-6, 1e-3, num_scenarios=7)
@@ -55,15 +58,17 @@ Example:
     (5e-07, 16.45, True)
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.exact import target_law
+from specdec.exact import Law, target_law
 from specdec.testing.audit.battery import Scenario, warped_rows
 from specdec.testing.stats import (
+    RowFn,
     bonferroni_level,
     decode_sequence,
     e_value_log_threshold,
@@ -85,6 +90,7 @@ __all__ = [
     "ScenarioPlan",
     "cell_sequence",
     "chunk_sizes",
+    "coupling_bound",
     "plan_step_scenario",
     "plan_verifier_scenario",
     "planned_power",
@@ -176,6 +182,9 @@ class ScenarioPlan:
         mapping: ``[V^(k+1)]`` sequence code (``encode_sequences``) to pooled cell.
         pooled: ``[cells]`` expected law of the pooled cells.
         optimal_tokens: expected tokens per step of token-level rejection sampling.
+        max_tokens: the most tokens per step *any* lossless single step can emit on average
+            (``coupling_bound``; block verification can exceed ``optimal_tokens``, never
+            this); ``None``: ``optimal_tokens`` stands in.
     """
 
     scenario: Scenario
@@ -183,6 +192,43 @@ class ScenarioPlan:
     mapping: Int[Tensor, " sequences"]
     pooled: Float[Tensor, " cells"]
     optimal_tokens: float
+    max_tokens: float | None = None
+
+    @property
+    def tokens_bound(self) -> float:
+        """``max_tokens``, or ``optimal_tokens`` when it was not computed."""
+        return self.optimal_tokens if self.max_tokens is None else self.max_tokens
+
+
+def coupling_bound(tvs: Sequence[float]) -> float:
+    r"""The most tokens per step a lossless single step can emit on average.
+
+    A step emits at least ``i+1`` tokens only if its output's first ``i`` tokens equal the
+    draft's; the output's ``i``-prefix has the target's law ``P_i`` (lossless) and the draft's
+    has ``Q_i``, so by the coupling inequality that event has probability at most
+    ``1 - TV(P_i, Q_i)``:
+
+    .. math:: \mathbb{E}[\text{tokens}] \le 1 + \sum_{i=1}^{k} \big(1 - \mathrm{TV}(P_i, Q_i)\big).
+
+    It bounds token-level rejection sampling and block verification alike (Sun et al., 2024,
+    "Block verification accelerates speculative decoding", sec. 3), so a mean above it means
+    the blocks are not one lossless step's output.
+
+    Args:
+        tvs: ``TV(P_i, Q_i)`` for ``i = 1..k``.
+
+    Example:
+        >>> coupling_bound([0.0, 0.0]), coupling_bound([0.5, 0.75])
+        (3.0, 1.75)
+    """
+    return 1.0 + sum(1.0 - tv for tv in tvs)
+
+
+def _exact_tv(target: Law, draft: Law) -> float:
+    """Total variation between two exact laws of sequences."""
+    zero = Fraction(0)
+    keys = set(target) | set(draft)
+    return float(sum(abs(target.get(x, zero) - draft.get(x, zero)) for x in keys) / 2)
 
 
 def plan_verifier_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
@@ -197,11 +243,17 @@ def plan_verifier_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
         expected = joint_law_by_enumeration(target, scenario.prefix, k + 1, vocab)
         mapping, pooled = pool_law_by_expected_count(expected, samples)
         optimum = tail_sum_by_enumeration(target, draft, scenario.prefix, k, vocab)
-        return ScenarioPlan(scenario, vocab, mapping, pooled, optimum)
+        bound = _float_bound(target, draft, scenario.prefix, k, vocab)
+        return ScenarioPlan(scenario, vocab, mapping, pooled, optimum, bound)
     expected = law_tensor(target_law(pair.target, scenario.prefix, k + 1), vocab, k + 1)
     mapping, pooled = pool_law_by_expected_count(expected, samples)
     tails = accepted_length_tail(pair.target, pair.draft, scenario.prefix, k)
-    return ScenarioPlan(scenario, vocab, mapping, pooled, float(sum(tails)))
+    prefix = scenario.prefix
+    tvs = [
+        _exact_tv(target_law(pair.target, prefix, i), target_law(pair.draft, prefix, i))
+        for i in range(1, k + 1)
+    ]
+    return ScenarioPlan(scenario, vocab, mapping, pooled, float(sum(tails)), coupling_bound(tvs))
 
 
 def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
@@ -210,10 +262,22 @@ def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
     target_rows = warped_rows(pair.target, scenario)
     expected = joint_law_by_enumeration(target_rows, scenario.prefix, k + 1, vocab)
     mapping, pooled = pool_law_by_expected_count(expected, samples)
-    optimum = tail_sum_by_enumeration(
-        target_rows, warped_rows(pair.draft, scenario), scenario.prefix, k, vocab
-    )
-    return ScenarioPlan(scenario, vocab, mapping, pooled, optimum)
+    draft_rows = warped_rows(pair.draft, scenario)
+    optimum = tail_sum_by_enumeration(target_rows, draft_rows, scenario.prefix, k, vocab)
+    bound = _float_bound(target_rows, draft_rows, scenario.prefix, k, vocab)
+    return ScenarioPlan(scenario, vocab, mapping, pooled, optimum, bound)
+
+
+def _float_bound(
+    target_rows: RowFn, draft_rows: RowFn, prefix: Sequence[int], k: int, vocab: int
+) -> float:
+    """``coupling_bound`` of float64 rows (laws enumerated over ``V^i`` sequences)."""
+    tvs = []
+    for i in range(1, k + 1):
+        target = joint_law_by_enumeration(target_rows, prefix, i, vocab)
+        draft = joint_law_by_enumeration(draft_rows, prefix, i, vocab)
+        tvs.append(float((target - draft).abs().sum()) / 2)
+    return coupling_bound(tvs)
 
 
 def cell_sequence(plan: ScenarioPlan, cell: int) -> tuple[int, ...]:

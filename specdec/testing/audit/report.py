@@ -7,6 +7,14 @@ Holm's procedure across the battery (the error-rate split is documented in
 (``ExitCode``, ``VERDICT_EXIT``):
 
 * ``"lossy"`` (1): some scenario's completion law differs from the target's;
+* ``"invalid-output"`` (5): none does, but some scenario emits more tokens per call than any
+  lossless single step can on average (``plan.coupling_bound``, at least token-level rejection
+  sampling's optimum: block verification may exceed that, never this) by more than Hoeffding's
+  margin (``above_optimum``), so the blocks are not one step's output (a loop returning ``k+1``
+  tokens over two steps) and the audit did not audit what it was asked to (one step's law and
+  efficiency). With ``blocks_span_steps`` (``--blocks-span-steps``) such blocks are accepted
+  as meant and the law alone is judged (the completion test stays valid for a block of any
+  origin); a deviation is reported as lossy first, because it is one whatever made the block;
 * ``"nondeterministic"`` (4): none does, but the same generator seed gave different blocks (not
   a finding about the law: with ``allow_nondeterministic`` the law alone is judged);
 * ``"inconclusive"`` (3): none does, but some scenario could only have detected a deviation
@@ -17,9 +25,16 @@ Holm's procedure across the battery (the error-rate split is documented in
   sampling would by more than Hoeffding's margin;
 * ``"lossless"`` (0): no deviation of the reported distance found.
 
-The command adds ``"invalid-output"`` (5) and ``"crash"`` (6), raised by the audited function
-before any report exists. A passing verdict is never stated bare: the headline reads "no
-deviation of TV >= x found (false-fail f, false-pass g)", ``x`` the worst scenario's power.
+The command also reports ``"invalid-output"`` (5) for a block that is not a block at all (wrong
+shape, dtype, ids), and ``"crash"`` (6), both raised by the audited function before any report
+exists. A passing verdict is never stated bare: the headline reads "no deviation of TV >= x
+found (false-fail f, false-pass g)", ``x`` the worst audited scenario's power.
+
+Scenarios whose sampling options the function rejected (an engine without top-p) are *not
+audited*: they never change the verdict or its exit code (the plain scenario may not be
+rejected, and an audit where every scenario was rejected raises), but the headline ends with
+"N of S scenario(s) NOT AUDITED (options rejected: names)" and the JSON lists them under
+``not_audited``, so a CI log cannot read a partial audit as a full one.
 """
 
 import dataclasses
@@ -70,7 +85,8 @@ class ExitCode(IntEnum):
     """The same generator seed gave different blocks (``--allow-nondeterministic`` judges the
     law alone)."""
     INVALID_OUTPUT = 5
-    """The audited function returned something that is not an emitted block."""
+    """The audited function returned something that is not an emitted block, or blocks above
+    the optimum that are not one step's output (unless ``--blocks-span-steps``)."""
     CRASH = 6
     """The audited function raised (its traceback is printed)."""
     SUBOPTIMAL = 7
@@ -113,9 +129,10 @@ class ScenarioResult:
         suboptimal: ``mean_tokens`` is below the optimum by more than Hoeffding's margin.
         deterministic: the same generator seed gave the same blocks twice.
         lossy: the e-process stopped it, a forbidden outcome was seen, or Holm rejected it.
-        above_optimum: ``mean_tokens`` exceeds the optimum by more than Hoeffding's margin: no
-            single step emits that many on average, so the block is not one step's output
-            (a loop returning ``k+1`` tokens over two steps).
+        above_optimum: ``mean_tokens`` exceeds the most any lossless single step emits on
+            average (``plan.coupling_bound``: above token-level rejection sampling's optimum,
+            which block verification may exceed) by more than Hoeffding's margin, so the block
+            is not one step's output (a loop returning ``k+1`` tokens over two steps).
         warping_tv: with the engine's warping (``audit_step(..., target_warp=)``), the TV
             between the ``k+1``-token target laws of its warping and of ``warp_probs``
             (``conventions.warping_distance``); ``None`` without.
@@ -124,6 +141,8 @@ class ScenarioResult:
             ``warp_probs``'s law at the scenario's level).
         warping_estimated: ``warping_tv`` is estimated from the engine's sampler (half the
             observed L1 distance over pooled cells, biased upwards by sampling noise).
+        max_tokens: the most tokens per block any lossless single step emits on average
+            (``plan.coupling_bound``), the bound of ``above_optimum``; ``None`` if not computed.
         rejected: what the function raised on this scenario's options (not audited); ``""``.
         deciding_test: what made it lossy (``"forbidden outcome"``, ``"e-process"``, ``"L1"``
             or ``"G"``); for a scenario that passed, the test closest to rejecting.
@@ -158,6 +177,7 @@ class ScenarioResult:
     warping_differs: bool = False
     warping_estimated: bool = False
     rejected: str = ""
+    max_tokens: float | None = None
     deciding_test: str = ""
     deciding_p_value: float = 1.0
     samples_to_decide: int = 0
@@ -178,8 +198,9 @@ class AuditReport:
     """The audit's verdict and its evidence.
 
     Attributes:
-        verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"``, ``"inconclusive"``
-            or ``"nondeterministic"`` (``verdict``; exit codes in ``VERDICT_EXIT``).
+        verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"``, ``"inconclusive"``,
+            ``"nondeterministic"`` or ``"invalid-output"`` (blocks above the optimum)
+            (``verdict``; exit codes in ``VERDICT_EXIT``).
         level: ``"verifier"`` or ``"step"``.
         function: the audited function's qualified name.
         false_fail_rate: family-wise rate of calling a lossless function lossy.
@@ -193,6 +214,7 @@ class AuditReport:
         min_power_tv: the minimum power: a passing audit whose scenarios do not all detect
             this distance is inconclusive.
         allow_nondeterministic: whether determinism was left out of the verdict.
+        blocks_span_steps: whether blocks above the optimum were accepted as spanning steps.
     """
 
     verdict: str
@@ -206,6 +228,12 @@ class AuditReport:
     detect_tv: float | None = None
     min_power_tv: float = MIN_POWER_TV
     allow_nondeterministic: bool = False
+    blocks_span_steps: bool = False
+
+    @property
+    def not_audited(self) -> tuple[str, ...]:
+        """The scenarios whose options the function rejected (not audited)."""
+        return tuple(s.name for s in self.scenarios if s.rejected)
 
     @property
     def lossless(self) -> bool:
@@ -216,7 +244,7 @@ class AuditReport:
     def detectable_tv(self) -> float:
         """The worst scenario's detectable distance: no deviation this large went unseen
         (each scenario with false-pass rate ``false_pass_rate``)."""
-        return max((s.detectable_tv for s in self.scenarios), default=math.inf)
+        return max((s.detectable_tv for s in self.scenarios if not s.rejected), default=math.inf)
 
     @property
     def exit_code(self) -> int:
@@ -240,6 +268,7 @@ class AuditReport:
             "headline": self.headline(),
             **dataclasses.asdict(self),
             "detectable_tv": self.detectable_tv,
+            "not_audited": list(self.not_audited),
         }
         document["scenarios"] = [
             {**dataclasses.asdict(s), "estimated_tv": s.estimated_tv, "e_p_value": s.e_p_value}
@@ -248,7 +277,17 @@ class AuditReport:
         return json.dumps(document, indent=2, default=_jsonable)
 
     def headline(self) -> str:
-        """The verdict in one line, with the power it was reached at; never a bare LOSSLESS."""
+        """The verdict in one line, with the power it was reached at; never a bare LOSSLESS;
+        ending with the scenarios not audited, if any."""
+        rejected = self.not_audited
+        if not rejected:
+            return self._verdict_line()
+        return (
+            f"{self._verdict_line()}; {len(rejected)} of {len(self.scenarios)} scenario(s) NOT "
+            f"AUDITED (options rejected: {', '.join(rejected)})"
+        )
+
+    def _verdict_line(self) -> str:
         rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
         found = f"no deviation of TV >= {self.detectable_tv:.4f} found ({rates})"
         if self.verdict == "lossy":
@@ -257,6 +296,19 @@ class AuditReport:
                 f"{s.name} by {s.deciding_test} (p = {s.deciding_p_value:.3g})" for s in lossy
             )
             return f"LOSSY: {len(lossy)} scenario(s): {tests}"
+        if self.verdict == "invalid-output":
+            above = [s for s in self.scenarios if s.above_optimum]
+            tokens = ", ".join(
+                f"{s.name} {s.mean_tokens:.2f} > {s.max_tokens or s.optimal_tokens:.2f}"
+                for s in above
+            )
+            return (
+                f"INVALID-OUTPUT: {len(above)} scenario(s) emit more tokens per call than any "
+                f"lossless single step can on average ({tokens}, beyond Hoeffding's margin): the "
+                "blocks are not one step's output, so one step was not audited; if they are "
+                "meant to span steps, --blocks-span-steps / blocks_span_steps=True judges the "
+                "law alone"
+            )
         if self.verdict == "nondeterministic":
             return (
                 "NONDETERMINISTIC: the same generator seed gave different blocks; its law was not "
@@ -290,7 +342,7 @@ class AuditReport:
         for s in self.scenarios:
             result = "LOSSY" if s.lossy else ("suboptimal" if s.suboptimal else "ok")
             if s.above_optimum:
-                result += ", ABOVE OPTIMUM"
+                result += ", ABOVE OPTIMUM" + (" (allowed)" if self.blocks_span_steps else "")
             if not s.lossy and not s.rejected and s.detectable_tv > self.min_power_tv:
                 result += f", underpowered (needs {s.samples_to_decide})"
             if s.rejected:
@@ -328,14 +380,16 @@ class AuditReport:
                 if not cell and expected == 0:
                     label = "(outcomes the target forbids)"
                 lines.append(f"    {label:<24} observed {observed:>8}  expected {expected:>10.1f}")
-        lines += _convention_lines(self.scenarios)
+        lines += _convention_lines(self.scenarios, blocks_span_steps=self.blocks_span_steps)
         lines.append(
             f"\n  {sum(s.samples for s in self.scenarios)} samples in {self.seconds:.1f} s"
         )
         return "\n".join(lines)
 
 
-def _convention_lines(scenarios: Sequence[ScenarioResult]) -> list[str]:
+def _convention_lines(
+    scenarios: Sequence[ScenarioResult], *, blocks_span_steps: bool = False
+) -> list[str]:
     """Notes on rejected options, blocks above the optimum and the engine's warping."""
     lines = []
     rejected = [s for s in scenarios if s.rejected]
@@ -351,7 +405,12 @@ def _convention_lines(scenarios: Sequence[ScenarioResult]) -> list[str]:
         lines += [
             "",
             f"  ABOVE OPTIMUM in {', '.join(above)}: more tokens per call than any single "
-            "speculative step emits on average; the block is not one step's output.",
+            "speculative step emits on average; the block is not one step's output"
+            + (
+                " (accepted: --blocks-span-steps; the law alone was judged)."
+                if blocks_span_steps
+                else " (INVALID-OUTPUT; --blocks-span-steps if blocks are meant to span steps)."
+            ),
         ]
     warped = [s for s in scenarios if s.warping_tv is not None and not s.rejected]
     if warped:
@@ -408,7 +467,8 @@ def scenario_result(
         suboptimal=mean_tokens < plan.optimal_tokens - margin,
         deterministic=evidence.deterministic,
         lossy=evidence.stopped_early or impossible > 0,
-        above_optimum=mean_tokens > plan.optimal_tokens + margin,
+        above_optimum=mean_tokens > plan.tokens_bound + margin,
+        max_tokens=plan.max_tokens,
     )
     if impossible:
         return replace(result, deciding_test="forbidden outcome", deciding_p_value=0.0)
@@ -473,13 +533,17 @@ def verdict(
     *,
     min_power_tv: float | None = None,
     allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
 ) -> str:
-    """``lossy``, else ``nondeterministic`` (unless allowed), else ``inconclusive`` (some
-    audited scenario detects only a distance above ``min_power_tv``; ``None``: no minimum;
-    a scenario whose options the function rejected was not audited and is listed apart), else
-    ``lossless, suboptimal``, else ``lossless``."""
+    """``lossy``, else ``invalid-output`` (some scenario ``above_optimum``, unless
+    ``blocks_span_steps``), else ``nondeterministic`` (unless allowed), else ``inconclusive``
+    (some audited scenario detects only a distance above ``min_power_tv``; ``None``: no
+    minimum; a scenario whose options the function rejected was not audited and is listed
+    apart), else ``lossless, suboptimal``, else ``lossless``."""
     if any(r.lossy for r in results):
         return "lossy"
+    if not blocks_span_steps and any(r.above_optimum for r in results):
+        return "invalid-output"
     if not allow_nondeterministic and not all(r.deterministic for r in results):
         return "nondeterministic"
     audited = [r for r in results if not r.rejected]

@@ -14,10 +14,21 @@ from the sampler, autoregressively), counts both over the cells of ``plan_step_s
 fall in them), and applies the two-sample L1 test (``specdec.testing.stats.two_sample``) at
 level ``alpha / S`` (Bonferroni over the ``S`` scenarios: the family-wise false-fail rate is at
 most ``alpha``). The detectable distance printed is the two-sample one, about twice the
-one-sample audit's at the same ``n``; there is no e-process and no forbidden outcome (the
+one-sample audit's at the same ``n``.
+
+Sample sizes and verdicts as in the one-sample audit (``specdec.testing.audit.plan``): with
+``detect_tv=x`` (default 0.01 batched, 0.05 single-sequence) each scenario draws the ``n``
+whose cells, pooled at ``n``, let the two-sample test at the level used here (``alpha / S``)
+detect ``TV >= x`` with false-pass rate ``beta`` (``min_sample_size_two_sample``, iterated
+``n -> cells(n) -> n'`` like ``samples_for_tv``): about four times the one-sample size, for
+each of the two samples. A passing scenario whose detectable distance is above the minimum
+power (``min_power_tv``) makes the audit inconclusive, with the size that would decide it;
+``allow_nondeterministic`` judges the law alone. The deciding test is always
+``"two-sample L1"`` with its p-value; there is no e-process and no forbidden outcome (the
 engine's law is not known), and efficiency is not judged (the optimum of an unknown law is
-unknown). Separately, sample B is tested against specdec's warped law (the one-sample L1 test
-at the same level): a rejection says the engine's warping differs from ``warp_probs``, with
+unknown: neither ``suboptimal`` nor ``above_optimum`` is ever set here). Separately, sample
+B is tested against specdec's warped law (the one-sample L1 test at the same level): a
+rejection says the engine's warping differs from ``warp_probs``, with
 the estimated TV (half the observed L1 distance).
 
 Randomness: the step's generator as in the other audits, and a separate generator for the
@@ -26,6 +37,7 @@ sampler (seeded from the audit's ``seed`` and the scenario's index, on the audit
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -33,11 +45,13 @@ from torch import Tensor
 from specdec._checks import check_rate
 from specdec.testing.audit.battery import Scenario, scenario_logits
 from specdec.testing.audit.plan import (
+    DETECT_TV_BATCHED,
+    DETECT_TV_SINGLE,
+    MIN_POWER_TV,
     ScenarioPlan,
     cell_sequence,
     chunk_sizes,
     plan_step_scenario,
-    sample_size,
 )
 from specdec.testing.audit.report import AuditReport, ScenarioResult, rejected_result, verdict
 from specdec.testing.audit.run import (
@@ -53,9 +67,10 @@ from specdec.testing.stats import (
     l1_two_sample_p_value,
     l1_two_sample_threshold,
     min_detectable_tv_two_sample,
+    min_sample_size_two_sample,
 )
 
-__all__ = ["SamplerFn", "audit_with_sampler"]
+__all__ = ["SamplerFn", "audit_with_sampler", "samples_for_tv_two_sample"]
 
 SamplerFn = Callable[..., Tensor]
 """``sampler(logits [N, V], generator, *, temperature, top_k, top_p) -> LongTensor [N]``."""
@@ -128,14 +143,46 @@ def _reference(
     return context[:, len(s.prefix) :]
 
 
+def samples_for_tv_two_sample(
+    scenario: Scenario, tv: float, level: float, false_pass_rate: float
+) -> tuple[int, ScenarioPlan]:
+    r"""The smallest size of each sample whose own cells let the two-sample test at ``level``
+    detect ``TV >= tv``, and the step plan at that size.
+
+    Iterates ``n -> m(n) -> n' = min_sample_size_two_sample(m(n), tv, level, beta)`` from one
+    cell upwards until the cells pooled at ``n`` need no more than ``n`` (``m(n)`` only grows
+    with ``n`` and is bounded, so it terminates), as ``plan.samples_for_tv`` does for the
+    one-sample test:
+
+    .. math:: n = \left\lceil \frac{2\big(\sqrt{m\ln2 + \ln(2/\alpha_1)} +
+        \sqrt{m\ln2 + \ln(2/\beta)}\big)^2}{\delta^2} \right\rceil,
+        \qquad \alpha_1 = \frac{\alpha}{S}
+
+    Example:
+        >>> from specdec.testing.audit.battery import step_scenarios
+        >>> n, plan = samples_for_tv_two_sample(step_scenarios()[0], 0.05, 1e-6 / 7, 1e-3)
+        >>> from specdec.testing.stats import min_detectable_tv_two_sample
+        >>> min_detectable_tv_two_sample(plan.pooled.numel(), n, 1e-6 / 7, 1e-3) <= 0.05
+        True
+    """
+    n = min_sample_size_two_sample(1, tv, level, false_pass_rate)
+    while True:
+        plan = plan_step_scenario(scenario, n)
+        needed = min_sample_size_two_sample(plan.pooled.numel(), tv, level, false_pass_rate)
+        if needed <= n:
+            return n, plan
+        n = needed
+
+
 def _scenario(
     plan: ScenarioPlan,
+    n: int,
     draw: Draw,
     sampler: SamplerFn,
     *,
     index: int,
     seed: int,
-    chunks: tuple[int, ...],
+    is_batch: bool,
     level: float,
     false_pass_rate: float,
     device: torch.device | None,
@@ -148,6 +195,7 @@ def _scenario(
     step_counts = torch.zeros(cells, dtype=torch.int64)
     reference_counts = torch.zeros(cells, dtype=torch.int64)
     emitted = 0
+    chunks = chunk_sizes(n, is_batch)
     for size in chunks:
         blocks = draw(plan, size, data, noise)
         emitted += int((blocks >= 0).sum())
@@ -157,7 +205,6 @@ def _scenario(
         ):
             codes = plan.mapping[encode_sequences(drawn, plan.vocab)]
             counts += torch.bincount(codes, minlength=cells)
-    n = sum(chunks)
     deviation = (step_counts - reference_counts).to(torch.float64) / n
     distance = float(deviation.abs().sum())
     p_value = l1_two_sample_p_value(distance, cells, n)
@@ -196,6 +243,8 @@ def _scenario(
         suboptimal=False,
         deterministic=torch.equal(again[0], again[1]),
         lossy=p_value <= level,
+        deciding_test="two-sample L1",
+        deciding_p_value=p_value,
         warping_tv=warping / 2,
         warping_differs=l1_p_value(warping, cells, n) <= level,
         warping_estimated=True,
@@ -217,38 +266,59 @@ def audit_with_sampler(
     progress: Callable[[str], None] | None,
     device: torch.device | None,
     plain: Callable[[Scenario], bool],
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    allow_nondeterministic: bool = False,
+    blocks_span_steps: bool = False,
 ) -> AuditReport:
     """The two-sample step audit of the module docstring; scenarios whose options the step
-    rejects are reported as in ``audit_step`` (``plain`` ones may not be rejected)."""
+    rejects are reported as in ``audit_step`` (``plain`` ones may not be rejected).
+
+    ``samples`` fixes every scenario's size; otherwise each is sized to detect ``detect_tv``
+    (``samples_for_tv_two_sample``). ``min_power_tv`` (default 0.05, or ``detect_tv`` when
+    larger), ``allow_nondeterministic`` and ``blocks_span_steps`` are passed to ``verdict``.
+    """
     start = time.perf_counter()
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
-    n = sample_size(samples, is_batch)
-    plans = [plan_step_scenario(scenario, n) for scenario in scenarios]
-    level = false_fail_rate / len(plans)
+    level = false_fail_rate / len(scenarios)
+    target_tv = None
+    if samples is not None:
+        sized = [(samples, plan_step_scenario(scenario, samples)) for scenario in scenarios]
+    else:
+        target_tv = detect_tv or (DETECT_TV_BATCHED if is_batch else DETECT_TV_SINGLE)
+        sized = [samples_for_tv_two_sample(s, target_tv, level, false_pass_rate) for s in scenarios]
+    minimum = min_power_tv if min_power_tv is not None else max(MIN_POWER_TV, target_tv or 0.0)
     results: list[ScenarioResult] = []
     with threads(None if is_batch else 1):
-        for index, plan in enumerate(plans):
+        for index, (n, plan) in enumerate(sized):
             refused = probe_options(plan, draw, device=device)
             if refused and not plain(plan.scenario):
                 results.append(rejected_result(plan, refused))
+                if progress is not None:
+                    progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
                 continue
             result = _scenario(
                 plan,
+                n,
                 draw,
                 sampler,
                 index=index,
                 seed=seed,
-                chunks=chunk_sizes(n, is_batch),
+                is_batch=is_batch,
                 level=level,
                 false_pass_rate=false_pass_rate,
                 device=device,
             )
+            if not result.lossy and result.detectable_tv > minimum:
+                needed = samples_for_tv_two_sample(plan.scenario, minimum, level, false_pass_rate)
+                result = replace(result, samples_to_decide=needed[0])
             results.append(result)
             if progress is not None:
                 progress(
-                    f"[{index + 1}/{len(plans)}] {result.name}: n={n}, two-sample L1 "
-                    f"{result.l1_distance:.4f} (threshold {result.l1_threshold:.4f})"
+                    f"[{index + 1}/{len(sized)}] {result.name}: n={n}, detects TV >= "
+                    f"{result.detectable_tv:.4f}, two-sample L1 {result.l1_distance:.4f} "
+                    f"(threshold {result.l1_threshold:.4f})"
                 )
     if all(r.rejected for r in results):
         raise ValueError(
@@ -256,7 +326,12 @@ def audit_with_sampler(
             f"(last: {results[-1].rejected})."
         )
     return AuditReport(
-        verdict(results),
+        verdict(
+            results,
+            min_power_tv=minimum,
+            allow_nondeterministic=allow_nondeterministic,
+            blocks_span_steps=blocks_span_steps,
+        ),
         "step",
         name,
         false_fail_rate,
@@ -265,4 +340,8 @@ def audit_with_sampler(
         time.perf_counter() - start,
         signature + "; target: the function's own sampler (two-sample L1 test, level "
         f"{level:.3g} per scenario)",
+        detect_tv=target_tv,
+        min_power_tv=minimum,
+        allow_nondeterministic=allow_nondeterministic,
+        blocks_span_steps=blocks_span_steps,
     )

@@ -53,6 +53,7 @@ from specdec.testing.stats.two_sample import (
     l1_two_sample_p_value,
     l1_two_sample_threshold,
     min_detectable_tv_two_sample,
+    min_sample_size_two_sample,
 )
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "min_detectable_tv_by_l1",
     "min_detectable_tv_two_sample",
     "min_sample_size_by_l1",
+    "min_sample_size_two_sample",
     "pool_cells_by_expected",
     "pool_law_by_expected_count",
     "tail_sum_by_enumeration",

@@ -25,7 +25,12 @@ import math
 
 from specdec._checks import check_positive_int, check_rate
 
-__all__ = ["l1_two_sample_p_value", "l1_two_sample_threshold", "min_detectable_tv_two_sample"]
+__all__ = [
+    "l1_two_sample_p_value",
+    "l1_two_sample_threshold",
+    "min_detectable_tv_two_sample",
+    "min_sample_size_two_sample",
+]
 
 
 def l1_two_sample_threshold(num_cells: int, sample_size: int, false_fail_rate: float) -> float:
@@ -69,3 +74,31 @@ def min_detectable_tv_two_sample(
         l1_two_sample_threshold(num_cells, sample_size, false_fail_rate)
         + l1_two_sample_threshold(num_cells, sample_size, false_pass_rate)
     )
+
+
+def min_sample_size_two_sample(
+    num_cells: int, tv: float, false_fail_rate: float, false_pass_rate: float
+) -> int:
+    r"""The size ``n`` of each sample at which the two-sample test detects ``TV >= tv``.
+
+    The smallest ``n`` with ``min_detectable_tv_two_sample(m, n, alpha, beta) <= tv``:
+
+    .. math:: n = \left\lceil \frac{2\big(\sqrt{m\ln2 + \ln(2/\alpha)} +
+        \sqrt{m\ln2 + \ln(2/\beta)}\big)^2}{\delta^2} \right\rceil,
+
+    about four times the one-sample test's (``min_sample_size_by_l1``), for each of the two
+    samples.
+
+    Example:
+        >>> n = min_sample_size_two_sample(10, 0.1194, 1e-6, 1e-3)
+        >>> n, min_detectable_tv_two_sample(10, n, 1e-6, 1e-3) <= 0.1194
+        (10000, True)
+    """
+    check_positive_int("num_cells", num_cells)
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
+    check_rate("tv", tv, include_one=True)
+    logs = num_cells * math.log(2.0)
+    root = math.sqrt(logs + math.log(2.0 / false_fail_rate))
+    root += math.sqrt(logs + math.log(2.0 / false_pass_rate))
+    return math.ceil(2.0 * root**2 / tv**2)
