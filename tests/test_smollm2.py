@@ -39,7 +39,14 @@ import torch
 from torch import Tensor
 from transformers import LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from specdec import generate_autoregressive, generate_speculative, warp_probs
+from specdec import (
+    VerifyRule,
+    generate_autoregressive,
+    generate_speculative,
+    verify_block,
+    verify_tokens,
+    warp_probs,
+)
 from specdec.models import HFModel, MappedDraft, VocabularyMap, load_smollm2
 from specdec.models.drafts import bfloat16_copy, truncated_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1, min_sample_size_by_l1
@@ -134,10 +141,14 @@ def test_load_smollm2_gives_the_30_layer_float32_llama(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "rule", [verify_tokens, verify_block], ids=["verify_tokens", "verify_block"]
+)
 def test_greedy_speculative_equals_greedy_autoregressive(
-    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase], rule: VerifyRule
 ) -> None:
-    """64 greedy tokens on a batch of 5 chat prompts, bfloat16 draft, ``k = 4``.
+    """64 greedy tokens on a batch of 5 chat prompts, bfloat16 draft, ``k = 4``, verified by
+    token-level rejection and by block verification (both greedy against a one-hot target).
 
     The 5 questions are chosen so that their chat-templated prompts have the same length (the
     loops take a rectangular ``[b, L]`` batch); rows accept different numbers of drafts, so the
@@ -165,6 +176,7 @@ def test_greedy_speculative_equals_greedy_autoregressive(
         k=GREEDY_K,
         max_new_tokens=GREEDY_NEW_TOKENS,
         generator=torch.Generator().manual_seed(0),
+        rule=rule,
         temperature=0.0,
     )
     assert bool((reference.tokens >= 0).all()) and bool((speculative.tokens >= 0).all())
