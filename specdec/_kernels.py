@@ -11,7 +11,15 @@ from torch import Tensor
 
 from specdec.types import Verification
 
-__all__ = ["acceptance", "assemble", "first_rejection", "inverse_cdf", "residual", "row_at"]
+__all__ = [
+    "acceptance",
+    "assemble",
+    "at_tokens",
+    "first_rejection",
+    "inverse_cdf",
+    "residual",
+    "row_at",
+]
 
 
 def inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
@@ -60,6 +68,11 @@ def assemble(draft_tokens: Tensor, num_accepted: Tensor, final: Tensor) -> Verif
     tokens = torch.where(positions < cut, padded, -1)
     tokens = torch.where(positions == cut, final.long().unsqueeze(-1), tokens)
     return Verification(num_accepted=num_accepted, tokens=tokens)
+
+
+def at_tokens(rows: Tensor, tokens: Tensor) -> Tensor:
+    """``rows [*b, V]`` at ``tokens [*b]`` (or ``[*b, k, V]`` at ``[*b, k]``), as float64."""
+    return rows.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1).to(torch.float64)
 
 
 def row_at(rows: Tensor, index: Tensor) -> Tensor:

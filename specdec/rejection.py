@@ -4,8 +4,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_probs_pair, check_shape, check_tokens
-from specdec._kernels import acceptance, residual
+from specdec._checks import check_drafted_mass, check_probs_pair, check_shape, check_tokens
+from specdec._kernels import acceptance, at_tokens, residual
 
 __all__ = ["acceptance_probs", "residual_probs"]
 
@@ -48,15 +48,7 @@ def acceptance_probs(
     target, draft = check_probs_pair(target_probs, draft_probs)
     tokens = check_tokens("draft_tokens", draft_tokens, target.shape[-1])
     check_shape("draft_tokens", tokens, tuple(target.shape[:-1]), "[*b]")
-    index = tokens.long().unsqueeze(-1)
-    draft_at = draft.gather(-1, index).squeeze(-1).to(torch.float64)
-    if bool((draft_at == 0).any()):
-        raise ValueError(
-            "draft_probs gives probability 0 to a token in draft_tokens: q must be the law the "
-            "draft actually sampled from (check that the same warping was applied to both)."
-        )
-    target_at = target.gather(-1, index).squeeze(-1).to(torch.float64)
-    return acceptance(target_at, draft_at)
+    return acceptance(at_tokens(target, tokens), check_drafted_mass(at_tokens(draft, tokens)))
 
 
 def residual_probs(

@@ -57,6 +57,7 @@ from specdec._checks.scalars import (
 from specdec._checks.tensors import (
     check_all_finite,
     check_dim,
+    check_drafted_mass,
     check_dtype,
     check_float,
     check_floating_dtype,
@@ -82,6 +83,7 @@ __all__ = [
     "check_counts_against_law",
     "check_dim",
     "check_draft_block",
+    "check_drafted_mass",
     "check_dtype",
     "check_emitted_block",
     "check_emitted_blocks",

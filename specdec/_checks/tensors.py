@@ -8,6 +8,7 @@ from torch import Tensor
 __all__ = [
     "check_all_finite",
     "check_dim",
+    "check_drafted_mass",
     "check_dtype",
     "check_float",
     "check_floating_dtype",
@@ -200,6 +201,16 @@ def check_uniforms(name: str, value: object) -> Tensor:
             "draw them with specdec.uniforms(generator, shape)."
         )
     return uniforms
+
+
+def check_drafted_mass(draft_at_draft: Tensor) -> Tensor:
+    """``q(x)`` at the drafted tokens, refusing a draft its own row gives probability 0."""
+    if bool((draft_at_draft == 0).any()):
+        raise ValueError(
+            "draft_probs gives probability 0 to a token in draft_tokens: q must be the law the "
+            "draft actually sampled from (check that the same warping was applied to both)."
+        )
+    return draft_at_draft
 
 
 def check_tokens(name: str, value: object, vocab: int) -> Tensor:

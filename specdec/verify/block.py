@@ -4,8 +4,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_draft_block
-from specdec._kernels import assemble, inverse_cdf, residual, row_at
+from specdec._checks import check_draft_block, check_drafted_mass
+from specdec._kernels import assemble, at_tokens, inverse_cdf, residual, row_at
 from specdec.types import Verification, greedy_when_one_hot
 
 __all__ = ["CHUNK_ELEMENTS", "block_thresholds", "block_weights", "last_success", "verify_block"]
@@ -150,14 +150,8 @@ def verify_block(
         draft_tokens, draft_probs, target_probs, uniforms
     )
     k = draft_ids.shape[-1]
-    index = draft_ids.long().unsqueeze(-1)  # [*b, k, 1]
-    draft_at = draft.gather(-1, index).squeeze(-1).to(torch.float64)  # q_i(x_i), [*b, k]
-    if bool((draft_at == 0).any()):
-        raise ValueError(
-            "draft_probs gives probability 0 to a token in draft_tokens: q must be the law the "
-            "draft actually sampled from (check that the same warping was applied to both)."
-        )
-    target_at = target[..., :k, :].gather(-1, index).squeeze(-1).to(torch.float64)  # p_i(x_i)
+    draft_at = check_drafted_mass(at_tokens(draft, draft_ids))  # q_i(x_i), [*b, k]
+    target_at = at_tokens(target[..., :k, :], draft_ids)  # p_i(x_i), [*b, k]
     noise = noise.to(torch.float64)
     # Step 1: the prefix weights w_0 .. w_k and the thresholds h_1 .. h_k.
     weights = block_weights(target_at, draft_at)  # [*b, k+1]

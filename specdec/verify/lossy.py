@@ -26,8 +26,21 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_draft_block, check_finite, check_unit_interval
-from specdec._kernels import acceptance, assemble, first_rejection, inverse_cdf, residual, row_at
+from specdec._checks import (
+    check_draft_block,
+    check_drafted_mass,
+    check_finite,
+    check_unit_interval,
+)
+from specdec._kernels import (
+    acceptance,
+    assemble,
+    at_tokens,
+    first_rejection,
+    inverse_cdf,
+    residual,
+    row_at,
+)
 from specdec.types import Verification
 
 __all__ = [
@@ -44,22 +57,6 @@ MEDUSA_EPSILON = 0.09
 
 MEDUSA_DELTA = 0.3
 """``δ``, the entropy-scaled threshold (Medusa's default ``posterior_alpha``)."""
-
-
-def _at(rows: Tensor, draft_ids: Tensor) -> Tensor:
-    """``rows [*b, k, V]`` at the drafted ids ``[*b, k]``, as float64 ``[*b, k]``."""
-    return rows.gather(-1, draft_ids.long().unsqueeze(-1)).squeeze(-1).to(torch.float64)
-
-
-def _draft_at(draft: Tensor, draft_ids: Tensor) -> Tensor:
-    """``q_i(x_i)``, refusing a draft the draft row gives probability 0 (as ``verify_tokens``)."""
-    draft_at = _at(draft, draft_ids)
-    if bool((draft_at == 0).any()):
-        raise ValueError(
-            "draft_probs gives probability 0 to a token in draft_tokens: q must be the law the "
-            "draft actually sampled from (check that the same warping was applied to both)."
-        )
-    return draft_at
 
 
 def _from_target(
@@ -139,7 +136,7 @@ def typical_acceptance_rule(
     logs = torch.log(torch.where(rows > 0, rows, 1.0))  # log p, 0 where p = 0 (0 log 0 = 0)
     entropy = -(rows * logs).sum(dim=-1)  # H(p_i), [*b, k]
     threshold = torch.clamp(scale * torch.exp(-entropy), max=hard)
-    return _from_target(draft_ids, target, _at(rows, draft_ids) > threshold, noise)
+    return _from_target(draft_ids, target, at_tokens(rows, draft_ids) > threshold, noise)
 
 
 def lenient_rule(
@@ -195,8 +192,8 @@ def lenient_rule(
         draft_tokens, draft_probs, target_probs, uniforms
     )
     k = draft_ids.shape[-1]
-    draft_at = _draft_at(draft, draft_ids)
-    target_at = _at(target[..., :k, :], draft_ids)
+    draft_at = check_drafted_mass(at_tokens(draft, draft_ids))
+    target_at = at_tokens(target[..., :k, :], draft_ids)
     accepted = noise[..., :k] < acceptance(target_at, factor * draft_at)
     num_accepted = first_rejection(accepted)
     target_row = row_at(target, num_accepted).to(torch.float64)
@@ -256,8 +253,8 @@ def ratio_threshold_rule(
         draft_tokens, draft_probs, target_probs, uniforms
     )
     k = draft_ids.shape[-1]
-    draft_at = _draft_at(draft, draft_ids)
-    accepted = _at(target[..., :k, :], draft_ids) >= cut * draft_at
+    draft_at = check_drafted_mass(at_tokens(draft, draft_ids))
+    accepted = at_tokens(target[..., :k, :], draft_ids) >= cut * draft_at
     num_accepted = first_rejection(accepted)
     target_row = row_at(target, num_accepted).to(torch.float64)
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)
@@ -314,4 +311,4 @@ def probability_threshold_rule(
         draft_tokens, draft_probs, target_probs, uniforms
     )
     k = draft_ids.shape[-1]
-    return _from_target(draft_ids, target, _at(target[..., :k, :], draft_ids) >= cut, noise)
+    return _from_target(draft_ids, target, at_tokens(target[..., :k, :], draft_ids) >= cut, noise)

@@ -4,8 +4,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_draft_block
-from specdec._kernels import acceptance, assemble, first_rejection, inverse_cdf, residual, row_at
+from specdec._checks import check_draft_block, check_drafted_mass
+from specdec._kernels import (
+    acceptance,
+    assemble,
+    at_tokens,
+    first_rejection,
+    inverse_cdf,
+    residual,
+    row_at,
+)
 from specdec.types import Verification, greedy_when_one_hot
 
 __all__ = ["verify_tokens"]
@@ -60,14 +68,8 @@ def verify_tokens(
         draft_tokens, draft_probs, target_probs, uniforms
     )
     k = draft_ids.shape[-1]
-    index = draft_ids.long().unsqueeze(-1)  # [*b, k, 1]
-    draft_at = draft.gather(-1, index).squeeze(-1).to(torch.float64)  # q_i(x_i), [*b, k]
-    if bool((draft_at == 0).any()):
-        raise ValueError(
-            "draft_probs gives probability 0 to a token in draft_tokens: q must be the law the "
-            "draft actually sampled from (check that the same warping was applied to both)."
-        )
-    target_at = target[..., :k, :].gather(-1, index).squeeze(-1).to(torch.float64)  # p_i(x_i)
+    draft_at = check_drafted_mass(at_tokens(draft, draft_ids))  # q_i(x_i), [*b, k]
+    target_at = at_tokens(target[..., :k, :], draft_ids)  # p_i(x_i), [*b, k]
     # Step 1: accept draft i iff u_i < min(1, p/q); stop at the first rejection j.
     accepted = noise[..., :k] < acceptance(target_at, draft_at)  # [*b, k]
     num_accepted = first_rejection(accepted)  # j, [*b]
