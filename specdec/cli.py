@@ -84,15 +84,14 @@ def _audit(args: argparse.Namespace) -> int:
     if not _plot_available(args):
         return usage_error
     try:
-        fn = load_function(args.function)
-    except Exception as error:  # usage error: report it, exit 2
-        print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
-        return usage_error
-
-    try:
         engine = _engine_options(args)
     except ValueError as error:  # usage error: nothing has run
         print(f"specdec audit: {error}", file=sys.stderr)
+        return usage_error
+    try:
+        fn = load_function(args.function)
+    except Exception as error:  # usage error: report it, exit 2
+        print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
         return usage_error
     bar = _audit_progress(args)
 
