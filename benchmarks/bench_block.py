@@ -19,6 +19,7 @@ Usage::
 """
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -81,6 +82,49 @@ def load_models(quick: bool, draft_name: str) -> tuple[CausalLM, CausalLM, torch
     return HFModel(model), HFModel(draft), prompt
 
 
+def expected_accepted(
+    draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """Per row, each rule's expected accepted drafts given the drafts ``x_1..x_k``.
+
+    With ``r_i = p(x_i | x_<i) / q(x_i | x_<i)``: token-level rejection accepts ``x_1..x_i``
+    with probability ``prod_{j<=i} min(1, r_j)``, block verification keeps ``tau >= i`` with
+    probability ``w_i = min(1, w_{i-1} r_i)`` (claim 15's lemma ``P(tau >= i, X^i = x^i) =
+    Q(x^i) w_i``), so ``sum_i`` of either is the exact conditional mean of the accepted count,
+    an unbiased estimate of the rule's mean from the same drafts.
+    """
+    at = draft_tokens.long().unsqueeze(-1)
+    ratio = target_probs[..., :-1, :].gather(-1, at).squeeze(-1) / draft_probs.gather(
+        -1, at
+    ).squeeze(-1)  # [b, k]
+    token_level = torch.cumprod(ratio.clamp(max=1.0), dim=-1).sum(dim=-1)
+    weight = torch.ones_like(ratio[..., 0])
+    block = torch.zeros_like(weight)
+    for i in range(ratio.shape[-1]):
+        weight = torch.minimum(torch.ones_like(weight), weight * ratio[..., i])
+        block = block + weight
+    return {"tokens": token_level, "block": block}
+
+
+def recording(rule: VerifyRule, k: int, sink: dict[str, list[float]]) -> VerifyRule:
+    """``rule``, and for every call verifying ``k`` drafts both rules' expected accepted counts
+    (``expected_accepted``) appended to ``sink``; the verdict is ``rule``'s, untouched."""
+
+    @functools.wraps(rule)
+    def wrapped(
+        draft_tokens: torch.Tensor,
+        draft_probs: torch.Tensor,
+        target_probs: torch.Tensor,
+        uniforms: torch.Tensor,
+    ) -> specdec.Verification:
+        if draft_tokens.shape[-1] == k:
+            for name, values in expected_accepted(draft_tokens, draft_probs, target_probs).items():
+                sink.setdefault(name, []).extend(values.tolist())
+        return rule(draft_tokens, draft_probs, target_probs, uniforms)
+
+    return wrapped
+
+
 def tokens_per_pass(generation: specdec.Generation, k: int) -> list[float]:
     """Per row: the mean tokens emitted per step that verified all ``k`` drafts."""
     accepted, verified = generation.accepted, generation.verified  # [steps, rows]
@@ -99,9 +143,18 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def run(
-    target: CausalLM, draft: CausalLM, prompt: torch.Tensor, k: int, rule: VerifyRule, args: Any
+    target: CausalLM,
+    draft: CausalLM,
+    prompt: torch.Tensor,
+    k: int,
+    rule: VerifyRule,
+    args: Any,
+    sink: dict[str, list[float]] | None = None,
 ) -> tuple[list[float], float]:
-    """One generation: the rows' tokens per full step and the wall seconds."""
+    """One generation: the rows' tokens per full step and the wall seconds; with ``sink``, the
+    expected accepted counts of both rules on every full step's drafts (``recording``)."""
+    if sink is not None:
+        rule = recording(rule, k, sink)
     generators = [torch.Generator().manual_seed(SEED + row) for row in range(args.rows)]
     start = time.perf_counter()
     out = specdec.generate_speculative(
@@ -139,21 +192,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"bench_block: draft {results['draft']}, {args.rows} rows x {args.new_tokens} new tokens, "
         f"T = 1; acceptance at k = 1: {alpha:.3f}; load {results['load_average_before']}"
     )
-    print(f"{'k':>2} {'token-level':>16} {'predicted':>9} {'block':>16} {'gain':>6} {'s':>6}")
+    print(
+        f"{'k':>2} {'token-level':>16} {'predicted':>9} {'E|drafts':>7} {'block':>16} "
+        f"{'E|drafts':>7} {'gain':>6} {'E gain':>6} {'s':>6}"
+    )
     for k in ks:
         measured = {}
         seconds = 0.0
+        expected: dict[str, dict[str, list[float]]] = {}
         for name, rule in RULES.items():
-            rows, spent = run(target, draft, prompt, k, rule, args)
+            expected[name] = {}
+            rows, spent = run(target, draft, prompt, k, rule, args, expected[name])
             measured[name] = summary(rows) | {"rows": rows}
             seconds += spent
+        # each rule's exact conditional mean given the drafts, pooled over both runs' full steps
+        pooled = {
+            name: [1 + v for run_ in expected.values() for v in run_.get(name, [])]
+            for name in RULES
+        }
+        for name in RULES:
+            measured[name]["expected_given_drafts"] = summary(pooled[name]) | {
+                "steps": len(pooled[name])
+            }
         predicted = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
         gain = measured["block"]["mean"] / measured["tokens"]["mean"]
-        results["cases"].append({"k": k, **measured, "predicted_tokens": predicted, "gain": gain})
+        e_tokens = measured["tokens"]["expected_given_drafts"]["mean"]
+        e_block = measured["block"]["expected_given_drafts"]["mean"]
+        results["cases"].append(
+            {
+                "k": k,
+                **measured,
+                "predicted_tokens": predicted,
+                "gain": gain,
+                "expected_gain": e_block / e_tokens,
+            }
+        )
         print(
             f"{k:>2} {measured['tokens']['mean']:>8.3f} ± {measured['tokens']['half_width']:.3f}"
-            f" {predicted:>9.3f} {measured['block']['mean']:>8.3f} ± "
-            f"{measured['block']['half_width']:.3f} {gain:>6.3f} {seconds:>6.1f}"
+            f" {predicted:>9.3f} {e_tokens:>8.3f} {measured['block']['mean']:>8.3f} ± "
+            f"{measured['block']['half_width']:.3f} {e_block:>8.3f} {gain:>6.3f} "
+            f"{e_block / e_tokens:>6.3f} {seconds:>6.1f}"
         )
     results["load_average_after"] = load_average()
     write_json(args.out, results)
