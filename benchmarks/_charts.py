@@ -4,6 +4,9 @@
   cost of verifying relative to copying the inputs in (b) against its goal.
 * ``chart_audit``: ``bench_audit``'s seconds per zoo entry, coloured by verdict, with the
   entries whose verdict was not the expected one marked.
+* ``chart_block``: ``bench_block``'s tokens per target pass against ``k`` for token-level
+  rejection and block verification: counted (95% bars), each rule's exact mean given the drafts,
+  and token-level's i.i.d. prediction; and block / token-level of both.
 * ``write_chart``: draw one, or say why not (matplotlib missing) without failing the run.
 
 Drawn with ``specdec.plots.new_figure`` (matplotlib, ``pip install 'specdec[plot]'``).
@@ -16,7 +19,7 @@ from typing import Any
 
 from specdec.plots import LOSSLESS_COLOUR, LOSSY_COLOUR, PlotUnavailableError, new_figure, save_png
 
-__all__ = ["chart_audit", "chart_verify", "write_chart"]
+__all__ = ["chart_audit", "chart_block", "chart_verify", "write_chart"]
 
 
 def chart_verify(results: dict[str, Any], path: Path) -> Path:
@@ -75,6 +78,64 @@ def chart_audit(results: dict[str, Any], path: Path) -> Path:
         f"{wrong} verdicts not as expected\n(red: verdict lossy, green: lossless; "
         f"load {results['load_average']})",
         fontsize=9,
+    )
+    return save_png(figure, path)
+
+
+def chart_block(results: dict[str, Any], path: Path) -> Path:
+    """Tokens per target pass against ``k`` (left) and block / token-level (right)."""
+    figure = new_figure(10.0, 4.0)
+    counts, gains = figure.subplots(1, 2)
+    cases = results["cases"]
+    ks = [c["k"] for c in cases]
+    styles = {
+        "tokens": ("tab:blue", "token-level (verify_tokens)"),
+        "block": ("tab:orange", "block (verify_block)"),
+    }
+    for offset, (name, (colour, label)) in zip((-0.08, 0.08), styles.items(), strict=True):
+        counts.errorbar(
+            [k + offset for k in ks],
+            [c[name]["mean"] for c in cases],
+            yerr=[c[name]["half_width"] for c in cases],
+            fmt="o",
+            color=colour,
+            capsize=3,
+            label=f"{label}: counted",
+        )
+        given = [c[name]["expected_given_drafts"] for c in cases]
+        counts.errorbar(
+            ks,
+            [g["mean"] for g in given],
+            yerr=[g["half_width"] for g in given],
+            fmt="-",
+            color=colour,
+            alpha=0.8,
+            label=f"{label}: exact mean given the drafts",
+        )
+    counts.plot(
+        ks,
+        [c["predicted_tokens"] for c in cases],
+        "k--",
+        label=f"i.i.d. prediction, a = {results['alpha_at_k1']:.3f} (k = 1)",
+    )
+    counts.set(xlabel="k (drafts per step)", ylabel="tokens per target pass (full steps)")
+    counts.legend(fontsize=7)
+    gains.plot(ks, [c["gain"] for c in cases], "o", color="tab:grey", label="counted")
+    gains.plot(
+        ks,
+        [c["expected_gain"] for c in cases],
+        "-o",
+        color="tab:orange",
+        label="exact means given the drafts",
+    )
+    gains.axhline(1.0, color="black", lw=0.8)
+    gains.set(xlabel="k (drafts per step)", ylabel="block / token-level tokens per pass")
+    gains.legend(fontsize=7)
+    quick = " (--quick: tiny random Llama)" if results["quick"] else ""
+    figure.suptitle(
+        f"bench_block{quick}: draft {results['draft']}, {results['rows']} rows x "
+        f"{results['new_tokens']} tokens, T = 1; load {results['load_average_before']}",
+        fontsize=10,
     )
     return save_png(figure, path)
 

@@ -20,6 +20,7 @@ Usage::
 
 import argparse
 import functools
+import json
 import math
 import statistics
 import sys
@@ -32,10 +33,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
+from benchmarks._charts import chart_block, write_chart
 from benchmarks._measure import chat_prompts, environment, load_average, write_json
 from specdec.models import HFModel
 from specdec.models.base import CausalLM
-from specdec.models.drafts import int8_dynamic_copy, truncated_copy
+from specdec.models.drafts import (
+    bfloat16_copy,
+    int8_dynamic_copy,
+    int8_weight_copy,
+    truncated_copy,
+)
 from specdec.types import VerifyRule
 
 SEED = 0
@@ -44,17 +51,29 @@ DEFAULT_KS = (2, 3, 4, 5, 6, 7, 8)
 DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bench_block.json"
 RULES: dict[str, VerifyRule] = {"tokens": specdec.verify_tokens, "block": specdec.verify_block}
 Z_95 = 1.959963984540054
+DRAFTS: dict[str, Any] = {  # drafts made from the target (specdec.models.drafts)
+    "int8": int8_dynamic_copy,
+    "int8w": int8_weight_copy,
+    "bf16": bfloat16_copy,
+    "first12": lambda model: truncated_copy(model, 12),
+}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a tiny random Llama, small sizes")
-    parser.add_argument("--draft", choices=("int8", "first12"), default="int8")
+    parser.add_argument("--draft", choices=tuple(DRAFTS), default="int8")
     parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="comma-separated")
     parser.add_argument("--rows", type=int, default=8, help="batch rows (one prompt each)")
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--png", type=Path, help="where to write the chart (default: the JSON's path, .png)"
+    )
+    parser.add_argument(
+        "--redraw", type=Path, metavar="JSON", help="only draw the chart of an earlier run's JSON"
+    )
     return parser.parse_args(argv)
 
 
@@ -77,7 +96,7 @@ def load_models(quick: bool, draft_name: str) -> tuple[CausalLM, CausalLM, torch
         draft = truncated_copy(model, 1)
         return HFModel(model), HFModel(draft), torch.tensor([[1, 5, 9, 2, 7, 3]])
     model, tokenizer = specdec.models.load_smollm2()
-    draft = int8_dynamic_copy(model) if draft_name == "int8" else truncated_copy(model, 12)
+    draft = DRAFTS[draft_name](model)
     prompt = chat_prompts(tokenizer, [QUESTION])[0]  # [1, L]
     return HFModel(model), HFModel(draft), prompt
 
@@ -173,6 +192,14 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     """Sweep ``k`` for both rules, print the table and write the JSON."""
     args = parse_args(argv)
+    if args.redraw is not None:
+        png = write_chart(
+            chart_block,
+            json.loads(args.redraw.read_text()),
+            args.png or args.redraw.with_suffix(".png"),
+        )
+        print(f"wrote {png}" if png else "no chart written")
+        return 0
     if args.quick:
         args.rows, args.new_tokens, args.ks = 2, 8, "2,3"
     ks = [int(k) for k in args.ks.split(",")]
@@ -235,7 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     results["load_average_after"] = load_average()
     write_json(args.out, results)
-    print(f"load {results['load_average_after']} after; wrote {args.out}")
+    png = write_chart(chart_block, results, args.png or args.out.with_suffix(".png"))
+    print(
+        f"load {results['load_average_after']} after; wrote {args.out}"
+        + (f" and {png}" if png else "")
+    )
     return 0
 
 
