@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'E|drafts':>7} {'gain':>6} {'E gain':>6} {'s':>6}"
     )
     for k in ks:
-        measured = {}
+        measured: dict[str, dict[str, Any]] = {}
         seconds = 0.0
         expected: dict[str, dict[str, list[float]]] = {}
         for name, rule in RULES.items():
