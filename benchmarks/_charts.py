@@ -7,6 +7,8 @@
 * ``chart_block``: ``bench_block``'s tokens per target pass against ``k`` for token-level
   rejection and block verification: counted (95% bars), each rule's exact mean given the drafts,
   and token-level's i.i.d. prediction; and block / token-level of both.
+* ``chart_paths``: ``bench_multi_paths``'s tokens per target pass against the number of draft
+  paths ``K`` (95% bars) with the i.i.d. guides computed from the models' rows.
 * ``write_chart``: draw one, or say why not (matplotlib missing) without failing the run.
 
 Drawn with ``specdec.plots.new_figure`` (matplotlib, ``pip install 'specdec[plot]'``).
@@ -19,7 +21,7 @@ from typing import Any
 
 from specdec.plots import LOSSLESS_COLOUR, LOSSY_COLOUR, PlotUnavailableError, new_figure, save_png
 
-__all__ = ["chart_audit", "chart_block", "chart_verify", "write_chart"]
+__all__ = ["chart_audit", "chart_block", "chart_paths", "chart_verify", "write_chart"]
 
 
 def chart_verify(results: dict[str, Any], path: Path) -> Path:
@@ -136,6 +138,38 @@ def chart_block(results: dict[str, Any], path: Path) -> Path:
         f"bench_block{quick}: draft {results['draft']}, {results['rows']} rows x "
         f"{results['new_tokens']} tokens, T = 1; load {results['load_average_before']}",
         fontsize=10,
+    )
+    return save_png(figure, path)
+
+
+def chart_paths(results: dict[str, Any], path: Path) -> Path:
+    """Tokens per target pass against ``K``, counted (95% bars) and the i.i.d. guides."""
+    figure = new_figure(6.5, 4.2)
+    axes = figure.subplots()
+    rows = results["results"]
+    ks = [r["paths"] for r in rows]
+    means = [r["tokens_per_pass"] for r in rows]
+    errors = [
+        [m - r["interval"][0] for m, r in zip(means, rows, strict=True)],
+        [r["interval"][1] - m for m, r in zip(means, rows, strict=True)],
+    ]
+    axes.errorbar(ks, means, yerr=errors, fmt="o", color="tab:blue", capsize=3, label="counted")
+    if all("guide_low" in r for r in rows):
+        axes.plot(
+            ks, [r["guide_low"] for r in rows], "k--", label="guide: K candidates at depth 1 only"
+        )
+        axes.plot(
+            ks, [r["guide_high"] for r in rows], "k:", label="guide: K candidates at every depth"
+        )
+    axes.set_xticks(ks)
+    axes.set(xlabel="K (i.i.d. draft paths)", ylabel="tokens per target pass")
+    axes.legend(fontsize=7)
+    quick = " (--quick)" if results.get("quick") else ""
+    length = rows[0]["length"]
+    axes.set_title(
+        f"bench_multi_paths{quick}: {results['model']}, L = {length}, "
+        f"{rows[0]['steps']} steps per K; load {results['load_average']}",
+        fontsize=9,
     )
     return save_png(figure, path)
 
