@@ -153,7 +153,9 @@ def speculative_step_paths(
     )
     batch, length = state.target_pending.shape[0], drafting.shape[-1]
     # 1. K copies of every row (row r*K + j is path j of row r); a view when K = 1.
-    copies: Tensor | slice = slice(None) if paths == 1 else torch.arange(batch).repeat_interleave(paths)
+    copies: Tensor | slice = (
+        slice(None) if paths == 1 else torch.arange(batch).repeat_interleave(paths)
+    )
     wide = _rows(state, copies)
     wide_lengths = lengths.repeat_interleave(paths)
     # 2. Draft every path independently, keeping the rows sampled from (``_draft``).
@@ -232,7 +234,7 @@ def _verify(
     drafts emits ``sample(p_0, u_0)``, the target-only token."""
     batch, paths, made = tokens.shape
     if made > 0 and bool((lengths == made).all()):
-        return rule(tokens, draft_rows, target_rows, uniforms)
+        return rule(tokens, draft_rows, target_rows, uniforms[:, : paths * made + 1])
     emitted = torch.full((batch, made + 1), -1, dtype=torch.int64)
     accepted = torch.zeros(batch, dtype=torch.int64)
     for length in torch.unique(lengths).tolist():
