@@ -71,7 +71,7 @@ class Case:
 TOY = Case("toy-k3", "toy", 3, 2, {"temperature": 0.9})
 CASES = [
     Case("llama-temperature", "llama", 3, 2, {"temperature": 0.9}),
-    Case("gpt2-top-p-draft-temp", "gpt2", 4, 1, {"top_p": 0.9}, {"draft_temperature": 1.3}),
+    Case("gpt2-top-p-draft-temp", "gpt2", 3, 1, {"top_p": 0.9}, {"draft_temperature": 1.3}),
     Case("qwen2-min-p", "qwen2", 2, 3, {"min_p": 0.1}),
     Case("gemma2-top-k", "gemma2", 2, 2, {"top_k": 4}),
 ]
