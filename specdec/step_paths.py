@@ -255,7 +255,7 @@ def _verify(
 
 def _alive_path(tokens: Tensor, verdict: Verification) -> Tensor:
     """``[b]`` the first path whose first ``num_accepted`` tokens are the accepted ones."""
-    batch, _, made = tokens.shape
+    made = tokens.shape[-1]
     prefix = verdict.tokens[:, :made]  # the accepted tokens, then the final token or -1
     beyond = torch.arange(made)[None, :] >= verdict.num_accepted[:, None]  # [b, d]
     alive = ((tokens == prefix[:, None, :]) | beyond[:, None, :]).all(dim=-1)  # [b, K]

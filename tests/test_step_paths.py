@@ -144,7 +144,11 @@ def _assert_same_state(a: StepState, b: StepState) -> None:
         if one.cache is None or two.cache is None:
             assert one.cache is None and two.cache is None
             continue
-        pairs = zip(specdec.cache.layer_tensors(one.cache), specdec.cache.layer_tensors(two.cache))
+        pairs = zip(
+            specdec.cache.layer_tensors(one.cache),
+            specdec.cache.layer_tensors(two.cache),
+            strict=True,
+        )
         for (k1, v1), (k2, v2) in pairs:
             assert torch.equal(k1, k2) and torch.equal(v1, v2)
 
