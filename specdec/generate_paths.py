@@ -9,6 +9,7 @@ uniforms per row, whatever is used, so a row's randomness never depends on the o
 Budget: when a row needs fewer than ``L + 1`` more tokens, its paths are ``remaining - 1``
 tokens long (``speculative_step_paths``' ``lengths``: the law of a step with that ``L``), down to
 no draft at all for the last token (one target pass, the draft not called when no row drafts).
+There is no ``stopping`` rule: every path drafts ``k`` tokens until the budget's end.
 """
 
 import time
