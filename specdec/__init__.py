@@ -1,9 +1,11 @@
 """specdec: the reference implementation and correctness oracle for speculative decoding."""
 
 from specdec.generate import Generation, generate_autoregressive, generate_speculative
+from specdec.generate_paths import generate_speculative_paths
 from specdec.noise import uniforms
 from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
+from specdec.step_paths import PathsOutcome, speculative_step_paths
 from specdec.types import Verification, VerifyRule
 from specdec.verify import (
     verify_block,
@@ -24,6 +26,7 @@ from specdec.warp import SamplingOptions, warp_probs
 __all__ = [
     "Generation",
     "MultiDraftVerification",
+    "PathsOutcome",
     "SamplingOptions",
     "TokenTree",
     "TreeVerification",
@@ -32,8 +35,10 @@ __all__ = [
     "acceptance_probs",
     "generate_autoregressive",
     "generate_speculative",
+    "generate_speculative_paths",
     "residual_probs",
     "sample",
+    "speculative_step_paths",
     "uniforms",
     "verify_block",
     "verify_exact_match",
