@@ -122,6 +122,11 @@ def int8_dynamic_copy(model: PreTrainedModel, *, share_weights: bool = False) ->
     the input embeddings keep working. The deprecation warnings ``torch.ao.quantization``
     raises in recent torch releases are silenced inside this call only.
 
+    The activations of a call are quantised with one scale for the whole input tensor, so a
+    row's draft law depends on the other rows of its batch (and on batch size: the
+    acceptance of a batched run is not that of its rows run alone). Verification stays
+    lossless (the rule reads the very rows the tokens were sampled from); only speed moves.
+
     Args:
         model: a float32 transformers causal LM. Left unchanged.
         share_weights: reuse the target's input-embedding and head tensors (the only large
