@@ -262,6 +262,15 @@ def sample_position_counts(
 
     Raises:
         InvalidOutputError: the rule's ``token`` is not ``[n]`` integer ids in ``[0, V)``.
+
+    Example:
+        >>> from specdec.testing.audit.multi_battery import position_scenarios
+        >>> from specdec.verify import verify_multi_iid
+        >>> data, noise = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
+        >>> scenario = position_scenarios()[0]
+        >>> counts = sample_position_counts(verify_multi_iid, scenario, "iid", 1000, data, noise)
+        >>> int(counts.sum()), int(counts[3])  # token 3 has target probability 0
+        (1000, 0)
     """
     vocab, k = len(scenario.target_row), scenario.k
     counts = torch.zeros(vocab, dtype=torch.int64)
@@ -296,6 +305,14 @@ def sample_tree_counts(
 
     Raises:
         InvalidOutputError: the rule's ``tokens`` are not ``[n, depth+1]`` emitted blocks.
+
+    Example:
+        >>> from specdec.testing.audit.multi_battery import tree_scenarios
+        >>> from specdec.verify import verify_tree
+        >>> data, noise = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
+        >>> counts = sample_tree_counts(verify_tree, tree_scenarios()[0], "iid", 500, data, noise)
+        >>> tuple(counts.shape), int(counts.sum())  # 3^3 completed sequences
+        ((27,), 500)
     """
     pair = make_toy_pair(scenario.vocab, seed=scenario.seed, closeness=scenario.closeness)
     tree = TokenTree(parents=scenario.parents, draw=draw)
