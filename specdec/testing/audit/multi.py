@@ -47,6 +47,7 @@ from specdec.testing.audit.multi_battery import (
 )
 from specdec.testing.audit.multi_sampled import MultiSampledReport, sampled_audit
 from specdec.testing.audit.report import VERDICT_EXIT
+from specdec.testing.audit.run import threads
 from specdec.verify.tree import TokenTree
 
 __all__ = [
@@ -207,6 +208,7 @@ def _check(
     exact: bool,
     scenarios: Sequence[object] | None,
     options: dict[str, Any],
+    num_threads: int | None,
 ) -> None:
     """The caller's options, before the rule is ever called."""
     if not callable(rule):
@@ -219,7 +221,7 @@ def _check(
         given = [k for k in ("samples", "detect_tv", "min_power_tv") if options[k] is not None]
         if given:
             raise ValueError(f"exact=True takes none of {', '.join(given)} (no sampling).")
-    check_audit_options(**options, num_threads=None)
+    check_audit_options(**options, num_threads=num_threads)
 
 
 @overload
@@ -236,6 +238,7 @@ def audit_multi_draft(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiAuditReport: ...
 
 
@@ -253,6 +256,7 @@ def audit_multi_draft(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiSampledReport: ...
 
 
@@ -270,6 +274,7 @@ def audit_multi_draft(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiAuditReport | MultiSampledReport: ...
 
 
@@ -286,6 +291,7 @@ def audit_multi_draft(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiAuditReport | MultiSampledReport:
     r"""Audit a multi-draft rule on candidates drawn as ``draw`` says: does it emit ``p``?
 
@@ -311,6 +317,9 @@ def audit_multi_draft(
             ``detect_tv`` when larger).
         seed: the exploration seed (exact) or of everything drawn (statistical).
         progress: called with one line per finished scenario.
+        num_threads: torch intra-op threads while the audit runs (default 1, as the main
+            audit's: the tensors are small and on a shared machine torch's thread pool costs
+            more than it saves; ``None`` keeps torch's setting).
 
     Returns:
         A ``MultiAuditReport`` (exact) or ``MultiSampledReport`` (statistical). Exceptions
@@ -331,12 +340,23 @@ def audit_multi_draft(
         'lossy'
     """
     options = _options(samples, false_fail_rate, false_pass_rate, detect_tv, min_power_tv, seed)
-    _check(rule, draw, exact, scenarios, options)
+    _check(rule, draw, exact, scenarios, options, num_threads)
     battery = list(position_scenarios() if scenarios is None else scenarios)
-    if not exact:
-        return sampled_audit(
-            rule, "position", draw, battery, name=_name(rule), progress=progress, **options
-        )
+    with threads(num_threads):
+        if not exact:
+            return sampled_audit(
+                rule, "position", draw, battery, name=_name(rule), progress=progress, **options
+            )
+        return _exact_positions(rule, draw, battery, seed, progress)
+
+
+def _exact_positions(
+    rule: Callable[..., Any],
+    draw: Draw,
+    battery: Sequence[PositionScenario],
+    seed: int,
+    progress: Progress | None,
+) -> MultiAuditReport:
     start = time.perf_counter()
     results = []
     for index, scenario in enumerate(battery):
@@ -365,6 +385,7 @@ def audit_tree(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiAuditReport: ...
 
 
@@ -382,6 +403,7 @@ def audit_tree(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiSampledReport: ...
 
 
@@ -399,6 +421,7 @@ def audit_tree(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiAuditReport | MultiSampledReport: ...
 
 
@@ -415,6 +438,7 @@ def audit_tree(
     min_power_tv: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    num_threads: int | None = 1,
 ) -> MultiAuditReport | MultiSampledReport:
     r"""Audit a tree rule (``verify_tree``'s arguments) on trees drawn as ``draw`` says.
 
@@ -438,12 +462,23 @@ def audit_tree(
         'LOSSLESS (exact, on 1 tree scenario(s), candidates drawn point_mass)'
     """
     options = _options(samples, false_fail_rate, false_pass_rate, detect_tv, min_power_tv, seed)
-    _check(rule, draw, exact, scenarios, options)
+    _check(rule, draw, exact, scenarios, options, num_threads)
     battery = list(tree_scenarios() if scenarios is None else scenarios)
-    if not exact:
-        return sampled_audit(
-            rule, "tree", draw, battery, name=_name(rule), progress=progress, **options
-        )
+    with threads(num_threads):
+        if not exact:
+            return sampled_audit(
+                rule, "tree", draw, battery, name=_name(rule), progress=progress, **options
+            )
+        return _exact_trees(rule, draw, battery, seed, progress)
+
+
+def _exact_trees(
+    rule: Callable[..., Any],
+    draw: Draw,
+    battery: Sequence[TreeScenario],
+    seed: int,
+    progress: Progress | None,
+) -> MultiAuditReport:
     start = time.perf_counter()
     results = []
     for index, scenario in enumerate(battery):
