@@ -373,11 +373,18 @@ class _ListScenarios(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         from specdec.testing.audit.battery import scenario_catalogue
+        from specdec.testing.audit.multi_battery import position_scenarios, tree_scenarios
 
         for level in ("verifier", "step"):
             print(f"{level} scenarios (* in the default battery):")
             for name, (scenario, default) in scenario_catalogue(level).items():
                 print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
+        print("--multi-draft scenarios (all in the default battery):")
+        for position in position_scenarios():
+            print(f"  * {position.name:<24} V = {len(position.target_row)}, k = {position.k}")
+        print("--tree scenarios (all in the default battery):")
+        for tree in tree_scenarios():
+            print(f"  * {tree.name:<24} V = {tree.vocab}, parents {tree.parents}")
         parser.exit()
 
 

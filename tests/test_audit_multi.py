@@ -40,12 +40,21 @@ ZOO_MODULE = "specdec.testing.zoo._multi_draft"
 
 ENGINE = """
 import torch
-from specdec.verify.multi import MultiDraftVerification
+from specdec.testing.zoo import MULTI_ZOO
+from specdec.verify.multi import MultiDraftVerification, verify_multi_iid
 
 MARKER.write_text("imported")
 
 def crash(*inputs):
     raise RuntimeError("boom")
+
+def hidden_control(draft_tokens, draft_probs, target_probs, uniforms):
+    noise = torch.rand(uniforms.shape, dtype=torch.float64)
+    return verify_multi_iid(draft_tokens, draft_probs, target_probs, noise)
+
+def hidden_bug(draft_tokens, draft_probs, target_probs, uniforms):
+    noise = torch.rand(uniforms.shape, dtype=torch.float64)
+    return MULTI_ZOO["residual_not_updated"].rule(draft_tokens, draft_probs, target_probs, noise)
 
 def out_of_range(draft_tokens, draft_probs, target_probs, uniforms):
     n = draft_tokens.shape[0]
@@ -153,6 +162,26 @@ def test_a_forbidden_outcome_is_a_certain_rejection_and_the_report_says_so() -> 
     assert "largest deviations" in report.format()
 
 
+def test_hidden_randomness_cannot_be_decided_exactly_and_is_judged_by_sampling(
+    engine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rules drawing their uniforms from torch's global RNG: the exact engine sees it and
+    cannot decide (exit 3); the statistical audit judges the law: the control
+    (``verify_multi_iid``) LOSSLESS, the bug (``residual_not_updated``, exact TV >= 0.083)
+    LOSSY, at ``--detect-tv 0.05`` (false-fail 1e-6, false-pass 1e-3 at TV 0.05; the global
+    RNG seeded here)."""
+    for name in ("hidden_control", "hidden_bug"):
+        code, exact = _json([f"{engine}:{name}", "--multi-draft", "iid", "--exact"], capsys)
+        assert code == ExitCode.INCONCLUSIVE and exact["verdict"] == "cannot decide"
+        assert "global random state" in str(exact["results"])
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        for name, expected in (("hidden_control", "lossless"), ("hidden_bug", "lossy")):
+            argv = [f"{engine}:{name}", "--multi-draft", "iid", "--detect-tv", "0.05"]
+            code, sampled = _json(argv, capsys)
+            assert sampled["verdict"] == expected and code == sampled["exit_code"], sampled
+
+
 def test_a_rule_that_raises_is_a_crash_in_both_modes(
     engine: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -214,8 +243,11 @@ def test_the_api_checks_its_options_before_calling_the_rule() -> None:
     assert not calls
 
 
-def test_help_lists_both_signatures(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_lists_both_signatures_and_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     for phrase in ["--multi-draft DRAW", "--tree DRAW", ".token[N]", ".tokens[N,depth+1]"]:
         assert phrase in text, phrase
+    assert main(["audit", "--list-scenarios"]) == 0
+    listed = capsys.readouterr().out
+    assert all(s.name in listed for s in [*position_scenarios(), *tree_scenarios()])
