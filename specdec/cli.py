@@ -63,7 +63,19 @@ def load_function(spec: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
+SEARCHED_PAIRS = 16
+"""Searched toy pairs of ``specdec audit --exact`` without ``--search``."""
+DRAWS = ("iid", "without_replacement", "point_mass")
+"""The candidate draws of ``--multi-draft`` and ``--tree`` (``specdec.multi_law.Draw``)."""
+
+
+def _searched(args: argparse.Namespace) -> int:
+    return SEARCHED_PAIRS if args.search is None else int(args.search)
+
+
 def _audit(args: argparse.Namespace) -> int:
+    if args.multi_draft is not None or args.tree is not None:
+        return _audit_multi(args)
     # Imported on use: ``specdec demo`` never loads the audit.
     from specdec.testing.audit import (
         AuditReport,
@@ -102,7 +114,7 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         if args.exact:
             battery = engine.get("scenarios") or verifier_scenarios()
-            scenarios = [*battery, *search_scenarios(args.search, seed=args.seed)]
+            scenarios = [*battery, *search_scenarios(_searched(args), seed=args.seed)]
             report = audit_exact(fn, scenarios=scenarios, seed=args.seed, progress=progress)
         else:
             audit: Callable[..., AuditReport] = audit_step if args.step else audit_verifier
@@ -136,6 +148,107 @@ def _audit(args: argparse.Namespace) -> int:
         suboptimal = args.fail_on_suboptimal and report.verdict == "lossless, suboptimal"
         return int(ExitCode.SUBOPTIMAL) if suboptimal else report.exit_code
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
+
+
+def _multi_usage(args: argparse.Namespace) -> str:
+    """Why the options do not fit a ``--multi-draft`` / ``--tree`` audit; ``""`` if they do."""
+    option = "--multi-draft" if args.multi_draft is not None else "--tree"
+    given = [
+        name
+        for name, value in (
+            ("--step", args.step or None),
+            ("--batched", args.batched or None),
+            ("--search", args.search),
+            ("--allow-nondeterministic", args.allow_nondeterministic or None),
+            ("--blocks-span-steps", args.blocks_span_steps or None),
+            ("--fail-on-suboptimal", args.fail_on_suboptimal or None),
+            ("--plot", args.plot),
+            ("--reserved-ids", args.reserved_ids),
+            ("--dtype", args.dtype),
+            ("--device", args.device),
+            ("--ragged", args.ragged),
+            ("--target-warp", args.target_warp),
+            ("--target-sampler", args.target_sampler),
+            ("--model-interface", args.model_interface),
+        )
+        if value is not None
+    ]
+    if given:
+        return f"{option} takes none of {', '.join(given)}."
+    sampling = [
+        name
+        for name, value in (
+            ("--samples", args.samples),
+            ("--detect-tv", args.detect_tv),
+            ("--min-power-tv", args.min_power_tv),
+        )
+        if value is not None
+    ]
+    if args.exact and sampling:
+        return f"--exact {option} takes none of {', '.join(sampling)} (no sampling)."
+    return ""
+
+
+def _audit_multi(args: argparse.Namespace) -> int:
+    """``specdec audit MODULE:FUNCTION --multi-draft DRAW`` or ``--tree DRAW``: the multi-draft
+    or tree audit (exact with ``--exact``, else statistical); usage errors before the import."""
+    from specdec.progressbar import start_progress
+    from specdec.testing.audit import ExitCode, InvalidOutputError, audit_multi_draft, audit_tree
+    from specdec.testing.audit.multi_battery import (
+        position_scenarios,
+        select_multi_scenarios,
+        tree_scenarios,
+    )
+
+    position = args.multi_draft is not None
+    draw = args.multi_draft if position else args.tree
+    problem = _multi_usage(args)
+    scenarios: list[Any] | None = None
+    if not problem and args.scenarios is not None:
+        names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+        try:
+            scenarios = select_multi_scenarios(names, "position" if position else "tree")
+        except ValueError as error:
+            problem = str(error)
+    if problem:
+        print(f"specdec audit: {problem}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    try:
+        fn = load_function(args.function)
+    except Exception as error:  # usage error: report it, exit 2
+        print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    battery = scenarios or (position_scenarios() if position else tree_scenarios())
+    bar = start_progress(
+        len(battery), "audit", enabled=not (args.quiet or args.json), unit="scenario"
+    )
+    audit: Callable[..., Any] = audit_multi_draft if position else audit_tree
+    options: dict[str, Any] = {"seed": args.seed, "progress": bar.advance}
+    if not args.exact:
+        options.update(
+            exact=False,
+            samples=args.samples,
+            false_fail_rate=args.false_fail_rate,
+            false_pass_rate=args.false_pass_rate,
+            detect_tv=args.detect_tv,
+            min_power_tv=args.min_power_tv,
+        )
+    try:
+        report = audit(fn, draw, battery, **options)
+    except InvalidOutputError as error:
+        bar.close()
+        print(
+            f"specdec audit: {args.function} returned an invalid result: {error}", file=sys.stderr
+        )
+        return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
+    except Exception as error:
+        bar.close()
+        print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
+        traceback.print_exc()
+        return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
+    bar.close()
+    print(report.to_json() if args.json else report.format())
+    return int(report.exit_code)
 
 
 def _failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:
@@ -260,11 +373,18 @@ class _ListScenarios(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         from specdec.testing.audit.battery import scenario_catalogue
+        from specdec.testing.audit.multi_battery import position_scenarios, tree_scenarios
 
         for level in ("verifier", "step"):
             print(f"{level} scenarios (* in the default battery):")
             for name, (scenario, default) in scenario_catalogue(level).items():
                 print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
+        print("--multi-draft scenarios (all in the default battery):")
+        for position in position_scenarios():
+            print(f"  * {position.name:<24} V = {len(position.target_row)}, k = {position.k}")
+        print("--tree scenarios (all in the default battery):")
+        for tree in tree_scenarios():
+            print(f"  * {tree.name:<24} V = {tree.vocab}, parents {tree.parents}")
         parser.exit()
 
 
@@ -427,7 +547,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
             "draft_probs, target_probs, uniforms) -> Verification is detected; with --step "
             "fn(target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, "
-            "top_p) -> LongTensor[n]."
+            "top_p) -> LongTensor[n]; with --multi-draft DRAW a multi-draft rule fn(draft_tokens"
+            "[N,k], draft_probs[N,V], target_probs[N,V], uniforms[N,k+1]) -> result with "
+            ".token[N]; with --tree DRAW a tree rule fn(tree, draft_tokens[N,nodes], "
+            "draft_probs[N,nodes+1,V], target_probs[N,nodes+1,V], uniforms[N,nodes+1]) -> "
+            "result with .tokens[N,depth+1]."
         ),
     )
     audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
@@ -444,10 +568,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     audit.add_argument(
         "--search",
         type=_option(lambda name, value: check_int(name, value, minimum=0), int),
-        default=16,
-        help="searched toy pairs for --exact (default 16)",
+        default=None,
+        help=f"searched toy pairs for --exact (default {SEARCHED_PAIRS})",
     )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    multi = audit.add_mutually_exclusive_group()
+    multi.add_argument(
+        "--multi-draft",
+        choices=DRAWS,
+        default=None,
+        metavar="DRAW",
+        help="FUNCTION is a multi-draft rule (k candidates at one position) on candidates "
+        f"drawn DRAW ({', '.join(DRAWS)}): its own battery; statistical, or with --exact exact; "
+        "takes --exact, --json, --samples, --detect-tv, --min-power-tv, --false-fail-rate, "
+        "--false-pass-rate, --seed, --scenarios (v4-zero-target, v4-dyadic), --quiet",
+    )
+    multi.add_argument(
+        "--tree",
+        choices=DRAWS,
+        default=None,
+        metavar="DRAW",
+        help="FUNCTION is a tree rule (verify_tree's arguments) on trees whose children are "
+        "drawn DRAW: as --multi-draft (--scenarios two-then-one, two-branches)",
+    )
     _add_audit_options(audit)
     _add_engine_options(audit)
     _add_audit_plot(audit)
@@ -574,6 +717,12 @@ signatures FUNCTION may have (V: vocabulary size, k: drafts; blocks are token id
                         for --exact, which enumerates its uniforms)
   --step              fn(target_logits, draft_logits, prefix, k, generator, *, temperature,
                         top_k, top_p) -> LongTensor[n]; *_logits map token ids to logits
+  --multi-draft DRAW  fn(draft_tokens[N,k], draft_probs[N,V], target_probs[N,V],
+                        uniforms[N,k+1]) -> .token[N]: k candidates at one position, drawn
+                        DRAW (iid, without_replacement, point_mass = the draft's top-k)
+  --tree DRAW         fn(tree, draft_tokens[N,nodes], draft_probs[N,nodes+1,V],
+                        target_probs[N,nodes+1,V], uniforms[N,nodes+1]) -> .tokens[N,depth+1]
+                        (verify_tree's arguments), every node's children drawn DRAW
 
 examples:
   specdec audit specdec:verify_tokens                         the reference: LOSSLESS
@@ -582,6 +731,8 @@ examples:
   specdec audit my_engine.py:verify --batched --json > r.json  a batched verifier, JSON out
   specdec audit specdec:verify_tokens --exact                 exact verdict, no sampling
   specdec audit my_engine.py:step --step                      a whole step, warping included
+  specdec audit specdec.verify:verify_multi_iid --multi-draft iid   multi-draft, sampled
+  specdec audit specdec.verify:verify_tree --tree point_mass --exact  a tree rule, exactly
   specdec audit specdec.testing.zoo:resample_from_target --plot pictures/""",
     "prove": """\
 examples:
@@ -632,7 +783,7 @@ def _audit_progress(args: argparse.Namespace) -> "Progress":
 
     total = len(step_scenarios() if args.step else verifier_scenarios())
     if args.exact:
-        total += args.search
+        total += _searched(args)
     quiet = args.quiet or args.json
     return start_progress(total, "audit", enabled=not quiet, unit="scenario")
 

@@ -99,3 +99,28 @@ def test_options_that_do_not_apply_are_refused() -> None:
         assert_lossless(zoo.unwarped_target, exact=True)
     with pytest.raises(ValueError, match="do not apply"):
         assert_lossless(specdec.verify_tokens, exact=True, samples=10)
+
+
+def test_multi_draft_and_tree_rules_pass_or_fail_with_the_report() -> None:
+    """A control passes and its bug fails, in both modes: exactly, and by sampling at
+    ``detect_tv = 0.1`` (false-fail 1e-6, false-pass 1e-3 at TV 0.1; the bug's exact TV is
+    0.5 on ``v4-zero-target``, ``tests/test_audit_multi.py``)."""
+    from specdec.testing.audit.multi import position_scenarios, tree_scenarios
+    from specdec.testing.zoo import MULTI_ZOO
+
+    first = position_scenarios()[:1]
+    control, bug = MULTI_ZOO["multi_point_mass"], MULTI_ZOO["point_mass_scored_with_q"]
+    for options in ({"exact": True}, {"detect_tv": 0.1}):
+        report = assert_lossless(control.rule, multi_draft="point_mass", scenarios=first, **options)
+        assert report.verdict == "lossless"
+        with pytest.raises(AssertionError, match="LOSSY"):
+            assert_lossless(bug.rule, multi_draft="point_mass", scenarios=first, **options)
+    tree = MULTI_ZOO["tree_point_mass"]
+    report = assert_lossless(
+        tree.rule, tree="point_mass", exact=True, scenarios=tree_scenarios()[:1]
+    )
+    assert report.mode == "exact"
+    with pytest.raises(ValueError, match="not both"):
+        assert_lossless(tree.rule, tree="iid", multi_draft="iid")
+    with pytest.raises(ValueError, match="neither step nor batched"):
+        assert_lossless(tree.rule, tree="iid", step=False)

@@ -64,7 +64,8 @@ def test_position_entry_verdict(name: str) -> None:
         assert all(d is not None and d >= F(3, 100) for d in distances), distances
     else:
         assert all(d is not None and d <= ROUNDING_BOUND for d in distances), distances
-        assert report.verdict.startswith("LOSSLESS (exact, on 1 scenarios")
+        assert report.verdict == "lossless" and report.exit_code == 0
+        assert report.headline().startswith("LOSSLESS (exact, on 1 position scenario(s)")
 
 
 @pytest.mark.parametrize("name", TREES)
@@ -78,4 +79,4 @@ def test_tree_entry_verdict(name: str) -> None:
         assert all(
             r.total_variation is not None and r.total_variation >= F(3, 100) for r in report.results
         )
-        assert report.verdict == "LOSSY"
+        assert report.verdict == "lossy" and report.exit_code == 1

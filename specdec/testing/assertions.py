@@ -3,7 +3,9 @@
 It runs ``audit_verifier`` (a verifier or a ``VerifyRule``), ``audit_step`` (a whole step,
 recognised by its parameters) or, with ``exact=True``, the exact audit, and raises
 ``AssertionError`` whose message is the audit's report (``report.format()``) unless the verdict
-is *lossless*. Every other verdict fails: lossy, nondeterministic, an audit that could not
+is *lossless*; with ``multi_draft=DRAW`` or ``tree=DRAW`` it runs the multi-draft or tree audit
+(``audit_multi_draft``, ``audit_tree``; statistical, or exact with ``exact=True``). Every other
+verdict fails: lossy, nondeterministic, an audit that could not
 decide (``cannot decide``, ``inconclusive``), and, with ``allow_suboptimal=False``, *lossless,
 suboptimal*. What a pass means is what the report states: with sampling, "no deviation of total
 variation >= x was found, at false-fail rate f" (x per scenario in the report), exactly lossless
@@ -14,13 +16,19 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from specdec.multi_law import Draw
 from specdec.testing.audit import (
     AuditReport,
     ExactAuditReport,
+    MultiAuditReport,
+    MultiSampledReport,
     Scenario,
+    audit_multi_draft,
     audit_step,
+    audit_tree,
     audit_verifier,
 )
+from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
 
@@ -67,9 +75,14 @@ def assert_lossless(
     step: bool | None = None,
     batched: bool | None = None,
     seed: int = 0,
-    scenarios: Sequence[Scenario] | None = None,
+    scenarios: Sequence[Scenario]
+    | Sequence[PositionScenario]
+    | Sequence[TreeScenario]
+    | None = None,
     allow_suboptimal: bool = True,
-) -> AuditReport | ExactAuditReport:
+    multi_draft: Draw | None = None,
+    tree: Draw | None = None,
+) -> AuditReport | ExactAuditReport | MultiAuditReport | MultiSampledReport:
     """Audit ``fn`` and raise ``AssertionError`` with the report unless it is lossless.
 
     Args:
@@ -89,13 +102,20 @@ def assert_lossless(
         scenarios: the battery (default: the audit's).
         allow_suboptimal: pass *lossless, suboptimal* (a lossless rule that emits fewer tokens
             per step than token-level rejection sampling).
+        multi_draft: ``fn`` is a multi-draft rule (``MultiDraftRule``) on candidates drawn as
+            this says (``"iid"``, ``"without_replacement"``, ``"point_mass"``):
+            ``audit_multi_draft``; ``scenarios`` then a position battery, ``step`` and
+            ``batched`` not given.
+        tree: ``fn`` is a tree rule (``verify_tree``'s arguments) on trees drawn as this says:
+            ``audit_tree``, as ``multi_draft``.
 
     Returns:
         The report, when the verdict passes.
 
     Raises:
         AssertionError: the verdict is not lossless; the message is ``report.format()``.
-        ValueError: ``exact`` with a step, or with ``samples``/``detect_tv``; the audit's own
+        ValueError: ``exact`` with a step, or with ``samples``/``detect_tv``; both
+            ``multi_draft`` and ``tree``, or either with ``step``/``batched``; the audit's own
             option errors.
         TypeError: ``detect_tv`` given to an audit that does not take it.
 
@@ -108,6 +128,23 @@ def assert_lossless(
         'lossless'
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this one
+    if multi_draft is not None or tree is not None:
+        return _assert_multi(
+            fn,
+            multi_draft,
+            tree,
+            exact=exact,
+            step=step,
+            batched=batched,
+            options={
+                "samples": samples,
+                "detect_tv": detect_tv,
+                "false_fail_rate": false_fail_rate,
+                "false_pass_rate": false_pass_rate,
+                "seed": seed,
+            },
+            scenarios=scenarios,
+        )
     auditing_step = is_step(fn) if step is None else step
     report: AuditReport | ExactAuditReport
     if exact:
@@ -115,7 +152,8 @@ def assert_lossless(
             raise ValueError("exact=True audits verification rules, not steps.")
         if samples is not None or detect_tv is not None:
             raise ValueError("samples and detect_tv do not apply to exact=True (no sampling).")
-        report = audit_verifier(cast(VerifierFn, fn), exact=True, scenarios=scenarios, seed=seed)
+        battery = cast(Sequence[Scenario] | None, scenarios)
+        report = audit_verifier(cast(VerifierFn, fn), exact=True, scenarios=battery, seed=seed)
     else:
         audit: Callable[..., AuditReport] = audit_step if auditing_step else audit_verifier
         options: dict[str, Any] = {}
@@ -132,11 +170,42 @@ def assert_lossless(
             false_fail_rate=false_fail_rate,
             false_pass_rate=false_pass_rate,
             seed=seed,
-            scenarios=scenarios,
+            scenarios=cast(Sequence[Scenario] | None, scenarios),
             **options,
         )
     passing = PASSING_VERDICTS if allow_suboptimal else PASSING_VERDICTS[:1]
     if report.verdict not in passing:
         note = "\n(allow_suboptimal=False: a lossless but suboptimal function fails)"
         raise AssertionError(report.format() + (note if report.lossless else ""))
+    return report
+
+
+def _assert_multi(
+    fn: Callable[..., Any],
+    multi_draft: Draw | None,
+    tree: Draw | None,
+    *,
+    exact: bool,
+    step: bool | None,
+    batched: bool | None,
+    options: dict[str, Any],
+    scenarios: Sequence[Any] | None,
+) -> MultiAuditReport | MultiSampledReport:
+    """``assert_lossless`` for a multi-draft or tree rule."""
+    __tracebackhide__ = True
+    if multi_draft is not None and tree is not None:
+        raise ValueError("give multi_draft or tree, not both.")
+    if step is not None or batched is not None:
+        raise ValueError("multi_draft and tree take neither step nor batched.")
+    if exact:
+        if options["samples"] is not None or options["detect_tv"] is not None:
+            raise ValueError("samples and detect_tv do not apply to exact=True (no sampling).")
+        options = {"seed": options["seed"]}
+    report: MultiAuditReport | MultiSampledReport
+    if multi_draft is not None:
+        report = audit_multi_draft(fn, multi_draft, scenarios, exact=exact, **options)
+    else:
+        report = audit_tree(fn, cast(Draw, tree), scenarios, exact=exact, **options)
+    if report.verdict != "lossless":
+        raise AssertionError(report.format())
     return report

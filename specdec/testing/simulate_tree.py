@@ -6,7 +6,8 @@ sequential draws, or the draft's top-``c``), with the rows a tree rule needs;
 ``sample_tree_completions`` verifies them with a tree rule and completes each emitted block to
 ``depth + 1`` tokens from the target, which for a lossless rule gives i.i.d. draws from
 ``target_law(target, prefix, depth + 1)`` (``proofs/theory.md``, claim 17). A one-level tree
-(the root's children only) is multi-draft verification at one position (claim 16).
+(the root's children only) is multi-draft verification at one position (claim 16), whose
+candidates ``draw_candidates`` draws from given draft rows.
 """
 
 from collections.abc import Callable, Sequence
@@ -18,12 +19,13 @@ from torch import Tensor
 
 from specdec._kernels import inverse_cdf
 from specdec.models.toy import ToyModel
+from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.simulate import complete_blocks
 from specdec.verify._recursive import remove_token
 from specdec.verify.tree import TokenTree, TreeVerification
 
-__all__ = ["TreeBatch", "draft_tree_batch", "sample_tree_completions"]
+__all__ = ["TreeBatch", "draft_candidates", "draft_tree_batch", "sample_tree_completions"]
 
 TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVerification]
 
@@ -40,6 +42,51 @@ class TreeBatch:
 def _top(row: Tensor, rank: int) -> Tensor:
     """The ``rank``-th most probable token of each row (ties to the lowest id: a stable sort)."""
     return torch.sort(row, dim=-1, descending=True, stable=True).indices[:, rank]
+
+
+def draft_candidates(
+    draft_probs: Float[Tensor, "n vocab"], k: int, draw: Draw, generator: torch.Generator
+) -> Int[Tensor, "n k"]:
+    r"""``k`` candidates per row of ``draft_probs``, drawn as ``draw`` says.
+
+    ``"iid"``: ``k`` independent draws from the row; ``"without_replacement"``: draw ``j`` from
+    the row without the earlier candidates, renormalised,
+
+    .. math:: \Pr(x_j = x) = \frac{q(x)}{1 - \sum_{i < j} q(x_i)}, \quad x \notin \{x_i\}_{i<j},
+
+    (the row needs ``k`` tokens of positive mass); ``"point_mass"``: the row's top-``k``, ties to
+    the lowest id (``specdec.multi_law.top_tokens``), nothing drawn. Each draw is the inverse
+    CDF of one ``specdec.uniforms`` value from ``generator`` (``proofs/theory.md``, claim 16).
+
+    Args:
+        draft_probs: ``[n, V]`` float64 rows, each summing to 1.
+        k: candidates per row.
+        draw: ``"iid"``, ``"without_replacement"`` or ``"point_mass"``.
+        generator: the only source of randomness; advanced by ``n * k`` uniforms unless
+            ``draw == "point_mass"``.
+
+    Returns:
+        ``[n, k]`` int64 candidate ids.
+
+    Example:
+        >>> rows = torch.tensor([[0.5, 0.25, 0.25]], dtype=torch.float64)
+        >>> draft_candidates(rows, 2, "point_mass", torch.Generator()).tolist()
+        [[0, 1]]
+        >>> picked = draft_candidates(rows.expand(500, -1), 3, "without_replacement",
+        ...                           torch.Generator().manual_seed(0))
+        >>> bool((picked.sort(dim=-1).values == torch.arange(3)).all())
+        True
+    """
+    row, columns = draft_probs, []
+    for rank in range(k):
+        if draw == "point_mass":
+            token = _top(draft_probs, rank)
+        else:
+            token = inverse_cdf(row, uniforms(generator, (draft_probs.shape[0],)))
+            if draw == "without_replacement":
+                row = remove_token(row, token)
+        columns.append(token)
+    return torch.stack(columns, dim=-1)
 
 
 def draft_tree_batch(

@@ -27,8 +27,9 @@ Modules: ``battery`` (the scenarios), ``plan`` (sample sizes, cells, the error-r
 ``run`` (calling the function and completing its blocks), ``report`` (results, verdict, printed
 report, exit codes), ``audits`` (the two entry points), ``exact`` (the exact audit of a rule
 that takes its uniforms: laws from its own decisions, no sampling; ``audit_verifier(...,
-exact=True)``), ``multi`` (the exact audit of multi-draft and tree rules, with their own
-signatures and battery: ``audit_multi_draft``, ``audit_tree``).
+exact=True)``), ``multi`` (the audit of multi-draft and tree rules, with their own
+signatures and battery, ``multi_battery``: ``audit_multi_draft``, ``audit_tree``; exact by
+default, statistical with ``exact=False``, ``multi_sampled``).
 
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
 ``sampler`` (a step against the engine's own target-only sampler: a two-sample test),
@@ -58,6 +59,7 @@ from specdec.testing.audit.exact import (
     search_scenarios,
 )
 from specdec.testing.audit.multi import MultiAuditReport, audit_multi_draft, audit_tree
+from specdec.testing.audit.multi_sampled import MultiSampledReport
 from specdec.testing.audit.report import VERDICT_EXIT, AuditReport, ExitCode, ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 
@@ -69,6 +71,7 @@ __all__ = [
     "ExitCode",
     "InvalidOutputError",
     "MultiAuditReport",
+    "MultiSampledReport",
     "Progress",
     "Scenario",
     "ScenarioResult",

@@ -1,0 +1,98 @@
+"""The battery of the multi-draft and tree audits: position scenarios and tree scenarios.
+
+A multi-draft rule is judged at one position (exact rational rows and ``k`` candidates), a tree
+rule on a toy pair after a prefix with a tree shape; the candidate draw comes from the audit
+call. The scenarios were chosen so that every known bug of ``specdec.testing.zoo.MULTI_ZOO``
+shows on each of them (``proofs/theory.md``, claims 16 and 17); ``select_multi_scenarios``
+picks some by name (``specdec audit --multi-draft DRAW --scenarios NAME``).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+__all__ = [
+    "PositionScenario",
+    "TreeScenario",
+    "position_scenarios",
+    "select_multi_scenarios",
+    "tree_scenarios",
+]
+
+F = Fraction
+Row = tuple[Fraction, ...]
+
+
+@dataclass(frozen=True)
+class PositionScenario:
+    """One position: exact rows and the number of candidates."""
+
+    name: str
+    target_row: Row
+    draft_row: Row
+    k: int
+
+
+@dataclass(frozen=True)
+class TreeScenario:
+    """A toy pair (``make_toy_pair(vocab, seed=seed, closeness=closeness)``), a prefix and a
+    tree shape (parents); the draw comes from the audit call."""
+
+    name: str
+    vocab: int
+    seed: int
+    closeness: Fraction
+    prefix: tuple[int, ...]
+    parents: tuple[int, ...]
+
+
+def position_scenarios() -> list[PositionScenario]:
+    """Two rational scenarios (V = 4, k = 2) on which every known position bug shows."""
+    return [
+        PositionScenario(
+            "v4-zero-target",
+            (F(1, 6), F(1, 3), F(1, 2), F(0)),
+            (F(1, 2), F(1, 6), F(1, 6), F(1, 6)),
+            2,
+        ),
+        PositionScenario(
+            "v4-dyadic",
+            (F(1, 8), F(1, 8), F(1, 4), F(1, 2)),
+            (F(1, 2), F(1, 4), F(1, 8), F(1, 8)),
+            2,
+        ),
+    ]
+
+
+def tree_scenarios() -> list[TreeScenario]:
+    """Two toy scenarios (V = 3, context-dependent, order 2) on which every tree bug shows."""
+    return [
+        TreeScenario("two-then-one", 3, 2, F(1, 2), (1,), (-1, -1, 0)),
+        TreeScenario("two-branches", 3, 2, F(1, 2), (1,), (-1, -1, 0, 1)),
+    ]
+
+
+def select_multi_scenarios(
+    names: Sequence[str], kind: Literal["position", "tree"]
+) -> list[PositionScenario] | list[TreeScenario]:
+    """The scenarios of ``kind``'s battery named ``names``, in that order.
+
+    Raises:
+        ValueError: an unknown or repeated name, or none (the message lists the known ones).
+
+    Example:
+        >>> [s.name for s in select_multi_scenarios(["two-branches"], "tree")]
+        ['two-branches']
+    """
+    battery = position_scenarios() if kind == "position" else tree_scenarios()
+    known = {s.name: s for s in battery}
+    unknown = [name for name in names if name not in known]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(
+            f"scenarios must be distinct names of the {kind} battery "
+            f"({', '.join(known)}), got {', '.join(names) or 'none'}."
+        )
+    if kind == "position":
+        return [s for name in names if isinstance(s := known[name], PositionScenario)]
+    return [s for name in names if isinstance(s := known[name], TreeScenario)]
