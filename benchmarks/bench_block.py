@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"{'k':>2} {'token-level':>16} {'predicted':>9} {'E|drafts':>7} {'block':>16} "
-        f"{'E|drafts':>7} {'gain':>6} {'E gain':>6} {'s':>6}"
+        f"{'E|drafts':>7} {'gain':>6} {'E gain':>6} {'E diff':>15} {'s':>6}"
     )
     for k in ks:
         measured: dict[str, dict[str, Any]] = {}
@@ -241,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             measured[name]["expected_given_drafts"] = summary(pooled[name]) | {
                 "steps": len(pooled[name])
             }
+        # the two estimates come from the same drafts (aligned lists): their paired difference
+        paired = [b - t for t, b in zip(pooled["tokens"], pooled["block"], strict=True)]
         predicted = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
         gain = measured["block"]["mean"] / measured["tokens"]["mean"]
         e_tokens = measured["tokens"]["expected_given_drafts"]["mean"]
@@ -252,13 +254,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "predicted_tokens": predicted,
                 "gain": gain,
                 "expected_gain": e_block / e_tokens,
+                "expected_difference": summary(paired),
             }
         )
         print(
             f"{k:>2} {measured['tokens']['mean']:>8.3f} ± {measured['tokens']['half_width']:.3f}"
             f" {predicted:>9.3f} {e_tokens:>8.3f} {measured['block']['mean']:>8.3f} ± "
             f"{measured['block']['half_width']:.3f} {e_block:>8.3f} {gain:>6.3f} "
-            f"{e_block / e_tokens:>6.3f} {seconds:>6.1f}"
+            f"{e_block / e_tokens:>6.3f} {summary(paired)['mean']:>7.3f} ± "
+            f"{summary(paired)['half_width']:.3f} {seconds:>6.1f}"
         )
     results["load_average_after"] = load_average()
     write_json(args.out, results)
