@@ -55,7 +55,7 @@ SEED = 0
 CONFIDENCE = 0.95
 MAX_NEW = 48  # tokens generated before the context restarts from the prompt
 PROMPT = "Write a short story about a robot who learns to paint."
-OPTIONS = specdec.SamplingOptions()  # temperature 1, no filter, for both models
+OPTIONS = specdec.SamplingOptions()  # the target's law: temperature 1, no filter
 
 
 def _tiny_pair(noise: float) -> tuple[Any, Any, Tensor]:
@@ -113,6 +113,7 @@ def one_step(
     paths: int,
     length: int,
     generator: torch.Generator,
+    draft_options: specdec.SamplingOptions = OPTIONS,
 ) -> tuple[StepState, Tensor, list[float], Tensor]:
     """One ``speculative_step_paths`` at temperature 1; returns the next state, the emitted
     tokens, ``sum_x min(p, q)`` at path 0's verified positions (rows seen by the rule) and
@@ -130,7 +131,7 @@ def one_step(
         state,
         paths=paths,
         target_options=OPTIONS,
-        draft_options=OPTIONS,
+        draft_options=draft_options,
         draft_uniforms=specdec.uniforms(generator, (1, paths, length)),
         verify_uniforms=specdec.uniforms(generator, (1, paths * length + 1)),
         rule=recording,
@@ -161,7 +162,13 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float]:
 
 
 def run(
-    target: Any, draft: Any, prompt: Tensor, paths: int, length: int, steps: int
+    target: Any,
+    draft: Any,
+    prompt: Tensor,
+    paths: int,
+    length: int,
+    steps: int,
+    draft_options: specdec.SamplingOptions = OPTIONS,
 ) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(SEED)
     target_lm, draft_lm = HFModel(target), HFModel(draft)
@@ -174,7 +181,7 @@ def run(
         start = time.perf_counter()
         with torch.no_grad():
             state, tokens, overlap, beta = one_step(
-                target_lm, draft_lm, state, paths, length, generator
+                target_lm, draft_lm, state, paths, length, generator, draft_options
             )
         betas.append(beta)
         seconds.append(time.perf_counter() - start)
@@ -209,6 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", choices=("smollm2", "tiny"), default="smollm2")
     parser.add_argument("--draft", choices=DRAFTS, default="layers", help="SmolLM2 draft")
     parser.add_argument("--draft-layers", type=int, default=20, help="SmolLM2 draft layers")
+    parser.add_argument(
+        "--draft-temperature",
+        type=float,
+        default=1.0,
+        help="the draft's sampling temperature (the target's stays 1: a lower acceptance)",
+    )
     parser.add_argument("--noise", type=float, default=0.05, help="tiny draft weight noise")
     parser.add_argument("--paths", default="1,2,4", help="comma-separated K values")
     parser.add_argument("--length", type=int, default=4, help="tokens per path L")
@@ -224,13 +237,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         target, draft, prompt = _tiny_pair(args.noise)
     else:
         target, draft, prompt = _smollm2_pair(args.draft, args.draft_layers)
+    draft_options = specdec.SamplingOptions(temperature=args.draft_temperature)
     results = []
     print(
         "   K   L  steps  tokens/pass  95% interval     acceptance  s/step  predicted (K=1, iid)"
         "  guides (K at depth 1 / at every depth)"
     )
     for paths in (int(k) for k in args.paths.split(",")):
-        row = run(target, draft, prompt, paths, args.length, args.steps)
+        row = run(target, draft, prompt, paths, args.length, args.steps, draft_options)
         results.append(row)
         predicted = f"{row['predicted_iid']:.3f}" if "predicted_iid" in row else ""
         low, high = row["interval"]
@@ -244,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_average": load_average(),
         "model": args.model,
         "draft": args.draft if args.model == "smollm2" else "noisy copy",
+        "draft_temperature": args.draft_temperature,
         "draft_layers": args.draft_layers if args.model == "smollm2" else None,
         "results": results,
     }
