@@ -65,6 +65,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a tiny random Llama, small sizes")
     parser.add_argument("--draft", choices=tuple(DRAFTS), default="int8")
     parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="comma-separated")
+    parser.add_argument(
+        "--draft-temperature",
+        type=float,
+        default=1.0,
+        help="the draft's own sampling temperature (the target's stays 1)",
+    )
     parser.add_argument("--rows", type=int, default=8, help="batch rows (one prompt each)")
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -185,6 +191,7 @@ def run(
         generator=generators,
         rule=rule,
         temperature=1.0,
+        draft_temperature=args.draft_temperature,
     )
     return tokens_per_pass(out, k), time.perf_counter() - start
 
@@ -208,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rows": args.rows,
         "new_tokens": args.new_tokens,
         "temperature": 1.0,
+        "draft_temperature": args.draft_temperature,
         "load_average_before": load_average(),
         "cases": [],
     }
