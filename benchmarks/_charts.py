@@ -136,7 +136,8 @@ def chart_block(results: dict[str, Any], path: Path) -> Path:
     quick = " (--quick: tiny random Llama)" if results["quick"] else ""
     figure.suptitle(
         f"bench_block{quick}: draft {results['draft']}, {results['rows']} rows x "
-        f"{results['new_tokens']} tokens, T = 1; load {results['load_average_before']}",
+        f"{results['new_tokens']} tokens, T = 1 (draft {results.get('draft_temperature', 1.0)}); "
+        f"load {results['load_average_before']}",
         fontsize=10,
     )
     return save_png(figure, path)
@@ -167,7 +168,8 @@ def chart_paths(results: dict[str, Any], path: Path) -> Path:
     quick = " (--quick)" if results.get("quick") else ""
     length = rows[0]["length"]
     axes.set_title(
-        f"bench_multi_paths{quick}: {results['model']} (draft {results.get('draft')}), "
+        f"bench_multi_paths{quick}: {results['model']} (draft {results.get('draft')}, "
+        f"T {results.get('draft_temperature', 1.0)}), "
         f"L = {length}, {rows[0]['steps']} steps per K; load {results['load_average']}",
         fontsize=9,
     )
