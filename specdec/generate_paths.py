@@ -65,10 +65,8 @@ def generate_speculative_paths(
 
     Args:
         target: the target model; the output follows its warped law.
-        draft: the draft model, on the target's vocabulary, computing each batch row
-            independently of the others (the paths must be i.i.d.; not
-            ``int8_dynamic_copy``, whose rows share a quantisation scale: see
-            ``specdec.step_paths``).
+        draft: the draft model, on the target's vocabulary; paths with equal prefixes
+            must get equal draft rows (see ``specdec.step_paths``).
         prompt_ids: ``[b, P]`` token ids, ``P >= 1``.
         paths: ``K >= 1`` draft paths per step (``K = 1`` is ``generate_speculative``).
         k: tokens per path ``L >= 1``.

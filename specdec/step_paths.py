@@ -25,13 +25,15 @@ Uniform layout (the ``K = 1`` case is exactly ``speculative_step``'s):
   ``L = L'``. ``L' = 0``: the row emits the target-only token, drawn from its warped ``p_0``
   with ``verify_uniforms[r, 0]``.
 
-The draft must compute every batch row independently of the others: the paths of a row are
-i.i.d. only if path ``j``'s row depends on path ``j``'s tokens alone. A draft whose rows
-interact breaks claim 17's assumption and with it the exactness of the output, for ``K >= 2``:
-``specdec.models.drafts.int8_dynamic_copy`` is such a draft (its activations share one
-quantisation scale per call, so a row's law depends on the other paths' tokens); use
-``int8_weight_copy``, ``bfloat16_copy`` or ``truncated_copy`` here. Rounding that depends on the
-batch *size* only is harmless (every path of a step sees the same size).
+What exactness needs from the draft: ``verify_paths`` reads, at each depth, the row of the
+first path still alive, so every alive path's token must have been drawn from that same row,
+i.e. paths with equal prefixes must get equal draft rows. A draft whose rows interact still
+qualifies when equal inputs give equal rows: ``specdec.models.drafts.int8_dynamic_copy`` (one
+activation scale per call over the whole batch) makes a path's row depend on the other paths'
+tokens, yet the alive paths' next tokens are i.i.d. from one row *given* the tokens the walk
+has seen, which is what claim 17's argument uses (the statistical test runs this draft). A
+draft whose output for equal inputs changed with the row's position in the batch beyond
+rounding would not be exact.
 
 Cost: the ``K`` copies of each row's caches are gathers (copies) of the whole context, made
 every step (none at ``K = 1``); the target pass reads ``b * K`` rows.

@@ -125,7 +125,8 @@ def int8_dynamic_copy(model: PreTrainedModel, *, share_weights: bool = False) ->
     The activations of a call are quantised with one scale for the whole input tensor, so a
     row's draft law depends on the other rows of its batch (and on batch size: the
     acceptance of a batched run is not that of its rows run alone). Verification stays
-    lossless (the rule reads the very rows the tokens were sampled from); only speed moves.
+    lossless (the rule reads the very rows the tokens were sampled from, and equal inputs in
+    one call get equal rows, as draft paths need); only speed moves.
 
     Args:
         model: a float32 transformers causal LM. Left unchanged.

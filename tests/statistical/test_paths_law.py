@@ -5,7 +5,11 @@ Design, stated before any data are drawn:
 * Models: tiny random-initialised Llama, GPT-2, Qwen2 and Gemma2 (sliding window 3) with
   ``V = 8`` (``tests/_tiny_models.py``: seeded, ``initializer_range`` large enough that the laws
   are far from uniform), each draft a noisy copy of its target; and a toy pair (``V = 8``,
-  exact rational table). ``K`` draft paths of ``k`` tokens per step (``K`` from 2 to 4), so the
+  exact rational table); and the Llama pair with the draft's linear layers dynamically
+  quantised (``int8_dynamic_copy``: one activation scale per call, so a row's draft law
+  depends on the other rows of the batch, checked first), which must still be lossless: the
+  paths with equal prefixes get equal rows, so they are i.i.d. given the other paths' tokens
+  (claim 17). ``K`` draft paths of ``k`` tokens per step (``K`` from 2 to 4), so the
   3 tokens take one to three steps: trie walks with different accepted counts, the kept path's
   caches rolled back, shorter paths at the budget's end (``k = 3`` is cut to 2 at once).
 * Sampling options per case: temperature, top-k, top-p with another draft temperature, min-p.
@@ -37,7 +41,8 @@ import torch
 
 from specdec import generate_speculative_paths
 from specdec.models import HFModel, ToyLM, make_toy_pair
-from specdec.models.base import CausalLM
+from specdec.models.base import CausalLM, empty_context, extend
+from specdec.models.drafts import int8_dynamic_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1
 from tests._paths_controls import longest_block_law, longest_independent_path
 from tests._tiny_models import noisy_copy, tiny_model
@@ -74,6 +79,7 @@ CASES = [
     Case("gpt2-top-p-draft-temp", "gpt2", 3, 1, {"top_p": 0.9}, {"draft_temperature": 1.3}),
     Case("qwen2-min-p", "qwen2", 2, 3, {"min_p": 0.1}),
     Case("gemma2-top-k", "gemma2", 2, 2, {"top_k": 4}),
+    Case("llama-int8-dynamic-draft", "llama-int8", 3, 2, {"temperature": 0.9}),
 ]
 TOY_CONTROL = Case("toy-longest-path", "toy", 2, 2)
 CONTROLS = [Case("llama-longest-path", "llama", 2, 2, {"temperature": 0.9})]
@@ -83,6 +89,10 @@ def _models(arch: str) -> tuple[CausalLM, CausalLM]:
     if arch == "toy":  # a pair where the lossy control lies 2x the detectable distance away
         pair = make_toy_pair(8, seed=1, closeness=Fraction(1, 4))
         return ToyLM(pair.target), ToyLM(pair.draft)
+    if arch == "llama-int8":  # a draft whose rows share one activation scale per call
+        target = tiny_model("llama", vocab=8, seed=7)
+        draft = int8_dynamic_copy(noisy_copy(target, scale=0.3, seed=8))
+        return HFModel(target), HFModel(draft)
     target = tiny_model(arch, vocab=8, seed=7)
     return HFModel(target), HFModel(noisy_copy(target, scale=0.3, seed=8))
 
@@ -204,3 +214,15 @@ def test_paths_generation_matches_target_law(case: Case) -> None:
 @pytest.mark.parametrize("case", CONTROLS, ids=[c.name for c in CONTROLS])
 def test_longest_independent_path_is_rejected(case: Case) -> None:
     _check_control(case)
+
+
+def test_the_int8_dynamic_draft_couples_the_batch_rows() -> None:
+    """The premise of the ``llama-int8-dynamic-draft`` case: a row's draft logits change with
+    the other rows of its batch (else that case would test nothing new)."""
+    _, draft = _models("llama-int8")
+    alone = torch.tensor([PROMPT])
+    other = torch.tensor([[(t + 3) % 8 for t in PROMPT]])
+    with torch.no_grad():
+        by_itself = extend(draft, empty_context(1), alone)[0]
+        batched = extend(draft, empty_context(2), torch.cat([alone, other]))[0][:1]
+    assert float((by_itself - batched).abs().max()) > 1e-3
