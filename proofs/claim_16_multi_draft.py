@@ -1,13 +1,15 @@
 """Claim 16 (multi-draft at one position): recursive rejection sampling with i.i.d. candidates,
 without replacement, with point masses, and SpecTr's K-SEQ each emit exactly ``p`` when the
 candidates are drawn as the rule assumes; the optimal acceptance is a min-cut, with the i.i.d.
-closed form ``1 - max_S [p(S) - (1 - (1 - q(S))^k)]``.
+closed form ``1 - max_S [p(S) - (1 - (1 - q(S))^k)]``, whose maximum is attained at a prefix of
+the tokens sorted by ``p/q``.
 
 Checked exactly (Fractions, ``==``) on seeded rational pairs, V = 2..5, k = 1..4: the token law
 of each rule's rational recursion; the *torch* rules' exact laws cell by cell against it; the
 closed form against the min-cut and ``scipy.optimize.linprog``; every rule's acceptance against
-the optimum; the known bugs of ``MULTI_ZOO`` lossy by their exact laws discovered from their own
-decisions. See ``proofs/theory.md``, claim 16.
+the optimum; the sorted-prefix maximum against all ``2^V`` sets (V = 2..7, k = 1..6) and
+the batched float64 version against it; the known bugs of ``MULTI_ZOO`` lossy by their exact
+laws discovered from their own decisions. See ``proofs/theory.md``, claim 16.
 """
 
 import random
@@ -24,6 +26,8 @@ from specdec.multi_law import (
     acceptance_probability,
     candidate_law,
     iid_optimal_acceptance,
+    iid_optimal_acceptance_probs,
+    iid_optimal_acceptance_sorted,
     kseq_rho_exact,
     kseq_steps,
     optimal_acceptance_cut,
@@ -199,6 +203,32 @@ def check_closed_form_equals_min_cut_and_lp() -> int:
     return cases
 
 
+def check_sorted_prefixes_attain_the_maximum() -> int:
+    """i.i.d. optimum: the V + 1 prefixes by p/q == all 2^V sets (exact); torch within 1e-12"""
+    cases = 0
+    for vocab in (2, 3, 4, 5, 6, 7):
+        rng = random.Random(1690 + vocab)
+        rows = [(random_row(rng, vocab), random_row(rng, vocab)) for _ in range(30)]
+        rows += [(random_row(rng, vocab, zeros=False), random_row(rng, vocab)) for _ in range(10)]
+        for target_row, draft_row in rows:
+            for k in range(1, 7):
+                exact = iid_optimal_acceptance_sorted(target_row, draft_row, k)
+                assert exact == iid_optimal_acceptance(target_row, draft_row, k)
+                if k == 1:
+                    alpha = sum(
+                        (min(a, b) for a, b in zip(target_row, draft_row, strict=True)), F(0)
+                    )
+                    assert exact == alpha
+                floats = iid_optimal_acceptance_probs(
+                    torch.tensor([float(v) for v in target_row], dtype=torch.float64),
+                    torch.tensor([float(v) for v in draft_row], dtype=torch.float64),
+                    k,
+                )
+                assert abs(float(floats) - float(exact)) < 1e-12
+                cases += 1
+    return cases
+
+
 ACCEPTANCE: dict[str, list[float]] = {}
 
 
@@ -267,6 +297,7 @@ CHECKS: list[Callable[[], int]] = [
     check_wrong_draw_is_lossy,
     check_torch_rules_cell_by_cell,
     check_closed_form_equals_min_cut_and_lp,
+    check_sorted_prefixes_attain_the_maximum,
     check_acceptance_against_the_optimum,
     check_known_bugs_are_lossy,
 ]
@@ -290,6 +321,10 @@ def test_torch_rules_cell_by_cell() -> None:
 
 def test_closed_form_equals_min_cut_and_lp() -> None:
     check_closed_form_equals_min_cut_and_lp()
+
+
+def test_sorted_prefixes_attain_the_maximum() -> None:
+    check_sorted_prefixes_attain_the_maximum()
 
 
 def test_acceptance_against_the_optimum() -> None:
