@@ -29,12 +29,13 @@ logits for the positions that are needed only (``logits_to_keep``).
 """
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
-from typing_extensions import TypedDict, Unpack
+from typing_extensions import Protocol, TypedDict, Unpack
 
 from specdec._checks import (
     check_eos_token_id,
@@ -49,7 +50,7 @@ from specdec._loop import draw as draw_uniforms
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.step import StepState, speculative_step
 from specdec.stopping import NEVER, StoppingRule
-from specdec.types import VerifyRule
+from specdec.types import Verification, VerifyRule
 from specdec.verify.tokens import verify_tokens
 from specdec.warp import SamplingOptions
 
@@ -236,6 +237,90 @@ def generate_speculative(
         (torch.Size([1, 6]), True)
     """
     check_keywords(sampling, [*FIELDS, *(f"draft_{key}" for key in FIELDS)], "generate_speculative")
+
+    def step(
+        target: CausalLM,
+        draft: CausalLM,
+        state: StepState,
+        options: tuple[SamplingOptions, SamplingOptions],
+        uniforms: tuple[Tensor, Tensor],
+        lengths: Tensor,
+    ) -> LoopOutcome:
+        return speculative_step(
+            target,
+            draft,
+            state,
+            rule=rule,
+            target_options=options[0],
+            draft_options=options[1],
+            draft_uniforms=uniforms[0],  # the step drafts max(lengths) and uses their uniforms
+            verify_uniforms=uniforms[1],
+            lengths=lengths,
+            stopping=stopping,
+        )
+
+    return speculative_loop(
+        target,
+        draft,
+        prompt_ids,
+        k=k,
+        max_new_tokens=max_new_tokens,
+        generator=generator,
+        options=(target_options, draft_options, sampling),
+        eos_token_id=eos_token_id,
+        widths=(k, k + 1),  # k and k + 1 uniforms per row and step, whatever is used
+        step=step,
+    )
+
+
+class LoopOutcome(Protocol):
+    """What a speculative loop reads from a step's outcome (``StepOutcome``, ``PathsOutcome``)."""
+
+    @property
+    def verification(self) -> Verification: ...
+    @property
+    def state(self) -> StepState: ...
+    @property
+    def lengths(self) -> Tensor: ...
+
+
+LoopStep = Callable[
+    [
+        CausalLM,
+        CausalLM,
+        StepState,
+        tuple[SamplingOptions, SamplingOptions],
+        tuple[Tensor, Tensor],
+        Tensor,
+    ],
+    LoopOutcome,
+]
+"""One step of a speculative loop: ``(target, draft, state, (target_options, draft_options),
+(draft_uniforms [b, w_d], verify_uniforms [b, w_v]), lengths [b]) -> outcome``."""
+
+
+def speculative_loop(
+    target: CausalLM,
+    draft: CausalLM,
+    prompt_ids: object,
+    *,
+    k: object,
+    max_new_tokens: int,
+    generator: Generators,
+    options: tuple[SamplingOptions | None, SamplingOptions | None, Mapping[str, object]],
+    eos_token_id: int | None,
+    widths: tuple[int, int],
+    step: LoopStep,
+) -> Generation:
+    """The loop ``generate_speculative`` and ``generate_speculative_paths`` share.
+
+    Validates ``k`` (``>= 1``), the vocabularies, the prompt, the generators, the EOS id and the
+    token budget, builds both sampling options from ``options = (target_options,
+    draft_options, keywords)``, then until every row is done: draws ``widths[0]`` drafting and
+    ``widths[1]`` verification uniforms per row (in that order), gives each row the drafts it
+    can still emit (``lengths``: ``min(k, budget - produced - 1)``; finished rows share the
+    widest group), runs ``step`` and appends the emitted tokens.
+    """
     k = check_positive_int("k", k)
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
     prompt = check_prompt_ids("prompt_ids", prompt_ids, target.vocab_size)
@@ -243,6 +328,7 @@ def generate_speculative(
     check_eos_token_id("eos_token_id", eos_token_id, target.vocab_size)
     max_length = getattr(target, "max_length", None)
     budget = check_token_budget(max_new_tokens, prompt.shape[1], k, max_length)
+    target_options, draft_options, sampling = options
     target_law = build_options("target_options", target_options, sampling, "", SamplingOptions())
     draft_law = build_options("draft_options", draft_options, sampling, "draft_", target_law)
     timed_target, timed_draft = Timed(target), Timed(draft)
@@ -254,22 +340,18 @@ def generate_speculative(
     state = StepState.initial(prompt)
     while not bool(out.done.all()):
         start = time.perf_counter()
-        draft_uniforms = draw_uniforms(generator, batch, k)  # k and k + 1 per row, whatever is used
-        verify_uniforms = draw_uniforms(generator, batch, k + 1)
+        draft_uniforms = draw_uniforms(generator, batch, widths[0])
+        verify_uniforms = draw_uniforms(generator, batch, widths[1])
         usable = (budget - out.produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
         width = int(usable[~out.done].max())
         lengths = torch.where(out.done, width, usable)  # finished rows: anything, one group
-        outcome = speculative_step(
+        outcome = step(
             timed_target,
             timed_draft,
             state,
-            rule=rule,
-            target_options=target_law,
-            draft_options=draft_law,
-            draft_uniforms=draft_uniforms,  # the step drafts max(lengths) and uses their uniforms
-            verify_uniforms=verify_uniforms,
-            lengths=lengths,
-            stopping=stopping,
+            (target_law, draft_law),
+            (draft_uniforms, verify_uniforms),
+            lengths,
         )
         verdict = outcome.verification
         accepted_per_step.append(torch.where(out.done, -1, verdict.num_accepted))

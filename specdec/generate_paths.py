@@ -12,24 +12,13 @@ no draft at all for the last token (one target pass, the draft not called when n
 There is no ``stopping`` rule: every path drafts ``k`` tokens until the budget's end.
 """
 
-import time
-
-import torch
 from jaxtyping import Int
 from torch import Tensor
 from typing_extensions import Unpack
 
-from specdec._checks import (
-    check_eos_token_id,
-    check_generators,
-    check_positive_int,
-    check_prompt_ids,
-    check_same_vocabulary,
-    check_token_budget,
-)
-from specdec._loop import FIELDS, Generators, Output, Timed, build_options, check_keywords
-from specdec._loop import draw as draw_uniforms
-from specdec.generate import DraftSamplingKeywords, Generation
+from specdec._checks import check_positive_int
+from specdec._loop import FIELDS, Generators, check_keywords
+from specdec.generate import DraftSamplingKeywords, Generation, LoopOutcome, speculative_loop
 from specdec.models.base import CausalLM
 from specdec.step import StepState
 from specdec.step_paths import PathsRule, speculative_step_paths
@@ -103,54 +92,38 @@ def generate_speculative_paths(
     allowed = [*FIELDS, *(f"draft_{key}" for key in FIELDS)]
     check_keywords(sampling, allowed, "generate_speculative_paths")
     paths = check_positive_int("paths", paths)
-    k = check_positive_int("k", k)
-    check_same_vocabulary(target.vocab_size, draft.vocab_size)
-    prompt = check_prompt_ids("prompt_ids", prompt_ids, target.vocab_size)
-    check_generators("generator", generator, prompt.shape[0])
-    check_eos_token_id("eos_token_id", eos_token_id, target.vocab_size)
-    max_length = getattr(target, "max_length", None)
-    budget = check_token_budget(max_new_tokens, prompt.shape[1], k, max_length)
-    target_law = build_options("target_options", target_options, sampling, "", SamplingOptions())
-    draft_law = build_options("draft_options", draft_options, sampling, "draft_", target_law)
-    timed_target, timed_draft = Timed(target), Timed(draft)
-    batch = prompt.shape[0]
-    out = Output.empty(batch, budget)
-    accepted_per_step: list[Tensor] = []
-    verified_per_step: list[Tensor] = []
-    times: list[tuple[float, float, float]] = []
-    state = StepState.initial(prompt)
-    while not bool(out.done.all()):
-        start = time.perf_counter()
-        draft_uniforms = draw_uniforms(generator, batch, paths * k).reshape(batch, paths, k)
-        verify_uniforms = draw_uniforms(generator, batch, paths * k + 1)
-        usable = (budget - out.produced - 1).clamp(min=0, max=k)  # drafts a row can still emit
-        width = int(usable[~out.done].max())
-        lengths = torch.where(out.done, width, usable)  # finished rows: anything, one group
-        outcome = speculative_step_paths(
-            timed_target,
-            timed_draft,
+    length = check_positive_int("k", k)
+
+    def step(
+        target: CausalLM,
+        draft: CausalLM,
+        state: StepState,
+        options: tuple[SamplingOptions, SamplingOptions],
+        uniforms: tuple[Tensor, Tensor],
+        lengths: Tensor,
+    ) -> LoopOutcome:
+        return speculative_step_paths(
+            target,
+            draft,
             state,
             paths=paths,
-            target_options=target_law,
-            draft_options=draft_law,
-            draft_uniforms=draft_uniforms,
-            verify_uniforms=verify_uniforms,
+            target_options=options[0],
+            draft_options=options[1],
+            draft_uniforms=uniforms[0].reshape(-1, paths, length),
+            verify_uniforms=uniforms[1],
             lengths=lengths,
             rule=rule,
         )
-        verdict = outcome.verification
-        accepted_per_step.append(torch.where(out.done, -1, verdict.num_accepted))
-        verified_per_step.append(torch.where(out.done, -1, outcome.lengths))
-        out = out.append(verdict.tokens, verdict.num_accepted + 1, eos_token_id)
-        state = outcome.state
-        drafting, verifying = timed_draft.lap(), timed_target.lap()
-        times.append((drafting, verifying, time.perf_counter() - start - drafting - verifying))
-    empty = torch.zeros(0, batch, dtype=torch.int64)
-    return Generation(
-        tokens=out.tokens,
-        accepted=torch.stack(accepted_per_step) if accepted_per_step else empty,
-        verified=torch.stack(verified_per_step) if verified_per_step else empty,
-        draft_seconds=tuple(t[0] for t in times),
-        verify_seconds=tuple(t[1] for t in times),
-        other_seconds=tuple(t[2] for t in times),
+
+    return speculative_loop(
+        target,
+        draft,
+        prompt_ids,
+        k=length,
+        max_new_tokens=max_new_tokens,
+        generator=generator,
+        options=(target_options, draft_options, sampling),
+        eos_token_id=eos_token_id,
+        widths=(paths * length, paths * length + 1),
+        step=step,
     )
