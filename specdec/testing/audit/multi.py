@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 from specdec.discover import ExactVerdict
 from specdec.discover_multi import (
@@ -340,34 +340,24 @@ def audit_multi_draft(
         'lossy'
     """
     options = _options(samples, false_fail_rate, false_pass_rate, detect_tv, min_power_tv, seed)
-    _check(rule, draw, exact, scenarios, options, num_threads)
-    battery = list(position_scenarios() if scenarios is None else scenarios)
-    with threads(num_threads):
-        if not exact:
-            return sampled_audit(
-                rule, "position", draw, battery, name=_name(rule), progress=progress, **options
-            )
-        return _exact_positions(rule, draw, battery, seed, progress)
 
-
-def _exact_positions(
-    rule: Callable[..., Any],
-    draw: Draw,
-    battery: Sequence[PositionScenario],
-    seed: int,
-    progress: Progress | None,
-) -> MultiAuditReport:
-    start = time.perf_counter()
-    results = []
-    for index, scenario in enumerate(battery):
+    def decide(scenario: PositionScenario) -> tuple[MultiDiscovery, ExactVerdict | None]:
         found = discover_multi_law(
             rule, scenario.target_row, scenario.draft_row, scenario.k, draw, seed=seed
         )
-        verdict = None if found.law is None else multi_verdict(found, scenario.target_row)
-        results.append(_result(scenario.name, found, verdict))
-        _report(progress, index, len(battery), results[-1])
-    return MultiAuditReport(
-        _name(rule), "position", draw, tuple(results), time.perf_counter() - start
+        return found, None if found.law is None else multi_verdict(found, scenario.target_row)
+
+    return _audit(
+        rule,
+        "position",
+        draw,
+        scenarios,
+        position_scenarios,
+        exact,
+        options,
+        num_threads,
+        progress,
+        decide,
     )
 
 
@@ -462,35 +452,62 @@ def audit_tree(
         'LOSSLESS (exact, on 1 tree scenario(s), candidates drawn point_mass)'
     """
     options = _options(samples, false_fail_rate, false_pass_rate, detect_tv, min_power_tv, seed)
-    _check(rule, draw, exact, scenarios, options, num_threads)
-    battery = list(tree_scenarios() if scenarios is None else scenarios)
-    with threads(num_threads):
-        if not exact:
-            return sampled_audit(
-                rule, "tree", draw, battery, name=_name(rule), progress=progress, **options
-            )
-        return _exact_trees(rule, draw, battery, seed, progress)
 
-
-def _exact_trees(
-    rule: Callable[..., Any],
-    draw: Draw,
-    battery: Sequence[TreeScenario],
-    seed: int,
-    progress: Progress | None,
-) -> MultiAuditReport:
-    start = time.perf_counter()
-    results = []
-    for index, scenario in enumerate(battery):
+    def decide(scenario: TreeScenario) -> tuple[MultiDiscovery, ExactVerdict | None]:
         pair = make_toy_pair(scenario.vocab, seed=scenario.seed, closeness=scenario.closeness)
         tree = TokenTree(parents=scenario.parents, draw=draw)
         found = discover_tree_law(rule, tree, pair.target, pair.draft, scenario.prefix, seed=seed)
-        verdict = (
-            None if found.law is None else tree_verdict(found, tree, pair.target, scenario.prefix)
+        if found.law is None:
+            return found, None
+        return found, tree_verdict(found, tree, pair.target, scenario.prefix)
+
+    return _audit(
+        rule,
+        "tree",
+        draw,
+        scenarios,
+        tree_scenarios,
+        exact,
+        options,
+        num_threads,
+        progress,
+        decide,
+    )
+
+
+S = TypeVar("S", PositionScenario, TreeScenario)
+
+
+def _audit(
+    rule: Callable[..., Any],
+    kind: Literal["position", "tree"],
+    draw: Draw,
+    scenarios: Sequence[S] | None,
+    default_battery: Callable[[], list[S]],
+    exact: bool,
+    options: dict[str, Any],
+    num_threads: int | None,
+    progress: Progress | None,
+    decide: Callable[[S], tuple[MultiDiscovery, ExactVerdict | None]],
+) -> MultiAuditReport | MultiSampledReport:
+    """Both audits: check the options, then sample (``sampled_audit``) or decide every scenario
+    exactly with ``decide`` (the scenario's discovered law and its verdict, ``None`` without a
+    law)."""
+    _check(rule, draw, exact, scenarios, options, num_threads)
+    battery = list(default_battery() if scenarios is None else scenarios)
+    with threads(num_threads):
+        if not exact:
+            return sampled_audit(
+                rule, kind, draw, battery, name=_name(rule), progress=progress, **options
+            )
+        start = time.perf_counter()
+        results: list[MultiScenarioResult] = []
+        for index, scenario in enumerate(battery):
+            results.append(_result(scenario.name, *decide(scenario)))
+            _report(progress, index, len(battery), results[-1])
+        return MultiAuditReport(
+            _name(rule), kind, draw, tuple(results), time.perf_counter() - start
         )
-        results.append(_result(scenario.name, found, verdict))
-        _report(progress, index, len(battery), results[-1])
-    return MultiAuditReport(_name(rule), "tree", draw, tuple(results), time.perf_counter() - start)
 
 
 def _options(
