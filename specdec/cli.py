@@ -18,7 +18,7 @@ import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from specdec._checks import check_int
 from specdec.demo import run_demo
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from specdec.prove import CheckResult
 
 __all__ = ["load_function", "main"]
+
+_Report = TypeVar("_Report")
 
 
 def load_function(spec: str) -> Callable[..., Any]:
@@ -81,7 +83,6 @@ def _audit(args: argparse.Namespace) -> int:
         AuditReport,
         ExactAuditReport,
         ExitCode,
-        InvalidOutputError,
         audit_exact,
         audit_step,
         audit_verifier,
@@ -110,37 +111,30 @@ def _audit(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         bar.advance(line)
 
-    report: AuditReport | ExactAuditReport
-    try:
+    def run() -> AuditReport | ExactAuditReport:
         if args.exact:
             battery = engine.get("scenarios") or verifier_scenarios()
             scenarios = [*battery, *search_scenarios(_searched(args), seed=args.seed)]
-            report = audit_exact(fn, scenarios=scenarios, seed=args.seed, progress=progress)
-        else:
-            audit: Callable[..., AuditReport] = audit_step if args.step else audit_verifier
-            report = audit(
-                fn,
-                batched=True if args.batched else None,
-                samples=args.samples,
-                false_fail_rate=args.false_fail_rate,
-                false_pass_rate=args.false_pass_rate,
-                seed=args.seed,
-                progress=progress,
-                **engine,
-                detect_tv=args.detect_tv,
-                min_power_tv=args.min_power_tv,
-                allow_nondeterministic=args.allow_nondeterministic,
-                blocks_span_steps=args.blocks_span_steps,
-            )
-    except InvalidOutputError as error:  # every option was validated before: the function's
-        bar.close()
-        print(f"specdec audit: {args.function} returned an invalid block: {error}", file=sys.stderr)
-        return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
-    except Exception as error:
-        bar.close()
-        print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
-        traceback.print_exc()
-        return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
+            return audit_exact(fn, scenarios=scenarios, seed=args.seed, progress=progress)
+        audit: Callable[..., AuditReport] = audit_step if args.step else audit_verifier
+        return audit(
+            fn,
+            batched=True if args.batched else None,
+            samples=args.samples,
+            false_fail_rate=args.false_fail_rate,
+            false_pass_rate=args.false_pass_rate,
+            seed=args.seed,
+            progress=progress,
+            **engine,
+            detect_tv=args.detect_tv,
+            min_power_tv=args.min_power_tv,
+            allow_nondeterministic=args.allow_nondeterministic,
+            blocks_span_steps=args.blocks_span_steps,
+        )
+
+    report = _guarded(args, bar, run, "block")
+    if isinstance(report, int):
+        return report
     bar.close()
     print(report.to_json() if args.json else report.format())
     _plot_audit(args, report)
@@ -193,7 +187,7 @@ def _audit_multi(args: argparse.Namespace) -> int:
     """``specdec audit MODULE:FUNCTION --multi-draft DRAW`` or ``--tree DRAW``: the multi-draft
     or tree audit (exact with ``--exact``, else statistical); usage errors before the import."""
     from specdec.progressbar import start_progress
-    from specdec.testing.audit import ExitCode, InvalidOutputError, audit_multi_draft, audit_tree
+    from specdec.testing.audit import ExitCode, audit_multi_draft, audit_tree
     from specdec.testing.audit.multi_battery import (
         position_scenarios,
         select_multi_scenarios,
@@ -233,12 +227,28 @@ def _audit_multi(args: argparse.Namespace) -> int:
             detect_tv=args.detect_tv,
             min_power_tv=args.min_power_tv,
         )
+    report = _guarded(args, bar, lambda: audit(fn, draw, battery, **options), "result")
+    if isinstance(report, int):
+        return report
+    bar.close()
+    print(report.to_json() if args.json else report.format())
+    return int(report.exit_code)
+
+
+def _guarded(
+    args: argparse.Namespace, bar: "Progress", run: Callable[[], _Report], returned: str
+) -> _Report | int:
+    """``run()``, or the exit code of the audited function's invalid output or crash, reported
+    (every option was validated before, so anything raised comes from the function)."""
+    from specdec.testing.audit import ExitCode, InvalidOutputError
+
     try:
-        report = audit(fn, draw, battery, **options)
+        return run()
     except InvalidOutputError as error:
         bar.close()
         print(
-            f"specdec audit: {args.function} returned an invalid result: {error}", file=sys.stderr
+            f"specdec audit: {args.function} returned an invalid {returned}: {error}",
+            file=sys.stderr,
         )
         return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
     except Exception as error:
@@ -246,9 +256,6 @@ def _audit_multi(args: argparse.Namespace) -> int:
         print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
         traceback.print_exc()
         return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
-    bar.close()
-    print(report.to_json() if args.json else report.format())
-    return int(report.exit_code)
 
 
 def _failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:
