@@ -251,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         # the two estimates come from the same drafts (aligned lists): their paired difference
         paired = [b - t for t, b in zip(pooled["tokens"], pooled["block"], strict=True)]
+        difference = summary(paired)
         predicted = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1.0
         gain = measured["block"]["mean"] / measured["tokens"]["mean"]
         e_tokens = measured["tokens"]["expected_given_drafts"]["mean"]
@@ -262,15 +263,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "predicted_tokens": predicted,
                 "gain": gain,
                 "expected_gain": e_block / e_tokens,
-                "expected_difference": summary(paired),
+                "expected_difference": difference,
             }
         )
         print(
             f"{k:>2} {measured['tokens']['mean']:>8.3f} ± {measured['tokens']['half_width']:.3f}"
             f" {predicted:>9.3f} {e_tokens:>8.3f} {measured['block']['mean']:>8.3f} ± "
             f"{measured['block']['half_width']:.3f} {e_block:>8.3f} {gain:>6.3f} "
-            f"{e_block / e_tokens:>6.3f} {summary(paired)['mean']:>7.3f} ± "
-            f"{summary(paired)['half_width']:.3f} {seconds:>6.1f}"
+            f"{e_block / e_tokens:>6.3f} {difference['mean']:>7.3f} ± "
+            f"{difference['half_width']:.3f} {seconds:>6.1f}"
         )
     results["load_average_after"] = load_average()
     write_json(args.out, results)
