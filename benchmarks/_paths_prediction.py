@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from specdec.rejection import residual_probs
+
 __all__ = ["acceptance_by_candidates", "chain_tokens", "path_guides"]
 
 
@@ -37,9 +39,7 @@ def acceptance_by_candidates(target_rows: Tensor, draft_rows: Tensor, most: int)
         overlap = torch.minimum(residual, draft).sum(dim=-1).clamp(max=1.0)
         all_rejected = all_rejected * (1 - overlap)
         betas.append(1 - all_rejected)
-        excess = (residual - draft).clamp(min=0)
-        mass = excess.sum(dim=-1, keepdim=True)
-        residual = torch.where(mass > 0, excess / mass.clamp(min=1e-300), draft)
+        residual = residual_probs(residual, draft)  # p_{j+1}; p_j itself where p_j = q
     return torch.stack(betas, dim=-1)
 
 
