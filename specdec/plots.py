@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from specdec.testing.audit.plan import ScenarioPlan
-    from specdec.testing.audit.report import ScenarioResult
+    from specdec.testing.audit.results import ScenarioResult
     from specdec.testing.audit.run import ScenarioEvidence
 
 __all__ = [

@@ -105,7 +105,7 @@ def test_multi_draft_and_tree_rules_pass_or_fail_with_the_report() -> None:
     """A control passes and its bug fails, in both modes: exactly, and by sampling at
     ``detect_tv = 0.1`` (false-fail 1e-6, false-pass 1e-3 at TV 0.1; the bug's exact TV is
     0.5 on ``v4-zero-target``, ``tests/test_audit_multi.py``)."""
-    from specdec.testing.audit.multi import position_scenarios, tree_scenarios
+    from specdec.testing.audit import position_scenarios, tree_scenarios
     from specdec.testing.zoo import MULTI_ZOO
 
     first = position_scenarios()[:1]

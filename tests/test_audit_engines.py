@@ -27,11 +27,10 @@ from specdec.testing.audit.battery import (
     Scenario,
     acceptance_mass,
     check_exercises_acceptance,
-    scenario_catalogue,
-    select_scenarios,
     step_scenarios,
     verifier_scenarios,
 )
+from specdec.testing.audit.catalogue import scenario_catalogue, select_scenarios
 from specdec.testing.audit.conventions import resolve_device, warping_distance
 from specdec.testing.audit.large import dyadic_pair, large_pair
 from specdec.testing.audit.reserved import without_reserved

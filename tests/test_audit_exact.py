@@ -18,7 +18,7 @@ from specdec.cli import main
 from specdec.discover import ROUNDING_BOUND
 from specdec.testing import zoo
 from specdec.testing.audit import (
-    ExactAuditReport,
+    AuditReport,
     audit_exact,
     audit_verifier,
     search_scenarios,
@@ -103,7 +103,9 @@ def test_a_rule_outside_the_class_is_not_called_lossless() -> None:
 
 def test_audit_verifier_exact_is_the_exact_audit() -> None:
     report = audit_verifier(specdec.verify_tokens, exact=True, scenarios=SCENARIOS[:2])
-    assert isinstance(report, ExactAuditReport) and report.verdict == "lossless"
+    assert (
+        isinstance(report, AuditReport) and report.mode == "exact" and report.verdict == "lossless"
+    )
 
 
 def test_reports_serialise_to_json_with_a_top_level_verdict() -> None:

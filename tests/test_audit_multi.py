@@ -26,9 +26,14 @@ import pytest
 import torch
 
 from specdec.cli import main
-from specdec.testing.audit import ExitCode, audit_multi_draft, audit_tree
-from specdec.testing.audit.multi import position_scenarios, tree_scenarios
-from specdec.testing.audit.multi_sampled import MultiSampledReport
+from specdec.testing.audit import (
+    AuditReport,
+    ExitCode,
+    audit_multi_draft,
+    audit_tree,
+    position_scenarios,
+    tree_scenarios,
+)
 from specdec.testing.stats import min_sample_size_by_l1
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.verify.multi import MultiDraftVerification
@@ -129,7 +134,11 @@ def test_too_few_samples_are_inconclusive_with_the_size_that_would_decide(
 def test_the_lossless_headline_states_what_was_checked() -> None:
     entry = MULTI_ZOO["multi_point_mass"]
     report = audit_multi_draft(entry.rule, entry.draw, exact=False, detect_tv=0.05)
-    assert isinstance(report, MultiSampledReport) and report.verdict == "lossless"
+    assert (
+        isinstance(report, AuditReport)
+        and report.mode == "statistical"
+        and report.verdict == "lossless"
+    )
     assert report.headline() == (
         f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found (false-fail 1e-06, "
         "false-pass 0.001) on 2 position scenario(s), candidates drawn point_mass"
@@ -157,7 +166,7 @@ def test_a_forbidden_outcome_is_a_certain_rejection_and_the_report_says_so() -> 
     report = audit_multi_draft(_always_first, "iid", exact=False, samples=2_000)
     assert report.verdict == "lossy" and report.exit_code == 1
     first = report.results[0]
-    assert first.forbidden_outcomes > 0 and first.p_value == 0.0 and first.lossy
+    assert first.impossible_outcomes > 0 and first.p_value == 0.0 and first.lossy
     assert report.headline().startswith("LOSSY: 2 scenario(s): v4-zero-target by forbidden")
     assert "largest deviations" in report.format()
 

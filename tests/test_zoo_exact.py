@@ -20,7 +20,7 @@ from fractions import Fraction
 import pytest
 
 from specdec.discover import ROUNDING_BOUND
-from specdec.testing.audit import ExactAuditReport, audit_exact, verifier_scenarios
+from specdec.testing.audit import AuditReport, audit_exact, verifier_scenarios
 from specdec.testing.zoo import ZOO, Entry, ExactTV
 from specdec.testing.zoo._exact_tv import SCENARIOS
 
@@ -33,7 +33,7 @@ def stated_distance(total_variation: Fraction) -> float:
     return 0.0 if total_variation <= ROUNDING_BOUND else float(f"{float(total_variation):.4g}")
 
 
-def measured_battery_tv(report: ExactAuditReport) -> tuple[ExactTV, ...]:
+def measured_battery_tv(report: AuditReport) -> tuple[ExactTV, ...]:
     """The ``exact_tv`` an exact audit on ``BATTERY`` gives (every scenario must have a law)."""
     stated = []
     for scenario in report.scenarios:

@@ -13,7 +13,7 @@ from fractions import Fraction
 import pytest
 
 from specdec.discover import ROUNDING_BOUND
-from specdec.testing.audit.multi import (
+from specdec.testing.audit import (
     audit_multi_draft,
     audit_tree,
     position_scenarios,
@@ -56,7 +56,9 @@ def test_registry_refuses_duplicates_and_undocumented_entries() -> None:
 def test_position_entry_verdict(name: str) -> None:
     entry = MULTI_ZOO[name]
     scenarios = position_scenarios()
-    report = audit_multi_draft(entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1])
+    report = audit_multi_draft(
+        entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1], exact=True
+    )
     assert all(r.status == "exact" for r in report.results), report
     assert report.lossy == entry.lossy, (name, [r.evidence for r in report.results])
     distances = [r.total_variation for r in report.results]
@@ -72,7 +74,9 @@ def test_position_entry_verdict(name: str) -> None:
 def test_tree_entry_verdict(name: str) -> None:
     entry = MULTI_ZOO[name]
     scenarios = tree_scenarios()
-    report = audit_tree(entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1])
+    report = audit_tree(
+        entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1], exact=True
+    )
     assert all(r.status == "exact" for r in report.results), report
     assert report.lossy == entry.lossy, (name, [r.evidence for r in report.results])
     if entry.lossy:

@@ -5,23 +5,29 @@ statistics, the audit and the known-bug zoo (``specdec.testing.zoo``) live in th
 beside it; ``assert_lossless`` (``specdec.testing.assertions``) is the audit as one assertion.
 """
 
-from specdec.testing.assertions import assert_lossless
-from specdec.testing.strategies import (
-    RationalRow,
-    VerifyInputs,
-    prob_pairs,
-    prob_vectors,
-    rational_rows,
-    uniform_values,
-    verify_inputs,
-)
-from specdec.testing.strategies_more import (
-    filtered_pairs,
-    nested_support_pairs,
-    tiny_mass_vectors,
-    toy_pairs,
-    vocabulary_maps,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names below are, for type checkers and readers
+    from specdec.testing.assertions import (
+        assert_lossless,
+    )
+    from specdec.testing.strategies import (
+        RationalRow,
+        VerifyInputs,
+        prob_pairs,
+        prob_vectors,
+        rational_rows,
+        uniform_values,
+        verify_inputs,
+    )
+    from specdec.testing.strategies_more import (
+        filtered_pairs,
+        nested_support_pairs,
+        tiny_mass_vectors,
+        toy_pairs,
+        vocabulary_maps,
+    )
 
 __all__ = [
     "RationalRow",
@@ -38,3 +44,34 @@ __all__ = [
     "verify_inputs",
     "vocabulary_maps",
 ]
+
+_HOMES = {
+    "assert_lossless": "specdec.testing.assertions",
+    "RationalRow": "specdec.testing.strategies",
+    "VerifyInputs": "specdec.testing.strategies",
+    "prob_pairs": "specdec.testing.strategies",
+    "prob_vectors": "specdec.testing.strategies",
+    "rational_rows": "specdec.testing.strategies",
+    "uniform_values": "specdec.testing.strategies",
+    "verify_inputs": "specdec.testing.strategies",
+    "filtered_pairs": "specdec.testing.strategies_more",
+    "nested_support_pairs": "specdec.testing.strategies_more",
+    "tiny_mass_vectors": "specdec.testing.strategies_more",
+    "toy_pairs": "specdec.testing.strategies_more",
+    "vocabulary_maps": "specdec.testing.strategies_more",
+}
+"""Where each exported name lives: imported on first use, so that importing one module of
+the package (``specdec audit --help`` imports the command's parser) loads no other."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

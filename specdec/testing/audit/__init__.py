@@ -23,67 +23,148 @@ sample its stated power needs (``detect_tv``: 0.01 batched, 0.05 single-sequence
 and a verdict states that power: LOSSLESS means "no deviation of TV >= x found", INCONCLUSIVE
 that the power fell below a minimum; every verdict class has its exit code (``report``).
 
-Modules: ``battery`` (the scenarios), ``plan`` (sample sizes, cells, the error-rate split),
-``run`` (calling the function and completing its blocks), ``report`` (results, verdict, printed
-report, exit codes), ``audits`` (the two entry points), ``exact`` (the exact audit of a rule
-that takes its uniforms: laws from its own decisions, no sampling; ``audit_verifier(...,
-exact=True)``), ``multi`` (the audit of multi-draft and tree rules, with their own
-signatures and battery, ``multi_battery``: ``audit_multi_draft``, ``audit_tree``; exact by
-default, statistical with ``exact=False``, ``multi_sampled``).
+One design under every form and mode. What is audited becomes one ``Subject`` at the boundary
+(``subject.as_subject``: a rule, a verifier or a step, batched or not, a multi-draft or tree
+rule); what the caller chooses is one frozen ``AuditOptions`` (``options``), validated when
+built; ``audits.audit(subject, options)`` picks the scenarios (``catalogue``) and one drawing
+engine, and every engine returns one ``AuditReport`` (``report``; per-scenario results and
+the decision in ``results``) with one exit-code table (``ExitCode``). The engines:
+``sampled`` (the statistical audit of verifiers and steps: ``plan`` fixes sample sizes, cells
+and the error-rate split, ``run`` calls the function and completes its blocks), ``sampler``
+(a step against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's
+law from its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree
+rules, exactly or by sampling). ``audit_verifier``, ``audit_step``, ``audit_multi_draft`` and
+``audit_tree`` are ``audit`` for one level; ``command`` is ``specdec audit``.
 
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
-``sampler`` (a step against the engine's own target-only sampler: a two-sample test),
 ``reserved`` (token ids kept out of the toy vocabularies), ``large`` (vocabularies in the
 thousands, rows exact in every dtype), ``ragged`` (per-row ``k`` in the batched verifier
-signature); the battery's catalogue is chosen from by name (``select_scenarios``), and
-``specdec.testing.hf_like`` wraps a toy model as a transformers-like causal LM.
+signature); ``specdec.testing.hf_like`` wraps a toy model as a transformers-like causal LM.
 """
 
-from specdec.testing.audit.audits import (
-    Progress,
-    audit_step,
-    audit_verifier,
-    check_audit_options,
-)
-from specdec.testing.audit.battery import (
-    Scenario,
-    scenario_catalogue,
-    select_scenarios,
-    step_scenarios,
-    verifier_scenarios,
-)
-from specdec.testing.audit.exact import (
-    ExactAuditReport,
-    ExactScenarioResult,
-    audit_exact,
-    search_scenarios,
-)
-from specdec.testing.audit.multi import MultiAuditReport, audit_multi_draft, audit_tree
-from specdec.testing.audit.multi_sampled import MultiSampledReport
-from specdec.testing.audit.report import VERDICT_EXIT, AuditReport, ExitCode, ScenarioResult
-from specdec.testing.audit.run import InvalidOutputError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names below are, for type checkers and readers
+    from specdec.testing.audit.audits import (
+        audit,
+        audit_multi_draft,
+        audit_step,
+        audit_tree,
+        audit_verifier,
+    )
+    from specdec.testing.audit.battery import (
+        Scenario,
+        step_scenarios,
+        verifier_scenarios,
+    )
+    from specdec.testing.audit.catalogue import (
+        scenario_catalogue,
+        search_scenarios,
+        select_scenarios,
+    )
+    from specdec.testing.audit.exact import (
+        audit_exact,
+    )
+    from specdec.testing.audit.multi_battery import (
+        PositionScenario,
+        TreeScenario,
+        position_scenarios,
+        tree_scenarios,
+    )
+    from specdec.testing.audit.options import (
+        AuditOptions,
+        Progress,
+        check_audit_options,
+    )
+    from specdec.testing.audit.report import (
+        VERDICT_EXIT,
+        AuditReport,
+        ExitCode,
+    )
+    from specdec.testing.audit.results import (
+        ExactScenarioResult,
+        ScenarioResult,
+    )
+    from specdec.testing.audit.run import (
+        InvalidOutputError,
+    )
+    from specdec.testing.audit.subject import (
+        Subject,
+        as_subject,
+    )
 
 __all__ = [
     "VERDICT_EXIT",
+    "AuditOptions",
     "AuditReport",
-    "ExactAuditReport",
     "ExactScenarioResult",
     "ExitCode",
     "InvalidOutputError",
-    "MultiAuditReport",
-    "MultiSampledReport",
+    "PositionScenario",
     "Progress",
     "Scenario",
     "ScenarioResult",
+    "Subject",
+    "TreeScenario",
+    "as_subject",
+    "audit",
     "audit_exact",
     "audit_multi_draft",
     "audit_step",
     "audit_tree",
     "audit_verifier",
     "check_audit_options",
+    "position_scenarios",
     "scenario_catalogue",
     "search_scenarios",
     "select_scenarios",
     "step_scenarios",
+    "tree_scenarios",
     "verifier_scenarios",
 ]
+
+_HOMES = {
+    "audit": "specdec.testing.audit.audits",
+    "audit_multi_draft": "specdec.testing.audit.audits",
+    "audit_step": "specdec.testing.audit.audits",
+    "audit_tree": "specdec.testing.audit.audits",
+    "audit_verifier": "specdec.testing.audit.audits",
+    "Scenario": "specdec.testing.audit.battery",
+    "step_scenarios": "specdec.testing.audit.battery",
+    "verifier_scenarios": "specdec.testing.audit.battery",
+    "scenario_catalogue": "specdec.testing.audit.catalogue",
+    "search_scenarios": "specdec.testing.audit.catalogue",
+    "select_scenarios": "specdec.testing.audit.catalogue",
+    "audit_exact": "specdec.testing.audit.exact",
+    "PositionScenario": "specdec.testing.audit.multi_battery",
+    "TreeScenario": "specdec.testing.audit.multi_battery",
+    "position_scenarios": "specdec.testing.audit.multi_battery",
+    "tree_scenarios": "specdec.testing.audit.multi_battery",
+    "AuditOptions": "specdec.testing.audit.options",
+    "Progress": "specdec.testing.audit.options",
+    "check_audit_options": "specdec.testing.audit.options",
+    "VERDICT_EXIT": "specdec.testing.audit.report",
+    "AuditReport": "specdec.testing.audit.report",
+    "ExitCode": "specdec.testing.audit.report",
+    "ExactScenarioResult": "specdec.testing.audit.results",
+    "ScenarioResult": "specdec.testing.audit.results",
+    "InvalidOutputError": "specdec.testing.audit.run",
+    "Subject": "specdec.testing.audit.subject",
+    "as_subject": "specdec.testing.audit.subject",
+}
+"""Where each exported name lives: imported on first use, so that importing one module of
+the package (``specdec audit --help`` imports the command's parser) loads no other."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

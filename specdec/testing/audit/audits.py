@@ -1,158 +1,137 @@
-"""``audit_verifier`` and ``audit_step``: plan the battery, run it, report.
+r"""The audit's entry points: one ``audit`` for every subject and mode, and the thin forms of it.
 
-Both audits share one skeleton: fix every scenario's cells, optimum and share of the error rate
-before drawing (``plan``), draw and complete the audited function's blocks scenario by scenario
-(``run``), then test and decide (``report``). They differ in what is audited: a verifier is handed
-draft blocks drafted from the toy draft, a step drafts, warps and verifies on its own.
+``audit(subject, options)`` is the whole audit: the subject (``as_subject``: what is audited,
+at which level) and the options (``AuditOptions``: validated when built) are checked against
+each other, the battery is chosen (``catalogue.default_scenarios``, with the engine's inputs
+applied), and one drawing engine runs it:
+
+===================  ===================================  ===================================
+level                statistical (default)                exact (``exact=True``)
+===================  ===================================  ===================================
+verifier, rule       ``sampled.sample_audit``             ``exact.audit_exact``
+step                 ``sampled.sample_audit`` (with a     (not available: a step draws its
+                     sampler: ``sampler.audit_with_       own drafts)
+                     sampler``)
+position, tree       ``multi_sampled.sampled_audit``      ``multi.exact_multi_audit``
+===================  ===================================  ===================================
+
+Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``
+and ``audit_tree`` are that call for one level, taking the options as keywords
+(``AuditKeywords``): ``audit_verifier(fn, detect_tv=0.05)`` is
+``audit(as_subject(fn, level="verifier"), AuditOptions(detect_tv=0.05))``.
 """
 
-import time
+import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Literal, cast, overload
+from typing import Any, TypeVar, Unpack
 
-import torch
-
-from specdec._checks import check_finite, check_int, check_positive_int, check_rate
-from specdec.testing.audit.battery import Scenario, WarpFn, step_scenarios, verifier_scenarios
-from specdec.testing.audit.conventions import (
-    WARPING_TOLERANCE,
-    engine_scenarios,
-    resolve_device,
-    warping_distance,
-)
-from specdec.testing.audit.exact import ExactAuditReport, audit_exact
-from specdec.testing.audit.plan import (
-    DETECT_TV_BATCHED,
-    DETECT_TV_SINGLE,
-    MIN_POWER_TV,
-    PlanScenario,
-    ScenarioPlan,
-    chunk_sizes,
-    plan_step_scenario,
-    plan_verifier_scenario,
-    samples_for_tv,
-    split_error_rate,
-)
-from specdec.testing.audit.ragged import ragged_optimum
-from specdec.testing.audit.report import (
-    AuditReport,
-    ScenarioResult,
-    decide_by_holm,
-    progress_line,
-    rejected_result,
-    scenario_result,
-    verdict,
-)
-from specdec.testing.audit.run import (
-    Complete,
-    Draw,
-    Inputs,
-    collect_evidence,
-    complete_step,
-    complete_verifier,
-    probe_options,
-    step_draw,
-    threads,
-    verifier_draw,
-)
-from specdec.testing.audit.sampler import SamplerFn, audit_with_sampler
-from specdec.testing.signatures import (
-    StepFn,
-    VerifierFn,
-    is_batched,
-    takes_uniforms,
-    verifier_from_rule,
-)
+from specdec.multi_law import Draw
+from specdec.testing.audit.battery import Scenario
+from specdec.testing.audit.catalogue import AnyScenario, default_scenarios
+from specdec.testing.audit.conventions import engine_scenarios
+from specdec.testing.audit.exact import audit_exact
+from specdec.testing.audit.multi import exact_multi_audit
+from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.multi_sampled import sampled_audit
+from specdec.testing.audit.options import AuditKeywords, AuditOptions, Progress
+from specdec.testing.audit.report import AuditReport
+from specdec.testing.audit.run import threads
+from specdec.testing.audit.sampled import sample_audit
+from specdec.testing.audit.sampler import audit_with_sampler
+from specdec.testing.audit.subject import Subject, as_subject
+from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
 
-__all__ = ["Progress", "audit_step", "audit_verifier", "check_audit_options"]
+__all__ = ["audit", "audit_multi_draft", "audit_step", "audit_tree", "audit_verifier"]
 
-Progress = Callable[[str], None]
-"""Called with one line per finished scenario."""
-
-RULE_SIGNATURE = "VerifyRule (uniforms in, Verification out; the audit draws the uniforms)"
-BATCHED_VERIFIER = "batched verifier (generator in, [N, k+1] -1-padded blocks out)"
-SINGLE_VERIFIER = "single-sequence verifier (generator in, one block out)"
-BATCHED_STEP = "batched step (logits callables and generator in)"
-SINGLE_STEP = "single-sequence step (logits callables and generator in)"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-@overload
+def audit(
+    subject: Subject,
+    options: AuditOptions | None = None,
+    *,
+    scenarios: Sequence[AnyScenario] | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Audit ``subject`` with ``options`` (module docstring): the one path every audit takes.
+
+    Args:
+        subject: what is audited (``as_subject(fn, ...)``).
+        options: the audit's options (default ``AuditOptions()``: statistical).
+        scenarios: the battery (default: the subject level's, ``default_scenarios``).
+        progress: called with one line per finished scenario.
+
+    Returns:
+        The ``AuditReport``. Exceptions raised by the audited function propagate; an output
+        that is not an emitted block raises ``InvalidOutputError``.
+
+    Raises:
+        ValueError, TypeError: an option that does not apply to the subject's form or mode
+            (``Subject.check``), an empty battery, before the function is ever called.
+    """
+    chosen = options or AuditOptions()
+    subject.check(chosen)
+    if scenarios is not None and not scenarios:
+        raise ValueError("scenarios must hold at least one scenario, got none.")
+    with threads(chosen.num_threads):
+        if subject.level in ("position", "tree"):
+            battery = list(scenarios or default_scenarios(subject.level))
+            multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
+            engine = exact_multi_audit if chosen.exact else sampled_audit
+            return engine(subject, chosen, multi, progress)
+        given = [s for s in scenarios or () if isinstance(s, Scenario)]
+        if chosen.exact:
+            return audit_exact(
+                subject, scenarios=given or None, search=chosen.search, seed=chosen.seed,
+                progress=progress,
+            )  # fmt: skip
+        defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
+        chosen_battery = engine_scenarios(
+            given or defaults,
+            step=subject.level == "step",
+            reserved=chosen.reserved_ids,
+            dtype=chosen.dtype,
+            warp=chosen.target_warp,
+        )
+        if chosen.target_sampler is not None:
+            return audit_with_sampler(subject, chosen, chosen_battery, progress)
+        return sample_audit(subject, chosen, chosen_battery, progress)
+
+
+def _with_options(entry: F) -> F:
+    """``entry`` with the options listed as keyword-only parameters in its signature
+    (``inspect.signature``, ``help()``): its ``**options`` are ``AuditOptions``'s fields."""
+    signature = inspect.signature(entry)
+    kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    names = {p.name for p in kept}
+    defaults = AuditOptions()
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name))
+        for name in AuditKeywords.__annotations__
+        if name not in names
+    ]
+    entry.__signature__ = signature.replace(parameters=[*kept, *extra])  # type: ignore[attr-defined]
+    return entry
+
+
+@_with_options
 def audit_verifier(
     fn: VerifierFn | VerifyRule,
     *,
     batched: bool | None = None,
-    samples: int | None = None,
-    false_fail_rate: float = 1e-6,
-    false_pass_rate: float = 1e-3,
-    seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
-    exact: Literal[False] = False,
-    reserved_ids: Sequence[int] = (),
-    dtype: torch.dtype | None = None,
-    device: str | torch.device | None = None,
-    ragged: bool = False,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
-    num_threads: int | None = 1,
-) -> AuditReport: ...
-
-
-@overload
-def audit_verifier(
-    fn: VerifierFn | VerifyRule,
-    *,
-    batched: bool | None = None,
-    samples: int | None = None,
-    false_fail_rate: float = 1e-6,
-    false_pass_rate: float = 1e-3,
-    seed: int = 0,
-    scenarios: Sequence[Scenario] | None = None,
-    progress: Progress | None = None,
-    exact: Literal[True],
-    reserved_ids: Sequence[int] = (),
-    dtype: torch.dtype | None = None,
-    device: str | torch.device | None = None,
-    ragged: bool = False,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
-    num_threads: int | None = 1,
-) -> ExactAuditReport: ...
-
-
-def audit_verifier(
-    fn: VerifierFn | VerifyRule,
-    *,
-    batched: bool | None = None,
-    samples: int | None = None,
-    false_fail_rate: float = 1e-6,
-    false_pass_rate: float = 1e-3,
-    seed: int = 0,
-    scenarios: Sequence[Scenario] | None = None,
-    progress: Progress | None = None,
-    exact: bool = False,
-    reserved_ids: Sequence[int] = (),
-    dtype: torch.dtype | None = None,
-    device: str | torch.device | None = None,
-    ragged: bool = False,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
-    num_threads: int | None = 1,
-) -> AuditReport | ExactAuditReport:
+    **options: Unpack[AuditKeywords],
+) -> AuditReport:
     """Audit a verifier: does its emitted block complete to the target's law?
 
     The criterion: the emitted block, completed to ``k+1`` tokens by sampling the target, must
     have exactly the target's joint law of ``k+1`` tokens (``proofs/theory.md`` claim 2). Each
     scenario tests it with an e-process, the L1 test and the G test; the error-rate split is
-    documented in ``specdec.testing.audit.plan``.
+    documented in ``specdec.testing.audit.plan``. With ``exact=True`` the law is computed from
+    the rule's own decisions instead (``specdec.testing.audit.exact``: no sampling, no error
+    rates; ``cannot decide`` where its randomness cannot be enumerated).
 
     Args:
         fn: ``fn(draft_tokens [k], draft_probs [k, V], target_probs [k+1, V], generator)
@@ -162,131 +141,44 @@ def audit_verifier(
             detected from its parameters, run batched on uniforms the audit draws. The
             report's ``signature`` says which form ran.
         batched: override the ``@batched`` marker (ignored for a ``VerifyRule``).
-        samples: per scenario, fixed (the report then states the power it bought); at most
-            one of ``samples`` and ``detect_tv``.
-        false_fail_rate: family-wise over the battery.
-        false_pass_rate: per scenario, at the printed detectable distance.
-        detect_tv: size each scenario to detect a deviation of total variation ``>= detect_tv``
-            over its cells with false-pass rate ``false_pass_rate`` (``plan.samples_for_tv``);
-            default 0.01 for a batched function or rule, 0.05 for a single-sequence one
-            (called once per sample; timings in ``benchmarks/README.md``).
-        min_power_tv: a passing audit some of whose scenarios detect only a larger distance is
-            ``inconclusive``, with the sample size that would decide (default: 0.05, or
-            ``detect_tv`` when that is larger).
-        allow_nondeterministic: judge the law alone: a function whose blocks differ under the
-            same generator seed (it draws from torch's global RNG, say) is not
-            ``nondeterministic`` but lossless, lossy or inconclusive by its law.
-        blocks_span_steps: accept blocks above the optimum (``above_optimum``: more tokens
-            per call than one step emits on average, e.g. a loop returning ``k+1`` tokens over
-            two steps) and judge the law alone; without it such an audit is
-            ``invalid-output`` (exit 5; ``report.verdict``).
-        num_threads: torch intra-op threads while the audit runs (default 1: its tensors are
-            small, and on a shared machine torch's thread pool costs more than it saves;
-            ``None`` keeps torch's setting; measurements in ``benchmarks/README.md``).
-        seed: everything the audit draws derives from it.
-        scenarios: the battery (default ``verifier_scenarios()``).
+        scenarios: the battery (default ``verifier_scenarios()``; exact: the verifier battery
+            and ``search`` searched pairs).
         progress: called with one line per finished scenario.
-        exact: run the exact audit instead (``specdec.testing.audit.exact.audit_exact``: the
-            rule's law from its own decisions, no sampling; ``samples``, the error rates,
-            ``batched`` and ``progress`` do not apply; a function that does not take uniforms
-            gets ``cannot decide``). Default battery: the verifier battery and 16 searched
-            pairs.
-        reserved_ids: token ids the engine reserves: every toy row gives them probability 0
-            and an emitted one is an invalid output (``specdec.testing.audit.reserved``).
-        dtype: the rows' dtype as the function gets them (float64, float32, bfloat16); in a
-            narrow dtype the pairs are moved to the ``1/128`` grid, exact in it
-            (``specdec.testing.audit.conventions``).
-        device: where the rows and the function's generator live (``"cuda"`` must be present).
-        ragged: each row drafts its own ``k_n`` (uniform on ``1..k``), told by the keyword
-            ``num_drafts``; a batched verifier only (``specdec.testing.audit.ragged`` has the
-            convention); the optimum is the mean over ``k_n``.
+        **options: the options (``AuditOptions``: ``exact``, ``samples`` or ``detect_tv``
+            (default 0.01 for a batched function or rule, 0.05 for a single-sequence one),
+            ``min_power_tv``, ``false_fail_rate``, ``false_pass_rate``, ``seed``,
+            ``num_threads``, ``allow_nondeterministic``, ``blocks_span_steps``, ``search``,
+            ``reserved_ids``, ``dtype``, ``device``, ``ragged``).
 
     Returns:
-        An ``AuditReport`` (an ``ExactAuditReport`` with ``exact=True``). Exceptions raised by
-        ``fn`` propagate; an output that is not an emitted block raises
-        ``InvalidOutputError``.
+        An ``AuditReport``. Exceptions raised by ``fn`` propagate; an output that is not an
+        emitted block raises ``InvalidOutputError``.
 
     Raises:
-        ValueError, TypeError: an invalid option (``check_audit_options``), before ``fn`` is
-            ever called; an absent device, an unsupported dtype, reserved ids leaving fewer
-            than 2 tokens.
+        ValueError, TypeError: an invalid option, or one that does not apply to ``fn``'s form,
+            before ``fn`` is ever called; an absent device, an unsupported dtype, reserved ids
+            leaving fewer than 2 tokens.
+
+    Example:
+        >>> import specdec
+        >>> from specdec.testing.audit import search_scenarios
+        >>> pairs = search_scenarios(2)
+        >>> report = audit_verifier(specdec.verify_tokens, exact=True, scenarios=pairs)
+        >>> report.verdict, report.mode, report.exit_code
+        ('lossless', 'exact', 0)
     """
-    if exact:
-        if reserved_ids or dtype is not None or device is not None or ragged:
-            raise ValueError("exact=True takes none of reserved_ids, dtype, device, ragged.")
-        return audit_exact(fn, scenarios=scenarios, seed=seed)
-    check_audit_options(
-        samples=samples,
-        false_fail_rate=false_fail_rate,
-        false_pass_rate=false_pass_rate,
-        detect_tv=detect_tv,
-        min_power_tv=min_power_tv,
-        seed=seed,
-        num_threads=num_threads,
-    )
-    on = resolve_device(device)
-    battery = engine_scenarios(
-        scenarios or verifier_scenarios(), step=False, reserved=reserved_ids, dtype=dtype
-    )
-    name = _name(fn)
-    verifier: VerifierFn
-    if takes_uniforms(fn):  # a VerifyRule: the audit draws the uniforms it is given
-        verifier, is_batch = verifier_from_rule(cast(VerifyRule, fn)), True
-        signature = RULE_SIGNATURE
-    else:
-        verifier = cast(VerifierFn, fn)
-        is_batch = is_batched(fn) if batched is None else batched
-        signature = BATCHED_VERIFIER if is_batch else SINGLE_VERIFIER
-    if ragged and (not is_batch or takes_uniforms(fn)):
-        raise ValueError(
-            "ragged=True needs a batched verifier taking num_drafts (@batched or batched=True), "
-            "not a single-sequence one or a VerifyRule."
-        )
-    inputs = Inputs(dtype=dtype, device=on, reserved=tuple(reserved_ids), ragged=ragged)
-    return _audit(
-        "verifier",
-        name,
-        battery,
-        _ragged_plan if ragged else plan_verifier_scenario,
-        verifier_draw(verifier, is_batch, inputs=inputs),
-        complete_verifier,
-        signature=signature,
-        is_batch=is_batch,
-        samples=samples,
-        false_fail_rate=false_fail_rate,
-        false_pass_rate=false_pass_rate,
-        seed=seed,
-        progress=progress,
-        device=on,
-        detect_tv=detect_tv,
-        min_power_tv=min_power_tv,
-        allow_nondeterministic=allow_nondeterministic,
-        blocks_span_steps=blocks_span_steps,
-        num_threads=num_threads,
-    )
+    subject = as_subject(fn, level="verifier", batched=batched)
+    return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)
 
 
+@_with_options
 def audit_step(
     fn: StepFn,
     *,
     batched: bool | None = None,
-    samples: int | None = None,
-    false_fail_rate: float = 1e-6,
-    false_pass_rate: float = 1e-3,
-    seed: int = 0,
     scenarios: Sequence[Scenario] | None = None,
     progress: Progress | None = None,
-    target_warp: WarpFn | None = None,
-    reserved_ids: Sequence[int] = (),
-    dtype: torch.dtype | None = None,
-    device: str | torch.device | None = None,
-    model_interface: Literal["logits", "transformers"] = "logits",
-    target_sampler: SamplerFn | None = None,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
-    num_threads: int | None = 1,
+    **options: Unpack[AuditKeywords],
 ) -> AuditReport:
     """Audit a whole step (drafting, warping, verification) against the *warped* target.
 
@@ -296,250 +188,113 @@ def audit_step(
     sampling options per scenario; the target law is that of
     ``warp_probs(target_logits(context), temperature, top_k, top_p)`` at every context, and
     the optimum assumes the draft uses the same options. Arguments as in ``audit_verifier``
-    (default battery ``step_scenarios()``), and:
+    (default battery ``step_scenarios()``; statistical only), and the options:
 
-    Args:
-        target_warp: the engine's warping, ``warp(logits [N, V], *, temperature, top_k,
-            top_p) -> probs [N, V]``: the target is then its warped law, so the verdict is
-            about verification given the engine's warping, and each scenario reports the TV
-            between that law and ``warp_probs``'s (``warping_tv``; ``conventions``).
-        target_sampler: the engine's target-only sampler, ``sampler(logits [N, V], generator,
-            *, temperature, top_k, top_p) -> tokens [N]``: the target is its law, known only
-            through samples, and each scenario is a two-sample test sized from
-            ``detect_tv`` by the two-sample formula (about four times the samples, twice over;
-            ``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
-        dtype: the logits' dtype; the target is the warping of the logits so rounded.
-        model_interface: ``"transformers"`` hands the step ``ToyCausalLM`` models
-            (``model(input_ids, past_key_values=..., use_cache=...)`` with ``.logits``, a
-            ``DynamicCache`` and ``.config.vocab_size``; ``specdec.testing.hf_like``) in place
-            of the logits callables.
+    * ``target_warp``: the engine's warping, ``warp(logits [N, V], *, temperature, top_k,
+      top_p) -> probs [N, V]``: the target is then its warped law, so the verdict is about
+      verification given the engine's warping, and each scenario reports the TV between that
+      law and ``warp_probs``'s (``warping_tv``; ``conventions``).
+    * ``target_sampler``: the engine's target-only sampler, ``sampler(logits [N, V],
+      generator, *, temperature, top_k, top_p) -> tokens [N]``: the target is its law, known
+      only through samples, and each scenario is a two-sample test sized from ``detect_tv``
+      (``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
+    * ``dtype``: the logits' dtype; the target is the warping of the logits so rounded.
+    * ``model_interface``: ``"transformers"`` hands the step ``ToyCausalLM`` models
+      (``specdec.testing.hf_like``) in place of the logits callables.
 
     A scenario whose options the step rejects (it raises on the first call; an engine
     without top-p or temperature 0) is reported as not audited instead of ending the audit;
     the plain scenario (temperature 1, no filter) may not be rejected, and every scenario
     rejected raises what the last one raised.
     """
-    check_audit_options(
-        samples=samples,
-        false_fail_rate=false_fail_rate,
-        false_pass_rate=false_pass_rate,
-        detect_tv=detect_tv,
-        min_power_tv=min_power_tv,
-        seed=seed,
-        num_threads=num_threads,
-    )
-    if model_interface not in ("logits", "transformers"):
-        raise ValueError(
-            f"model_interface must be 'logits' or 'transformers', got {model_interface!r}."
-        )
-    on = resolve_device(device)
-    battery = engine_scenarios(
-        scenarios or step_scenarios(),
-        step=True,
-        reserved=reserved_ids,
-        dtype=dtype,
-        warp=target_warp,
-    )
-    is_batch = is_batched(fn) if batched is None else batched
-    inputs = Inputs(device=on, reserved=tuple(reserved_ids), model_interface=model_interface)
-    signature = BATCHED_STEP if is_batch else SINGLE_STEP
-    if target_sampler is not None:
-        if target_warp is not None:
-            raise ValueError("give target_warp or target_sampler, not both.")
-        return audit_with_sampler(
-            _name(fn),
-            battery,
-            step_draw(fn, is_batch, inputs=inputs),
-            target_sampler,
-            signature=signature,
-            is_batch=is_batch,
-            samples=samples,
-            false_fail_rate=false_fail_rate,
-            false_pass_rate=false_pass_rate,
-            seed=seed,
-            progress=progress,
-            device=on,
-            plain=_plain,
-            detect_tv=detect_tv,
-            min_power_tv=min_power_tv,
-            allow_nondeterministic=allow_nondeterministic,
-            blocks_span_steps=blocks_span_steps,
-        )
-    return _audit(
-        "step",
-        _name(fn),
-        battery,
-        plan_step_scenario,
-        step_draw(fn, is_batch, inputs=inputs),
-        complete_step,
-        signature=BATCHED_STEP if is_batch else SINGLE_STEP,
-        is_batch=is_batch,
-        samples=samples,
-        false_fail_rate=false_fail_rate,
-        false_pass_rate=false_pass_rate,
-        seed=seed,
-        progress=progress,
-        device=on,
-        probe=True,
-        warp=target_warp,
-        detect_tv=detect_tv,
-        min_power_tv=min_power_tv,
-        allow_nondeterministic=allow_nondeterministic,
-        blocks_span_steps=blocks_span_steps,
-        num_threads=num_threads,
-    )
+    subject = as_subject(fn, level="step", batched=batched)
+    return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)
 
 
-def check_audit_options(
+@_with_options
+def audit_multi_draft(
+    rule: Callable[..., Any],
+    draw: Draw,
+    scenarios: Sequence[PositionScenario] | None = None,
     *,
-    samples: int | None = None,
-    false_fail_rate: float = 1e-6,
-    false_pass_rate: float = 1e-3,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    seed: int = 0,
-    num_threads: int | None = 1,
-) -> None:
-    """Validate the audit's options before anything runs (the command calls it too).
+    progress: Progress | None = None,
+    **options: Unpack[AuditKeywords],
+) -> AuditReport:
+    r"""Audit a multi-draft rule on candidates drawn as ``draw`` says: does it emit ``p``?
+
+    The criterion: at one position, ``k`` candidates drawn from ``q`` as ``draw`` says, the
+    emitted token's law must be the target's,
+
+    .. math:: \Pr(\text{token} = x) = p(x) \quad \text{for every } x,
+
+    (``proofs/theory.md``, claim 16; SpecInfer, Miao et al. 2024, sec. 4; SpecTr, Sun et al.
+    2023, sec. 3), checked by sampling (the default) or exactly (``exact=True``;
+    ``specdec.testing.audit.multi``).
+
+    Args:
+        rule: ``rule(draft_tokens [N, k], draft_probs [N, V], target_probs [N, V], uniforms
+            [N, k+1]) -> result`` with ``result.token [N]`` (``MultiDraftRule``).
+        draw: ``"iid"``, ``"without_replacement"`` or ``"point_mass"`` (the draft's top-``k``).
+        scenarios: the battery (default ``position_scenarios()``).
+        progress: called with one line per finished scenario.
+        **options: ``exact``, and (statistical) ``samples`` or ``detect_tv`` (default 0.01),
+            ``min_power_tv``, ``false_fail_rate`` (family-wise, Holm), ``false_pass_rate``;
+            ``seed`` (the exploration seed, exact, or of everything drawn), ``num_threads``.
+
+    Returns:
+        An ``AuditReport`` (``mode`` ``"exact"`` or ``"statistical"``). Exceptions raised by
+        ``rule`` propagate; (statistical) an output that is not ``[N]`` token ids raises
+        ``InvalidOutputError``.
 
     Raises:
-        TypeError: an option of the wrong type.
-        ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
-            both ``samples`` and ``detect_tv``, ``num_threads < 1``.
+        ValueError, TypeError: an unknown draw, an empty battery, sampling options with
+            ``exact=True``, an invalid option, before ``rule`` is called.
 
     Example:
-        >>> check_audit_options(samples=0)
-        Traceback (most recent call last):
-        ValueError: samples must be >= 1, got 0.
+        >>> from specdec.testing.zoo import MULTI_ZOO
+        >>> bug = MULTI_ZOO["draft_not_renormalised"]
+        >>> audit_multi_draft(bug.rule, bug.draw, exact=True).verdict
+        'lossy'
+        >>> audit_multi_draft(bug.rule, bug.draw, detect_tv=0.03).verdict
+        'lossy'
     """
-    if samples is not None:
-        check_positive_int("samples", samples)
-    check_rate("false_fail_rate", check_finite("false_fail_rate", false_fail_rate))
-    check_rate("false_pass_rate", check_finite("false_pass_rate", false_pass_rate))
-    for name, tv in (("detect_tv", detect_tv), ("min_power_tv", min_power_tv)):
-        if tv is not None:
-            check_rate(name, check_finite(name, tv), include_one=True)
-    if samples is not None and detect_tv is not None:
-        raise ValueError(
-            f"give samples ({samples}) or detect_tv ({detect_tv}), not both: detect_tv chooses "
-            "the sample size of each scenario."
-        )
-    check_int("seed", seed)
-    if num_threads is not None:
-        check_positive_int("num_threads", num_threads)
+    subject = as_subject(rule, level="position", draw=draw)
+    return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)
 
 
-def _audit(
-    level: str,
-    name: str,
-    scenarios: Sequence[Scenario],
-    plan_scenario: PlanScenario,
+@_with_options
+def audit_tree(
+    rule: Callable[..., Any],
     draw: Draw,
-    complete: Complete,
+    scenarios: Sequence[TreeScenario] | None = None,
     *,
-    signature: str,
-    is_batch: bool,
-    samples: int | None,
-    false_fail_rate: float,
-    false_pass_rate: float,
-    seed: int,
-    progress: Progress | None,
-    device: torch.device | None = None,
-    probe: bool = False,
-    warp: WarpFn | None = None,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
-    num_threads: int | None = 1,
+    progress: Progress | None = None,
+    **options: Unpack[AuditKeywords],
 ) -> AuditReport:
-    """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
-    them in turn on ``num_threads`` threads, decide, and size the inconclusive ones.
+    r"""Audit a tree rule (``verify_tree``'s arguments) on trees drawn as ``draw`` says.
 
-    With ``probe``, a scenario with options other than the plain ones whose first call raises
-    is recorded as rejected (``run.probe_options``); with ``warp``, each result carries the
-    warping distance (``conventions.warping_distance``)."""
-    start = time.perf_counter()
-    budget = split_error_rate(false_fail_rate, false_pass_rate, num_scenarios=len(scenarios))
-    target_tv = None
-    if samples is not None:
-        sized = [(samples, plan_scenario(scenario, samples)) for scenario in scenarios]
-    else:
-        target_tv = detect_tv or (DETECT_TV_BATCHED if is_batch else DETECT_TV_SINGLE)
-        sized = [samples_for_tv(plan_scenario, s, target_tv, budget) for s in scenarios]
-    minimum = min_power_tv if min_power_tv is not None else max(MIN_POWER_TV, target_tv or 0.0)
-    results: list[ScenarioResult] = []
-    with threads(num_threads):
-        for index, (n, plan) in enumerate(sized):
-            refused = probe_options(plan, draw, device=device) if probe else ""
-            if refused and not _plain(plan.scenario):
-                results.append(rejected_result(plan, refused))
-                if progress is not None:
-                    progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
-                continue
-            evidence = collect_evidence(
-                plan,
-                draw,
-                complete,
-                index=index,
-                seed=seed,
-                chunks=chunk_sizes(n, is_batch),
-                e_log_threshold=budget.e_log_threshold,
-                device=device,
-            )
-            result = scenario_result(plan, evidence, budget)
-            if warp is not None:
-                tv = warping_distance(plan.scenario, warp)
-                result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
-            results.append(result)
-            if progress is not None:
-                progress(progress_line(index, len(sized), results[-1]))
-        if all(r.rejected for r in results):
-            raise ValueError(
-                "the function rejected the options of every scenario; nothing was audited "
-                f"(last: {results[-1].rejected})."
-            )
-        decided = [
-            r
-            if r.lossy or r.rejected or r.detectable_tv <= minimum
-            else replace(r, samples_to_decide=samples_for_tv(plan_scenario, s, minimum, budget)[0])
-            for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
-        ]
-    return AuditReport(
-        verdict(
-            decided,
-            min_power_tv=minimum,
-            allow_nondeterministic=allow_nondeterministic,
-            blocks_span_steps=blocks_span_steps,
-        ),
-        level,
-        name,
-        false_fail_rate,
-        false_pass_rate,
-        tuple(decided),
-        time.perf_counter() - start,
-        signature,
-        detect_tv=target_tv,
-        min_power_tv=minimum,
-        allow_nondeterministic=allow_nondeterministic,
-        blocks_span_steps=blocks_span_steps,
-    )
+    The criterion: the emitted block, completed to ``depth + 1`` tokens by sampling the target,
+    must have the target's joint law,
 
+    .. math:: \Pr(x_{1:d+1}) = \prod_{i=1}^{d+1} p(x_i \mid \text{prefix}, x_{<i}),
 
-def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
-    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``);
-    its ``max_tokens`` stays the bound at the largest ``k`` (looser, still valid: the bound
-    grows with ``k``)."""
-    return replace(
-        plan_verifier_scenario(scenario, samples), optimal_tokens=ragged_optimum(scenario)
-    )
+    (``proofs/theory.md``, claim 17; SpecInfer, Miao et al. 2024, sec. 4), checked by sampling
+    or exactly. Arguments as in ``audit_multi_draft``, except:
 
+    Args:
+        rule: ``rule(tree, draft_tokens [N, nodes], draft_probs [N, nodes+1, V], target_probs
+            [N, nodes+1, V], uniforms [N, nodes+1]) -> result`` with ``result.tokens
+            [N, depth+1]`` (``-1``-padded; ``specdec.verify.verify_tree``).
+        draw: the draw of every node's children.
+        scenarios: the battery (default ``tree_scenarios()``).
+        progress: called with one line per finished scenario.
+        **options: as ``audit_multi_draft``'s.
 
-def _plain(scenario: Scenario) -> bool:
-    """Temperature 1 and no filter: options every step must accept."""
-    return scenario.temperature == 1.0 and scenario.top_k is None and scenario.top_p is None
-
-
-def _name(fn: object) -> str:
-    module = getattr(fn, "__module__", "?")
-    return f"{module}:{getattr(fn, '__qualname__', repr(fn))}"
+    Example:
+        >>> from specdec.verify import verify_tree
+        >>> from specdec.testing.audit import tree_scenarios
+        >>> audit_tree(verify_tree, "point_mass", tree_scenarios()[:1], exact=True).headline()
+        'LOSSLESS (exact, on 1 tree scenario(s), candidates drawn point_mass)'
+    """
+    subject = as_subject(rule, level="tree", draw=draw)
+    return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)

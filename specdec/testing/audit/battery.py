@@ -8,9 +8,9 @@ probability (the warped draft and target overlap at the prefix), checked when th
 built (``check_exercises_acceptance``); a temperature-0 scenario also has no tie at the argmax
 of any row it can reach, so an engine's tie-breaking convention cannot matter.
 
-Besides the default batteries, ``scenario_catalogue`` holds scenarios chosen by name
-(``select_scenarios``; ``specdec audit --scenarios NAME,...``): temperature-0 steps for
-greedy-only engines and vocabularies in the thousands (``specdec.testing.audit.large``).
+Besides the default batteries, ``extra_step_scenarios`` holds step scenarios chosen by name
+(temperature-0 steps for greedy-only engines); ``specdec.testing.audit.catalogue`` gathers
+every scenario of every level, these and the large-vocabulary ones included.
 
 Example:
     >>> [len(verifier_scenarios()), len(step_scenarios())]
@@ -34,8 +34,7 @@ __all__ = [
     "WarpFn",
     "acceptance_mass",
     "check_exercises_acceptance",
-    "scenario_catalogue",
-    "select_scenarios",
+    "extra_step_scenarios",
     "step_scenarios",
     "verifier_scenarios",
     "warped_rows",
@@ -256,7 +255,7 @@ def step_scenarios() -> list[Scenario]:
     return battery
 
 
-def _extra_step_scenarios() -> list[Scenario]:
+def extra_step_scenarios() -> list[Scenario]:
     """Step scenarios chosen by name only."""
     battery = [
         Scenario("greedy-v5-k1", "temperature 0 (greedy), one draft", _greedy_pair(), (2,), 1, 0.0),
@@ -272,39 +271,3 @@ def _extra_step_scenarios() -> list[Scenario]:
     ]
     check_exercises_acceptance(battery, step=True)
     return battery
-
-
-def scenario_catalogue(level: str) -> dict[str, tuple[Scenario, bool]]:
-    """Every named scenario of ``level`` (``"verifier"`` or ``"step"``): ``name -> (scenario,
-    whether the default battery holds it)``, the default battery first."""
-    from specdec.testing.audit.large import large_step_scenarios, large_verifier_scenarios
-
-    if level == "step":
-        default, extra = step_scenarios(), [*_extra_step_scenarios(), *large_step_scenarios()]
-    elif level == "verifier":
-        default, extra = verifier_scenarios(), large_verifier_scenarios()
-    else:
-        raise ValueError(f"level must be 'verifier' or 'step', got {level!r}.")
-    catalogue = {s.name: (s, True) for s in default}
-    catalogue.update({s.name: (s, False) for s in extra})
-    return catalogue
-
-
-def select_scenarios(names: Sequence[str], level: str) -> list[Scenario]:
-    """The scenarios of ``level`` named ``names``, in that order.
-
-    Raises:
-        ValueError: an unknown or repeated name, or none (the message lists the known ones).
-
-    Example:
-        >>> [s.name for s in select_scenarios(["greedy-v5-k3", "plain-v4-k2"], "step")]
-        ['greedy-v5-k3', 'plain-v4-k2']
-    """
-    catalogue = scenario_catalogue(level)
-    unknown = [name for name in names if name not in catalogue]
-    if unknown or not names or len(set(names)) != len(names):
-        raise ValueError(
-            f"scenarios must be distinct names of the {level} catalogue "
-            f"({', '.join(catalogue)}), got {', '.join(names) or 'none'}."
-        )
-    return [catalogue[name][0] for name in names]

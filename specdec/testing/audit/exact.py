@@ -17,228 +17,31 @@ hidden randomness, a rule that differs on a single row). A verdict never claims 
 computed: ``cannot decide`` is not ``lossless``.
 """
 
-import enum
-import json
-import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
 from typing import Any, cast
 
 import torch
 
-from specdec._checks import check_int
 from specdec.discover import ROUNDING_BOUND, Discovery, discover_block_law, exact_verdict
 from specdec.exact import BlockRows, completion_law, rejection_breakpoints, target_law
-from specdec.models.toy import make_toy_pair
 from specdec.testing.audit.battery import Scenario, verifier_scenarios
+from specdec.testing.audit.catalogue import search_scenarios
+from specdec.testing.audit.report import AuditReport
+from specdec.testing.audit.results import (
+    ExactScenarioResult,
+    exact_audit_verdict,
+    exact_progress_line,
+)
+from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.capture import NotEnumerableError, captured_rule, count_draws
-from specdec.testing.signatures import VerifierFn, is_batched, takes_uniforms
+from specdec.testing.signatures import VerifierFn
 from specdec.theory import accepted_length_tail
 from specdec.types import VerifyRule
 
-__all__ = ["ExactAuditReport", "ExactScenarioResult", "audit_exact", "search_scenarios"]
-
-
-class ExactExit(enum.IntEnum):
-    """Exit codes of ``specdec audit --exact``: the statistical audit's codes
-    (``specdec.testing.audit.ExitCode``) for the same verdict classes; ``cannot decide`` is
-    INCONCLUSIVE (3), apart from the usage error (2)."""
-
-    LOSSLESS = 0
-    LOSSY = 1
-    CANNOT_DECIDE = 3
-
-
-@dataclass(frozen=True)
-class ExactScenarioResult:
-    """One scenario of the exact audit.
-
-    Attributes:
-        name, description: the scenario.
-        status: the discovery's status (``"exact"`` when a law was computed).
-        lossless: the exact verdict; ``None`` when no law was computed.
-        total_variation: exact TV of the completed law from the target's (``None`` without law).
-        forbidden_mass: probability of completed outcomes the target forbids.
-        mean_tokens: expected emitted tokens per step (``None`` without law).
-        optimal_tokens: the same for token-level rejection sampling (exact).
-        worst: completed outcomes with the largest excess over the target, with the excess.
-        evidence: what the discovery found.
-        seconds: wall time.
-    """
-
-    name: str
-    description: str
-    status: str
-    lossless: bool | None
-    total_variation: Fraction | None
-    forbidden_mass: Fraction | None
-    mean_tokens: Fraction | None
-    optimal_tokens: Fraction
-    worst: tuple[tuple[tuple[int, ...], Fraction], ...]
-    evidence: str
-    seconds: float
-
-    @property
-    def suboptimal(self) -> bool:
-        """Lossless with fewer expected tokens per step than token-level rejection."""
-        return (
-            bool(self.lossless)
-            and self.mean_tokens is not None
-            and (self.mean_tokens < self.optimal_tokens - ROUNDING_BOUND)
-        )
-
-
-@dataclass(frozen=True)
-class ExactAuditReport:
-    """The exact audit's verdict and its evidence.
-
-    Attributes:
-        verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"`` or ``"cannot decide"``.
-        function: the audited function's qualified name.
-        signature: the form it was run in.
-        scenarios: per-scenario results (empty when nothing could be computed).
-        rounding_bound: the TV attributed to float64 rounding.
-        reason: why the audit cannot decide, when it cannot.
-        seconds: wall time.
-    """
-
-    verdict: str
-    function: str
-    signature: str
-    scenarios: tuple[ExactScenarioResult, ...]
-    rounding_bound: Fraction
-    reason: str
-    seconds: float
-
-    @property
-    def lossless(self) -> bool:
-        """Whether every scenario's exact law is the target's (within rounding)."""
-        return self.verdict.startswith("lossless")
-
-    @property
-    def exit_code(self) -> int:
-        """0 lossless (optimal or not), 1 lossy, 3 cannot decide (``ExactExit``)."""
-        if self.lossless:
-            return int(ExactExit.LOSSLESS)
-        return int(ExactExit.LOSSY if self.verdict == "lossy" else ExactExit.CANNOT_DECIDE)
-
-    def worst(self) -> ExactScenarioResult | None:
-        """The lossy scenario with the largest TV, if any."""
-        lossy = [s for s in self.scenarios if s.lossless is False]
-        return max(lossy, key=lambda s: s.total_variation or 0) if lossy else None
-
-    def format(self) -> str:
-        """A human-readable report."""
-        lines = [
-            f"specdec audit --exact of {self.function}: {self.verdict.upper()}",
-            f"  run as: {self.signature}",
-            f"  exact laws on the uniforms' 2^-53 grid; lossy iff an outcome the target forbids "
-            f"occurs or TV > {float(self.rounding_bound):.3g} (float64 rounding)",
-        ]
-        if self.reason:
-            lines.append(f"  cannot decide: {self.reason}")
-        if self.scenarios:
-            lines += [
-                "",
-                f"  {'scenario':<28} {'exact TV':>10} {'forbidden':>10} {'tokens/opt':>13}  result",
-            ]
-        for s in self.scenarios:
-            if s.lossless is None:
-                lines.append(f"  {s.name:<28} {'-':>10} {'-':>10} {'-':>13}  {s.status}")
-                continue
-            result = "LOSSY" if not s.lossless else ("suboptimal" if s.suboptimal else "ok")
-            tokens = f"{float(s.mean_tokens or 0):.3f}/{float(s.optimal_tokens):.3f}"
-            lines.append(
-                f"  {s.name:<28} {float(s.total_variation or 0):>10.3g} "
-                f"{float(s.forbidden_mass or 0):>10.3g} {tokens:>13}  {result}"
-            )
-        worst = self.worst()
-        if worst is not None:
-            lines += ["", f"  worst: {worst.name} ({worst.description})"]
-            for outcome, excess in worst.worst:
-                lines.append(f"    {' '.join(map(str, outcome)):<16} excess {float(excess):.3g}")
-        undecided = [s for s in self.scenarios if s.lossless is None]
-        for s in undecided[:3]:
-            lines.append(f"  {s.name}: {s.evidence}")
-        lines.append(f"\n  {len(self.scenarios)} scenarios in {self.seconds:.1f} s")
-        return "\n".join(lines)
-
-    def to_json(self) -> str:
-        """The whole report as JSON, with a top-level ``verdict``; fractions as strings."""
-
-        def scenario(s: ExactScenarioResult) -> dict[str, Any]:
-            return {
-                "name": s.name,
-                "description": s.description,
-                "status": s.status,
-                "lossless": s.lossless,
-                "suboptimal": s.suboptimal,
-                "total_variation": _text(s.total_variation),
-                "forbidden_mass": _text(s.forbidden_mass),
-                "mean_tokens": _text(s.mean_tokens),
-                "optimal_tokens": str(s.optimal_tokens),
-                "worst": [[list(o), str(e)] for o, e in s.worst],
-                "evidence": s.evidence,
-                "seconds": s.seconds,
-            }
-
-        return json.dumps(
-            {
-                "verdict": self.verdict,
-                "mode": "exact",
-                "function": self.function,
-                "signature": self.signature,
-                "rounding_bound": str(self.rounding_bound),
-                "reason": self.reason,
-                "seconds": self.seconds,
-                "scenarios": [scenario(s) for s in self.scenarios],
-            },
-            indent=2,
-        )
-
-
-def _progress_line(done: int, total: int, result: ExactScenarioResult) -> str:
-    """The line printed as the ``done``-th of ``total`` scenarios finishes."""
-    if result.lossless is None:
-        outcome = result.status
-    else:
-        outcome = f"{'lossless' if result.lossless else 'LOSSY'}, exact TV "
-        outcome += f"{float(result.total_variation or 0):.3g}"
-    return f"[{done}/{total}] {result.name}: {outcome} ({result.seconds:.2f} s)"
-
-
-def _text(value: Fraction | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def search_scenarios(count: int = 16, *, seed: int = 0) -> list[Scenario]:
-    """``count`` seeded small context-dependent toy pairs (V 2-4, k 1-3), cycling through
-    zero-probability tokens, one-hot rows, ``p == q`` rows and near-equal rows.
-
-    Example:
-        >>> [s.name for s in search_scenarios(3)]
-        ['search-0-zeros-v2-k1', 'search-1-one-hot-v3-k2', 'search-2-equal-v4-k3']
-    """
-    check_int("count", count, minimum=0)
-    shapes = [
-        ("zeros", {"zero_rate": 0.4}),
-        ("one-hot", {"one_hot_rate": 0.4}),
-        ("equal", {"equal_rate": 0.5}),
-        ("near-equal", {"closeness": Fraction(15, 16), "zero_rate": 0.0, "one_hot_rate": 0.0}),
-    ]
-    rng = random.Random(seed)
-    out = []
-    for index in range(count):
-        shape, options = shapes[index % len(shapes)]
-        vocab, k = 2 + index % 3, 1 + index % 3
-        pair = make_toy_pair(vocab, seed=rng.randrange(10**6), **options)  # type: ignore[arg-type]
-        prefix = (rng.randrange(vocab),)
-        name = f"search-{index}-{shape}-v{vocab}-k{k}"
-        out.append(Scenario(name, f"searched pair: {shape} rows", pair, prefix, k))
-    return out
+__all__ = ["audit_exact"]
 
 
 def _draws(fn: VerifierFn, batched: bool, rows: BlockRows) -> int:
@@ -307,27 +110,28 @@ def _scenario(
 
 
 def audit_exact(
-    fn: object,
+    fn: "Callable[..., Any] | Subject",
     *,
     scenarios: Sequence[Scenario] | None = None,
     search: int = 16,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-) -> ExactAuditReport:
+) -> AuditReport:
     """Exact audit of a verification rule (``VerifyRule`` signature): no sampling, no error rates.
 
     Args:
-        fn: the rule: ``fn(draft_tokens, draft_probs, target_probs, uniforms) -> Verification``.
-            A function that takes a ``generator`` instead draws randomness the audit cannot
-            enumerate: the report says so (``cannot decide``) and the statistical audit is the
-            one to run.
+        fn: the rule: ``fn(draft_tokens, draft_probs, target_probs, uniforms) -> Verification``,
+            or a verifier drawing from a ``generator``: its ``rand`` / ``uniform_`` /
+            ``multinomial`` / ``bernoulli`` draws are captured and enumerated; randomness the
+            audit cannot enumerate makes the report say so (``cannot decide``), and the
+            statistical audit is the one to run. A ``Subject`` is taken as it is.
         scenarios: the scenarios (default: the verifier battery and ``search`` searched pairs).
         search: how many searched pairs join the default battery.
         seed: seed of the search and of the discovery's probes.
         progress: called with one line per finished scenario.
 
     Returns:
-        An ``ExactAuditReport``.
+        An ``AuditReport`` with ``mode == "exact"``.
 
     Example:
         >>> import specdec
@@ -336,16 +140,15 @@ def audit_exact(
         ('lossless', 0)
     """
     start = time.perf_counter()
-    name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+    subject = as_subject(fn, level="verifier")
     per_block: Callable[[BlockRows], int] | None = None
-    if takes_uniforms(fn):
-        rule: VerifyRule = fn  # type: ignore[assignment]
+    if subject.form == "rule":
+        rule = cast(VerifyRule, subject.fn)
         signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
     else:  # a generator-drawing verifier: capture its uniform-type draws
-        drawing = cast(VerifierFn, fn)
-        batched = is_batched(fn)
-        rule = captured_rule(drawing, batched)
-        per_block = partial(_draws, drawing, batched)
+        drawing = cast(VerifierFn, subject.fn)
+        rule = captured_rule(drawing, subject.batched)
+        per_block = partial(_draws, drawing, subject.batched)
         signature = (
             "verifier drawing its own randomness (generator in): its rand / uniform_ / "
             "multinomial / bernoulli draws captured and enumerated at the dtype it asked for"
@@ -362,16 +165,16 @@ def audit_exact(
     for scenario in battery:
         done.append(_scenario(rule, scenario, seed, per_block))
         if progress is not None:
-            progress(_progress_line(len(done), len(battery), done[-1]))
-    results = tuple(done)
-    if any(r.lossless is False for r in results):
-        verdict, reason = "lossy", ""
-    elif any(r.lossless is None for r in results):
-        undecided = next(r for r in results if r.lossless is None)
-        verdict, reason = "cannot decide", f"{undecided.name}: {undecided.evidence}"
-    else:
-        verdict = "lossless, suboptimal" if any(r.suboptimal for r in results) else "lossless"
-        reason = ""
-    return ExactAuditReport(
-        verdict, name, signature, results, ROUNDING_BOUND, reason, time.perf_counter() - start
+            progress(exact_progress_line(len(done), len(battery), done[-1]))
+    verdict, reason = exact_audit_verdict(done)
+    return AuditReport(
+        verdict=verdict,
+        mode="exact",
+        level="verifier",
+        function=subject.name,
+        scenarios=tuple(done),
+        seconds=time.perf_counter() - start,
+        signature=signature,
+        reason=reason,
+        rounding_bound=ROUNDING_BOUND,
     )

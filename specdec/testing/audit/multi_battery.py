@@ -3,20 +3,17 @@
 A multi-draft rule is judged at one position (exact rational rows and ``k`` candidates), a tree
 rule on a toy pair after a prefix with a tree shape; the candidate draw comes from the audit
 call. The scenarios were chosen so that every known bug of ``specdec.testing.zoo.MULTI_ZOO``
-shows on each of them (``proofs/theory.md``, claims 16 and 17); ``select_multi_scenarios``
+shows on each of them (``proofs/theory.md``, claims 16 and 17); ``specdec.testing.audit.catalogue``
 picks some by name (``specdec audit --multi-draft DRAW --scenarios NAME``).
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 __all__ = [
     "PositionScenario",
     "TreeScenario",
     "position_scenarios",
-    "select_multi_scenarios",
     "tree_scenarios",
 ]
 
@@ -33,6 +30,11 @@ class PositionScenario:
     draft_row: Row
     k: int
 
+    @property
+    def description(self) -> str:
+        """What the scenario is, in words (``--list-scenarios``, reports)."""
+        return f"V = {len(self.target_row)}, k = {self.k}"
+
 
 @dataclass(frozen=True)
 class TreeScenario:
@@ -45,6 +47,11 @@ class TreeScenario:
     closeness: Fraction
     prefix: tuple[int, ...]
     parents: tuple[int, ...]
+
+    @property
+    def description(self) -> str:
+        """What the scenario is, in words (``--list-scenarios``, reports)."""
+        return f"V = {self.vocab}, parents {self.parents}"
 
 
 def position_scenarios() -> list[PositionScenario]:
@@ -71,28 +78,3 @@ def tree_scenarios() -> list[TreeScenario]:
         TreeScenario("two-then-one", 3, 2, F(1, 2), (1,), (-1, -1, 0)),
         TreeScenario("two-branches", 3, 2, F(1, 2), (1,), (-1, -1, 0, 1)),
     ]
-
-
-def select_multi_scenarios(
-    names: Sequence[str], kind: Literal["position", "tree"]
-) -> list[PositionScenario] | list[TreeScenario]:
-    """The scenarios of ``kind``'s battery named ``names``, in that order.
-
-    Raises:
-        ValueError: an unknown or repeated name, or none (the message lists the known ones).
-
-    Example:
-        >>> [s.name for s in select_multi_scenarios(["two-branches"], "tree")]
-        ['two-branches']
-    """
-    battery = position_scenarios() if kind == "position" else tree_scenarios()
-    known = {s.name: s for s in battery}
-    unknown = [name for name in names if name not in known]
-    if unknown or not names or len(set(names)) != len(names):
-        raise ValueError(
-            f"scenarios must be distinct names of the {kind} battery "
-            f"({', '.join(known)}), got {', '.join(names) or 'none'}."
-        )
-    if kind == "position":
-        return [s for name in names if isinstance(s := known[name], PositionScenario)]
-    return [s for name in names if isinstance(s := known[name], TreeScenario)]

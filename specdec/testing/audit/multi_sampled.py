@@ -33,12 +33,10 @@ and this draw.
 """
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -50,9 +48,13 @@ from specdec.models.toy import make_toy_pair
 from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
-from specdec.testing.audit.plan import DETECT_TV_BATCHED, MIN_POWER_TV, chunk_sizes
-from specdec.testing.audit.report import VERDICT_EXIT
+from specdec.testing.audit.options import AuditOptions, Progress
+from specdec.testing.audit.plan import chunk_sizes
+from specdec.testing.audit.report import AuditReport
+from specdec.testing.audit.results import ScenarioResult, verdict
 from specdec.testing.audit.run import InvalidOutputError
+from specdec.testing.audit.sampled import power_of
+from specdec.testing.audit.subject import Subject
 from specdec.testing.simulate import complete_blocks
 from specdec.testing.simulate_tree import draft_candidates, draft_tree_batch
 from specdec.testing.stats import (
@@ -68,181 +70,10 @@ from specdec.testing.stats import (
 from specdec.verify.tree import TokenTree
 
 __all__ = [
-    "MultiSampledReport",
-    "MultiSampledResult",
     "sample_position_counts",
     "sample_tree_counts",
     "sampled_audit",
 ]
-
-Kind = Literal["position", "tree"]
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class MultiSampledResult:
-    """One scenario of the statistical audit.
-
-    Attributes:
-        scenario: its name.
-        samples: draws (emitted tokens or completed blocks).
-        num_cells: ``m``, the cells of the L1 test (``V`` or ``V^(depth+1)``).
-        l1_distance: observed L1 distance from the target's law.
-        l1_threshold: the L1 test's threshold at Holm's first level ``alpha / S``.
-        p_value: the L1 test's p-value (0 when an outcome the target forbids was emitted).
-        detectable_tv: the total variation the L1 test detects at Holm's first level with the
-            report's false-pass rate: the power this scenario had.
-        forbidden_outcomes: draws the target gives probability 0.
-        worst_cells: up to five ``(outcome, observed, expected)`` with the largest deviations.
-        lossy: Holm rejected it, or a forbidden outcome was seen.
-        samples_to_decide: when ``detectable_tv`` is above the minimum power, the sample size
-            that detects the minimum; else 0.
-    """
-
-    scenario: str
-    samples: int
-    num_cells: int
-    l1_distance: float
-    l1_threshold: float
-    p_value: float
-    detectable_tv: float
-    forbidden_outcomes: int
-    worst_cells: tuple[tuple[tuple[int, ...], int, float], ...]
-    lossy: bool = False
-    samples_to_decide: int = 0
-
-
-@dataclass(frozen=True)
-class MultiSampledReport:
-    """The statistical audit of one multi-draft or tree rule (the exact one's sibling).
-
-    Attributes:
-        rule: the rule's name.
-        kind: ``"position"`` or ``"tree"``.
-        draw: the candidate draw it was judged on.
-        results: one ``MultiSampledResult`` per scenario.
-        false_fail_rate: family-wise rate of calling a lossless rule lossy.
-        false_pass_rate: per scenario, at its ``detectable_tv``.
-        detect_tv: the distance the sample sizes were chosen to detect (``None`` when
-            ``samples`` fixed them).
-        min_power_tv: a passing audit whose scenarios do not all detect this is inconclusive.
-        seconds: wall time.
-    """
-
-    rule: str
-    kind: Kind
-    draw: Draw
-    results: tuple[MultiSampledResult, ...]
-    false_fail_rate: float
-    false_pass_rate: float
-    detect_tv: float | None
-    min_power_tv: float
-    seconds: float
-
-    @property
-    def mode(self) -> str:
-        """``"statistical"``."""
-        return "statistical"
-
-    @property
-    def lossy(self) -> bool:
-        """Some scenario's sampled law was rejected."""
-        return any(r.lossy for r in self.results)
-
-    @property
-    def verdict(self) -> str:
-        """``"lossy"``, ``"inconclusive"`` (some scenario's power is below ``min_power_tv``) or
-        ``"lossless"`` (no deviation of ``detectable_tv`` found on these scenarios)."""
-        if self.lossy:
-            return "lossy"
-        if any(r.detectable_tv > self.min_power_tv for r in self.results):
-            return "inconclusive"
-        return "lossless"
-
-    @property
-    def lossless(self) -> bool:
-        """Whether the audit passed."""
-        return self.verdict == "lossless"
-
-    @property
-    def exit_code(self) -> int:
-        """The verdict's exit code (``report.VERDICT_EXIT``: 0, 1 or 3)."""
-        return int(VERDICT_EXIT[self.verdict])
-
-    @property
-    def detectable_tv(self) -> float:
-        """The worst scenario's detectable distance."""
-        return max(r.detectable_tv for r in self.results)
-
-    def headline(self) -> str:
-        """The verdict in one line with what was checked; never a bare LOSSLESS."""
-        rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
-        where = f"on {len(self.results)} {self.kind} scenario(s), candidates drawn {self.draw}"
-        if self.verdict == "lossy":
-            lossy = [r for r in self.results if r.lossy]
-            tests = ", ".join(
-                f"{r.scenario} by "
-                + ("forbidden outcome" if r.forbidden_outcomes else f"L1 (p = {r.p_value:.3g})")
-                for r in lossy
-            )
-            return f"LOSSY: {len(lossy)} scenario(s): {tests} ({where})"
-        if self.verdict == "inconclusive":
-            weak = [r for r in self.results if r.detectable_tv > self.min_power_tv]
-            return (
-                f"INCONCLUSIVE: no deviation found, but {len(weak)} scenario(s) detect only "
-                f"TV >= {max(r.detectable_tv for r in weak):.4f}, above the minimum "
-                f"{self.min_power_tv:g}; {max(r.samples_to_decide for r in weak)} samples per "
-                f"scenario would decide (--detect-tv {self.min_power_tv:g}) ({rates}; {where})"
-            )
-        return f"LOSSLESS: no deviation of TV >= {self.detectable_tv:.4f} found ({rates}) {where}"
-
-    def format(self) -> str:
-        """A human-readable report."""
-        lines = [
-            f"specdec audit --{'multi-draft' if self.kind == 'position' else 'tree'} "
-            f"{self.draw} of {self.rule}: {self.headline()}",
-            f"  family-wise false-fail rate <= {self.false_fail_rate:g} (Holm over the L1 "
-            f"tests); each scenario detects a total-variation distance >= its 'detects' value "
-            f"with false-pass rate <= {self.false_pass_rate:g}"
-            + (f" (samples chosen to detect {self.detect_tv:g})" if self.detect_tv else ""),
-            "",
-            f"  {'scenario':<20} {'n':>9} {'cells':>5} {'detects':>8} {'L1':>8} "
-            f"{'threshold':>9} {'p-value':>9}  result",
-        ]
-        for r in self.results:
-            result = "LOSSY" if r.lossy else "ok"
-            if r.forbidden_outcomes:
-                result += f" ({r.forbidden_outcomes} outcome(s) the target forbids)"
-            if not r.lossy and r.detectable_tv > self.min_power_tv:
-                result += f", underpowered (needs {r.samples_to_decide})"
-            lines.append(
-                f"  {r.scenario:<20} {r.samples:>9} {r.num_cells:>5} {r.detectable_tv:>8.4f} "
-                f"{r.l1_distance:>8.4f} {r.l1_threshold:>9.4f} {r.p_value:>9.3g}  {result}"
-            )
-        for r in self.results:
-            if r.lossy:
-                lines += ["", f"  {r.scenario}: largest deviations"]
-                for outcome, observed, expected in r.worst_cells:
-                    label = " ".join(map(str, outcome))
-                    lines.append(
-                        f"    {label:<16} observed {observed:>8}  expected {expected:>10.1f}"
-                    )
-        total = sum(r.samples for r in self.results)
-        lines.append(f"\n  {total} samples in {self.seconds:.1f} s")
-        return "\n".join(lines)
-
-    def to_json(self) -> str:
-        """The whole report as JSON: ``verdict``, ``mode``, ``exit_code``, ``headline`` and
-        every field."""
-        document = {
-            "verdict": self.verdict,
-            "mode": self.mode,
-            "exit_code": self.exit_code,
-            "headline": self.headline(),
-            **dataclasses.asdict(self),
-            "detectable_tv": self.detectable_tv,
-        }
-        return json.dumps(document, indent=2)
 
 
 def _rows(row: Sequence[Fraction], size: int) -> Float[Tensor, "size vocab"]:
@@ -350,37 +181,30 @@ def _cells(
 
 
 def sampled_audit(
-    rule: Callable[..., Any],
-    kind: Kind,
-    draw: Draw,
+    subject: Subject,
+    options: AuditOptions,
     scenarios: Sequence[PositionScenario | TreeScenario],
-    *,
-    name: str,
-    samples: int | None = None,
-    false_fail_rate: float = 1e-6,
-    false_pass_rate: float = 1e-3,
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    seed: int = 0,
     progress: Progress | None = None,
-) -> MultiSampledReport:
-    """Sample every scenario, test, decide by Holm (module docstring); options are the
-    caller's to check (``audit_multi_draft`` and ``audit_tree`` do).
+) -> AuditReport:
+    """Sample every scenario, test, decide by Holm (module docstring); the options are checked
+    before (``AuditOptions``, ``Subject.check``).
 
-    Exceptions raised by ``rule`` propagate; an output that is not an emitted token or block
+    Exceptions raised by the rule propagate; an output that is not an emitted token or block
     raises ``InvalidOutputError``.
     """
     start = time.perf_counter()
+    rule, draw = subject.fn, cast(Draw, subject.draw)
+    samples, seed, false_pass_rate = options.samples, options.seed, options.false_pass_rate
+    false_fail_rate = options.false_fail_rate
     level = false_fail_rate / len(scenarios)  # Holm's first level over the S L1 tests
-    target_tv = None if samples is not None else (detect_tv or DETECT_TV_BATCHED)
-    minimum = min_power_tv if min_power_tv is not None else max(MIN_POWER_TV, target_tv or 0.0)
+    target_tv, minimum = power_of(options, batched=True)
     drawn: list[tuple[Tensor, int]] = []
     for index, scenario in enumerate(scenarios):
         cells = int(_cells(scenario)[0].numel())
-        if samples is not None:
-            n = samples
+        if target_tv is None:
+            n = samples or 0
         else:
-            n = min_sample_size_by_l1(cells, target_tv or DETECT_TV_BATCHED, level, false_pass_rate)
+            n = min_sample_size_by_l1(cells, target_tv, level, false_pass_rate)
         data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
         noise = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 2)
         if isinstance(scenario, PositionScenario):
@@ -396,20 +220,33 @@ def sampled_audit(
         test = l1_test(counts, expected, level)
         forbidden = int(counts[expected == 0].sum())
         detectable = min_detectable_tv_by_l1(test.num_cells, n, level, false_pass_rate)
+        p_value = 0.0 if forbidden else l1_p_value(test.distance, test.num_cells, n)
         results.append(
-            MultiSampledResult(
-                scenario=scenario.name,
+            ScenarioResult(
+                name=scenario.name,
+                description=scenario.description,
+                k=scenario.k if isinstance(scenario, PositionScenario) else length - 1,
+                vocab=vocab,
                 samples=n,
                 num_cells=test.num_cells,
                 l1_distance=test.distance,
                 l1_threshold=test.threshold,
-                p_value=0.0 if forbidden else l1_p_value(test.distance, test.num_cells, n),
+                p_value=p_value,
+                g_p_value=1.0,  # not computed: the L1 test decides alone
                 detectable_tv=detectable,
-                forbidden_outcomes=forbidden,
+                log_e_value=0.0,
+                stopped_early=False,
+                impossible_outcomes=forbidden,
                 worst_cells=tuple(
                     (decode_sequence(cell, vocab, length), observed, expected_count)
                     for cell, observed, expected_count in test.worst_cells
                 ),
+                mean_tokens=None,
+                optimal_tokens=None,
+                suboptimal=False,
+                deterministic=True,
+                deciding_test="forbidden outcome" if forbidden else "L1",
+                deciding_p_value=p_value,
                 samples_to_decide=0
                 if detectable <= minimum
                 else min_sample_size_by_l1(test.num_cells, minimum, level, false_pass_rate),
@@ -417,17 +254,20 @@ def sampled_audit(
         )
     rejected = holm([r.p_value for r in results], false_fail_rate)
     decided = tuple(
-        dataclasses.replace(r, lossy=hit or r.forbidden_outcomes > 0)
+        dataclasses.replace(r, lossy=hit or r.impossible_outcomes > 0)
         for r, hit in zip(results, rejected, strict=True)
     )
-    return MultiSampledReport(
-        name,
-        kind,
-        draw,
-        decided,
-        false_fail_rate,
-        false_pass_rate,
-        target_tv,
-        minimum,
-        time.perf_counter() - start,
+    return AuditReport(
+        verdict=verdict(decided, min_power_tv=minimum),
+        mode="statistical",
+        level=subject.level,
+        function=subject.name,
+        scenarios=decided,
+        seconds=time.perf_counter() - start,
+        signature=subject.signature,
+        false_fail_rate=false_fail_rate,
+        false_pass_rate=false_pass_rate,
+        detect_tv=target_tv,
+        min_power_tv=minimum,
+        draw=draw,
     )

@@ -1,10 +1,12 @@
-"""The audit's findings: per-scenario results, the verdict, the printed report and exit codes.
+"""The audit's report: one type for every form and mode, its verdicts and their exit codes.
 
-``scenario_result`` turns a scenario's evidence into the numbers a report prints (the L1 and G
-tests, the detectable distance, the efficiency against the optimum); ``decide_by_holm`` applies
-Holm's procedure across the battery (the error-rate split is documented in
-``specdec.testing.audit.plan``); ``verdict`` names the outcome, each with its own exit code
-(``ExitCode``, ``VERDICT_EXIT``):
+Every audit (a verifier, a rule, a step, a multi-draft or tree rule; statistical or exact)
+returns one ``AuditReport``: its ``mode`` (``"statistical"`` or ``"exact"``), its ``level``
+(``"verifier"``, ``"step"``, ``"position"``: a multi-draft rule, ``"tree"``), the audited
+function, and one result per scenario (``specdec.testing.audit.results``: a
+``ScenarioResult`` when sampled, an ``ExactScenarioResult`` when exact). One ``headline``, one
+``format``, one ``to_json`` and one exit mapping serve them all. The verdicts, each with its
+own exit code (``ExitCode``, ``VERDICT_EXIT``):
 
 * ``"lossy"`` (1): some scenario's completion law differs from the target's;
 * ``"invalid-output"`` (5): none does, but some scenario emits more tokens per call than any
@@ -23,7 +25,9 @@ Holm's procedure across the battery (the error-rate split is documented in
 * ``"lossless, suboptimal"`` (0, or 7 with ``--fail-on-suboptimal``): no deviation of the
   reported distance found, but some scenario emits fewer tokens than token-level rejection
   sampling would by more than Hoeffding's margin;
-* ``"lossless"`` (0): no deviation of the reported distance found.
+* ``"lossless"`` (0): no deviation of the reported distance found;
+* ``"cannot decide"`` (3, exact mode): no scenario's exact law differs, but some law could not
+  be computed (randomness the audit cannot enumerate): never ``lossless``.
 
 The command also reports ``"invalid-output"`` (5) for a block that is not a block at all (wrong
 shape, dtype, ids), and ``"crash"`` (6), both raised by the audited function before any report
@@ -40,36 +44,25 @@ rejected, and an audit where every scenario was rejected raises), but the headli
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
+from fractions import Fraction
+from typing import Any
 
-from specdec.testing.audit.plan import MIN_POWER_TV, ErrorBudget, ScenarioPlan, cell_sequence
-from specdec.testing.audit.run import ScenarioEvidence
-from specdec.testing.stats import (
-    g_test,
-    holm,
-    l1_p_value,
-    l1_test,
-    mean_margin_by_hoeffding,
-    min_detectable_tv_by_l1,
+from specdec.testing.audit.plan import MIN_POWER_TV
+from specdec.testing.audit.results import (
+    ExactScenarioResult,
+    ScenarioResult,
+    convention_lines,
+    evidence_lines,
 )
 
-__all__ = [
-    "VERDICT_EXIT",
-    "AuditReport",
-    "ExitCode",
-    "ScenarioResult",
-    "decide_by_holm",
-    "progress_line",
-    "rejected_result",
-    "scenario_result",
-    "verdict",
-]
+__all__ = ["VERDICT_EXIT", "AuditReport", "ExitCode"]
 
 
 class ExitCode(IntEnum):
-    """Exit codes of ``specdec audit``: one per verdict class (``--exact`` uses the same)."""
+    """Exit codes of ``specdec audit`` and ``AuditReport.exit_code``: one per verdict class,
+    the same in every mode (the exact audit's ``cannot decide`` is ``INCONCLUSIVE``)."""
 
     LOSSLESS = 0
     """Lossless: no deviation of the reported distance found (suboptimal or not, unless
@@ -101,150 +94,88 @@ VERDICT_EXIT = {
     "nondeterministic": ExitCode.NONDETERMINISTIC,
     "invalid-output": ExitCode.INVALID_OUTPUT,
     "crash": ExitCode.CRASH,
+    "cannot decide": ExitCode.INCONCLUSIVE,
 }
 """The exit code of each verdict (``specdec audit``, statistical and exact)."""
 
 
 @dataclass(frozen=True)
-class ScenarioResult:
-    """What the audit found in one scenario.
-
-    Attributes:
-        name, description, k, vocab: the scenario's.
-        samples: completed blocks drawn.
-        num_cells: pooled cells of the completion-law tests.
-        l1_distance: observed L1 distance between the completion law and the target's.
-        l1_threshold: the L1 test's threshold at Holm's first level (``ErrorBudget.test_level``).
-        p_value: the L1 test's p-value (0 when an outcome the target forbids was seen).
-        g_p_value: the G test's p-value.
-        detectable_tv: the total-variation distance (over the cells) the L1 test detects at
-            Holm's first level with the report's false-pass rate: the power this scenario had.
-        log_e_value: the running maximum of the e-process's ``log E_t``.
-        stopped_early: whether the e-process stopped the scenario.
-        impossible_outcomes: completions the target gives probability 0.
-        worst_cells: up to five ``(sequence, observed, expected)`` with the largest deviations;
-            the sequence is ``()`` for a cell pooling several sequences.
-        mean_tokens: emitted tokens per block.
-        optimal_tokens: the expected tokens per block of token-level rejection sampling.
-        suboptimal: ``mean_tokens`` is below the optimum by more than Hoeffding's margin.
-        deterministic: the same generator seed gave the same blocks twice.
-        lossy: the e-process stopped it, a forbidden outcome was seen, or Holm rejected it.
-        above_optimum: ``mean_tokens`` exceeds the most any lossless single step emits on
-            average (``plan.coupling_bound``: above token-level rejection sampling's optimum,
-            which block verification may exceed) by more than Hoeffding's margin, so the block
-            is not one step's output (a loop returning ``k+1`` tokens over two steps).
-        warping_tv: with the engine's warping (``audit_step(..., target_warp=)``), the TV
-            between the ``k+1``-token target laws of its warping and of ``warp_probs``
-            (``conventions.warping_distance``); ``None`` without.
-        warping_differs: the engine's warping differs from ``warp_probs`` here (exactly: a
-            distance above float64 rounding; from a sampler: its sample rejects
-            ``warp_probs``'s law at the scenario's level).
-        warping_estimated: ``warping_tv`` is estimated from the engine's sampler (half the
-            observed L1 distance over pooled cells, biased upwards by sampling noise).
-        max_tokens: the most tokens per block any lossless single step emits on average
-            (``plan.coupling_bound``), the bound of ``above_optimum``; ``None`` if not computed.
-        rejected: what the function raised on this scenario's options (not audited); ``""``.
-        deciding_test: what made it lossy (``"forbidden outcome"``, ``"e-process"``, ``"L1"``
-            or ``"G"``); for a scenario that passed, the test closest to rejecting.
-        deciding_p_value: that test's p-value (the e-process's is ``exp(-log_e_value)``, valid
-            at any stopping time by Ville's inequality).
-        samples_to_decide: when ``detectable_tv`` is above the audit's minimum power, the
-            sample size whose cells detect the minimum (``plan.samples_for_tv``); else 0.
-    """
-
-    name: str
-    description: str
-    k: int
-    vocab: int
-    samples: int
-    num_cells: int
-    l1_distance: float
-    l1_threshold: float
-    p_value: float
-    g_p_value: float
-    detectable_tv: float
-    log_e_value: float
-    stopped_early: bool
-    impossible_outcomes: int
-    worst_cells: tuple[tuple[tuple[int, ...], int, float], ...]
-    mean_tokens: float
-    optimal_tokens: float
-    suboptimal: bool
-    deterministic: bool
-    lossy: bool = False
-    above_optimum: bool = False
-    warping_tv: float | None = None
-    warping_differs: bool = False
-    warping_estimated: bool = False
-    rejected: str = ""
-    max_tokens: float | None = None
-    deciding_test: str = ""
-    deciding_p_value: float = 1.0
-    samples_to_decide: int = 0
-
-    @property
-    def estimated_tv(self) -> float:
-        """Half the observed L1 distance over pooled cells (biased upwards by sampling noise)."""
-        return self.l1_distance / 2
-
-    @property
-    def e_p_value(self) -> float:
-        """The e-process's anytime-valid p-value, ``min(1, exp(-log_e_value))``."""
-        return 1.0 if self.log_e_value <= 0 else math.exp(-self.log_e_value)
-
-
-@dataclass(frozen=True)
 class AuditReport:
-    """The audit's verdict and its evidence.
+    """An audit's verdict and its evidence, whatever was audited and however.
 
     Attributes:
         verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"``, ``"inconclusive"``,
-            ``"nondeterministic"`` or ``"invalid-output"`` (blocks above the optimum)
-            (``verdict``; exit codes in ``VERDICT_EXIT``).
-        level: ``"verifier"`` or ``"step"``.
+            ``"nondeterministic"``, ``"invalid-output"`` (statistical) or ``"cannot decide"``
+            (exact) (exit codes in ``VERDICT_EXIT``).
+        mode: ``"statistical"`` or ``"exact"``.
+        level: ``"verifier"``, ``"step"``, ``"position"`` (a multi-draft rule) or ``"tree"``.
         function: the audited function's qualified name.
-        false_fail_rate: family-wise rate of calling a lossless function lossy.
-        false_pass_rate: per-scenario rate of missing a deviation of ``detectable_tv``.
-        scenarios: per-scenario results.
+        scenarios: per-scenario results: ``ScenarioResult`` (statistical) or
+            ``ExactScenarioResult`` (exact).
         seconds: wall time.
         signature: the form the function was run in (a ``VerifyRule`` on uniforms the audit
-            drew, a batched or single-sequence verifier or step).
-        detect_tv: the distance the sample sizes were chosen to detect (``None`` when
-            ``samples`` fixed them).
-        min_power_tv: the minimum power: a passing audit whose scenarios do not all detect
-            this distance is inconclusive.
+            drew, a batched or single-sequence verifier or step, a rule whose draws were
+            captured).
+        false_fail_rate: (statistical) family-wise rate of calling a lossless function lossy.
+        false_pass_rate: (statistical) per-scenario rate of missing a deviation of
+            ``detectable_tv``.
+        detect_tv: (statistical) the distance the sample sizes were chosen to detect
+            (``None`` when ``samples`` fixed them).
+        min_power_tv: (statistical) the minimum power: a passing audit whose scenarios do not
+            all detect this distance is inconclusive.
         allow_nondeterministic: whether determinism was left out of the verdict.
         blocks_span_steps: whether blocks above the optimum were accepted as spanning steps.
+        draw: (multi-draft and tree) the candidate draw the rule was judged on.
+        reason: (exact) why the audit cannot decide, when it cannot.
+        rounding_bound: (exact) the TV attributed to float64 rounding.
     """
 
     verdict: str
+    mode: str
     level: str
     function: str
-    false_fail_rate: float
-    false_pass_rate: float
-    scenarios: tuple[ScenarioResult, ...]
+    scenarios: tuple[ScenarioResult | ExactScenarioResult, ...]
     seconds: float
     signature: str = ""
+    false_fail_rate: float | None = None
+    false_pass_rate: float | None = None
     detect_tv: float | None = None
     min_power_tv: float = MIN_POWER_TV
     allow_nondeterministic: bool = False
     blocks_span_steps: bool = False
+    draw: str | None = None
+    reason: str = ""
+    rounding_bound: Fraction | None = None
+
+    @property
+    def lossless(self) -> bool:
+        """Whether the audit passed: no deviation found, at the minimum power or better
+        (statistical), or every exact law equal to the target's (exact)."""
+        return self.verdict.startswith("lossless")
+
+    @property
+    def lossy(self) -> bool:
+        """Some scenario's law differs from the target's."""
+        return self.verdict == "lossy"
+
+    @property
+    def results(self) -> tuple[ScenarioResult | ExactScenarioResult, ...]:
+        """The per-scenario results (``scenarios``; the name the multi-draft and tree audits
+        used)."""
+        return self.scenarios
 
     @property
     def not_audited(self) -> tuple[str, ...]:
         """The scenarios whose options the function rejected (not audited)."""
-        return tuple(s.name for s in self.scenarios if s.rejected)
-
-    @property
-    def lossless(self) -> bool:
-        """Whether the audit passed: no deviation found, at the minimum power or better."""
-        return self.verdict.startswith("lossless")
+        return tuple(s.name for s in self._sampled() if s.rejected)
 
     @property
     def detectable_tv(self) -> float:
-        """The worst scenario's detectable distance: no deviation this large went unseen
-        (each scenario with false-pass rate ``false_pass_rate``)."""
-        return max((s.detectable_tv for s in self.scenarios if not s.rejected), default=math.inf)
+        """(statistical) The worst scenario's detectable distance: no deviation this large
+        went unseen (each scenario with false-pass rate ``false_pass_rate``); 0 when exact."""
+        if self.mode == "exact":
+            return 0.0
+        return max((s.detectable_tv for s in self._sampled() if not s.rejected), default=math.inf)
 
     @property
     def exit_code(self) -> int:
@@ -258,48 +189,80 @@ class AuditReport:
             return int(ExitCode.SUBOPTIMAL)
         return int(VERDICT_EXIT[self.verdict])
 
+    def worst(self) -> ExactScenarioResult | None:
+        """(exact) The lossy scenario with the largest exact TV, if any."""
+        lossy = [s for s in self._exact() if s.lossless is False]
+        return max(lossy, key=lambda s: s.total_variation or 0) if lossy else None
+
     def to_json(self) -> str:
-        """The whole report as JSON: a top-level ``verdict``, ``mode`` (statistical),
-        ``exit_code``, ``headline`` and every field, scenarios with their derived values."""
-        document = {
+        """The whole report as JSON: a top-level ``verdict``, ``mode``, ``exit_code``,
+        ``headline``, every field, ``detectable_tv``, ``not_audited`` and the scenarios with
+        their derived values (fractions as strings). A multi-draft or tree report also names
+        the rule, its kind and its results as that audit's reports did (``rule``, ``kind``,
+        ``results`` with each scenario's name as ``scenario``)."""
+        document: dict[str, Any] = {
             "verdict": self.verdict,
-            "mode": "statistical",
+            "mode": self.mode,
             "exit_code": self.exit_code,
             "headline": self.headline(),
-            **dataclasses.asdict(self),
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
             "detectable_tv": self.detectable_tv,
             "not_audited": list(self.not_audited),
+            "scenarios": [s.document() for s in self.scenarios],
         }
-        document["scenarios"] = [
-            {**dataclasses.asdict(s), "estimated_tv": s.estimated_tv, "e_p_value": s.e_p_value}
-            for s in self.scenarios
-        ]
+        if self.draw is not None:
+            document.update(
+                rule=self.function,
+                kind=self.level,
+                results=[{"scenario": s["name"], **s} for s in document["scenarios"]],
+            )
         return json.dumps(document, indent=2, default=_jsonable)
 
     def headline(self) -> str:
-        """The verdict in one line, with the power it was reached at; never a bare LOSSLESS;
-        ending with the scenarios not audited, if any."""
+        """The verdict in one line, with the power it was reached at (statistical) or what was
+        enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
+        line = self._exact_line() if self.mode == "exact" else self._verdict_line()
         rejected = self.not_audited
         if not rejected:
-            return self._verdict_line()
+            return line
         return (
-            f"{self._verdict_line()}; {len(rejected)} of {len(self.scenarios)} scenario(s) NOT "
+            f"{line}; {len(rejected)} of {len(self.scenarios)} scenario(s) NOT "
             f"AUDITED (options rejected: {', '.join(rejected)})"
         )
 
+    def _where(self) -> str:
+        """For a multi-draft or tree rule: what it was judged on."""
+        where = f"on {len(self.scenarios)} {self.level} scenario(s)"
+        return where + (f", candidates drawn {self.draw}" if self.draw is not None else "")
+
+    def _exact_line(self) -> str:
+        where = self._where()
+        if self.verdict == "lossy":
+            distances = ", ".join(
+                f"{s.name} TV {float(s.total_variation or 0):.4g}"
+                for s in self._exact()
+                if s.lossless is False
+            )
+            return f"LOSSY (exact): {distances} ({where})"
+        if self.verdict == "cannot decide":
+            undecided = [s.name for s in self._exact() if s.lossless is None]
+            return f"CANNOT DECIDE (exact): no law for {', '.join(undecided)} ({where})"
+        return f"{self.verdict.upper()} (exact, {where})"
+
     def _verdict_line(self) -> str:
         rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
-        found = f"no deviation of TV >= {self.detectable_tv:.4f} found ({rates})"
+        where = self._where() if self.draw is not None else ""
+        sampled = self._sampled()
         if self.verdict == "lossy":
-            lossy = [s for s in self.scenarios if s.lossy]
+            lossy = [s for s in sampled if s.lossy]
             tests = ", ".join(
                 f"{s.name} by {s.deciding_test} (p = {s.deciding_p_value:.3g})" for s in lossy
             )
-            return f"LOSSY: {len(lossy)} scenario(s): {tests}"
+            return f"LOSSY: {len(lossy)} scenario(s): {tests}" + (f" ({where})" if where else "")
         if self.verdict == "invalid-output":
-            above = [s for s in self.scenarios if s.above_optimum]
+            above = [s for s in sampled if s.above_optimum]
             tokens = ", ".join(
-                f"{s.name} {s.mean_tokens:.2f} > {s.max_tokens or s.optimal_tokens:.2f}"
+                f"{s.name} {s.mean_tokens or 0:.2f} > {s.max_tokens or s.optimal_tokens or 0:.2f}"
                 for s in above
             )
             return (
@@ -315,21 +278,34 @@ class AuditReport:
                 "judged (--allow-nondeterministic / allow_nondeterministic=True judges the law)"
             )
         if self.verdict == "inconclusive":
-            weak = [s for s in self.scenarios if s.detectable_tv > self.min_power_tv]
-            needed = max(s.samples_to_decide for s in weak)
+            weak = [s for s in sampled if not s.rejected and s.detectable_tv > self.min_power_tv]
             return (
                 f"INCONCLUSIVE: no deviation found, but {len(weak)} scenario(s) detect only "
                 f"TV >= {max(s.detectable_tv for s in weak):.4f}, above the minimum "
-                f"{self.min_power_tv:g}; {needed} samples per scenario would decide "
-                f"(--detect-tv {self.min_power_tv:g}) ({rates})"
+                f"{self.min_power_tv:g}; {max(s.samples_to_decide for s in weak)} samples per "
+                f"scenario would decide (--detect-tv {self.min_power_tv:g}) ({rates}"
+                + (f"; {where})" if where else ")")
             )
         suffix = ", suboptimal" if self.verdict == "lossless, suboptimal" else ""
-        return f"LOSSLESS{suffix}: {found}"
+        found = f"no deviation of TV >= {self.detectable_tv:.4f} found ({rates})"
+        return f"LOSSLESS{suffix}: {found}" + (f" {where}" if where else "")
 
     def format(self) -> str:
-        """A human-readable report."""
+        """A human-readable report: the headline, one row per scenario, the evidence of what
+        failed, and the time taken."""
+        lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
+        lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
+        return "\n".join(lines)
+
+    def _title(self) -> str:
+        option = {"position": " --multi-draft", "tree": " --tree"}.get(self.level, "")
+        draw = f" {self.draw}" if self.draw is not None else ""
+        if self.mode == "exact":
+            return f"--exact{option}{draw}"
+        return f"{option.strip()}{draw}" if option else f"({self.level})"
+
+    def _sampled_lines(self) -> list[str]:
         lines = [
-            f"specdec audit ({self.level}) of {self.function}: {self.headline()}",
             f"  family-wise false-fail rate <= {self.false_fail_rate:g}; each scenario detects "
             f"a total-variation distance >= its 'detects' value with false-pass rate "
             f"<= {self.false_pass_rate:g}"
@@ -339,231 +315,89 @@ class AuditReport:
             f"  {'scenario':<20} {'n':>9} {'cells':>5} {'detects':>8} {'test':>17} "
             f"{'p-value':>9} {'tokens/opt':>11}  result",
         ]
-        for s in self.scenarios:
-            result = "LOSSY" if s.lossy else ("suboptimal" if s.suboptimal else "ok")
-            if s.above_optimum:
-                result += ", ABOVE OPTIMUM" + (" (allowed)" if self.blocks_span_steps else "")
-            if not s.lossy and not s.rejected and s.detectable_tv > self.min_power_tv:
-                result += f", underpowered (needs {s.samples_to_decide})"
-            if s.rejected:
-                result = "OPTIONS REJECTED (not audited)"
-            if not s.deterministic:
-                result += ", NONDETERMINISTIC" + (
-                    " (allowed)" if self.allow_nondeterministic else ""
-                )
-            test = s.deciding_test if s.lossy else f"({s.deciding_test})"
-            lines.append(
-                f"  {s.name:<20} {s.samples:>9} {s.num_cells:>5} {s.detectable_tv:>8.4f} "
-                f"{test:>17} {s.deciding_p_value:>9.3g} "
-                f"{s.mean_tokens:>5.2f}/{s.optimal_tokens:<5.2f}  {result}"
-            )
+        for s in self._sampled():
+            lines.append(self._sampled_row(s))
         lines.append(
             "  (test: what decided a LOSSY scenario; in parentheses, the test closest to "
             "rejecting one that passed)"
         )
-        for s in self.scenarios:
-            if not s.lossy:
-                continue
-            why = []
-            if s.impossible_outcomes:
-                why.append(f"{s.impossible_outcomes} outcome(s) the target gives probability 0")
-            if s.stopped_early:
-                why.append(f"e-value exp({s.log_e_value:.1f}) stopped it after {s.samples} samples")
-            why.append(
-                f"p-values L1 {s.p_value:.3g}, G {s.g_p_value:.3g}, e-process "
-                f"{s.e_p_value:.3g}; L1 distance {s.l1_distance:.4f} (threshold "
-                f"{s.l1_threshold:.4f}); estimated TV {s.estimated_tv:.4f}"
-            )
-            lines += ["", f"  {s.name}: {s.description}; " + "; ".join(why)]
-            for cell, observed, expected in s.worst_cells:
-                label = " ".join(map(str, cell)) if cell else "(pooled low-mass outcomes)"
-                if not cell and expected == 0:
-                    label = "(outcomes the target forbids)"
-                lines.append(f"    {label:<24} observed {observed:>8}  expected {expected:>10.1f}")
-        lines += _convention_lines(self.scenarios, blocks_span_steps=self.blocks_span_steps)
-        lines.append(
-            f"\n  {sum(s.samples for s in self.scenarios)} samples in {self.seconds:.1f} s"
+        for s in self._sampled():
+            if s.lossy:
+                lines += evidence_lines(s)
+        lines += convention_lines(self._sampled(), blocks_span_steps=self.blocks_span_steps)
+        total = sum(s.samples for s in self._sampled())
+        lines.append(f"\n  {total} samples in {self.seconds:.1f} s")
+        return lines
+
+    def _sampled_row(self, s: ScenarioResult) -> str:
+        result = "LOSSY" if s.lossy else ("suboptimal" if s.suboptimal else "ok")
+        if s.impossible_outcomes:
+            result += f" ({s.impossible_outcomes} outcome(s) the target forbids)"
+        if s.above_optimum:
+            result += ", ABOVE OPTIMUM" + (" (allowed)" if self.blocks_span_steps else "")
+        if not s.lossy and not s.rejected and s.detectable_tv > self.min_power_tv:
+            result += f", underpowered (needs {s.samples_to_decide})"
+        if s.rejected:
+            result = "OPTIONS REJECTED (not audited)"
+        if not s.deterministic:
+            result += ", NONDETERMINISTIC" + (" (allowed)" if self.allow_nondeterministic else "")
+        test = s.deciding_test if s.lossy else f"({s.deciding_test})"
+        tokens = (
+            "-".center(11)
+            if s.mean_tokens is None or s.optimal_tokens is None
+            else f"{s.mean_tokens:>5.2f}/{s.optimal_tokens:<5.2f}"
         )
-        return "\n".join(lines)
+        return (
+            f"  {s.name:<20} {s.samples:>9} {s.num_cells:>5} {s.detectable_tv:>8.4f} "
+            f"{test:>17} {s.deciding_p_value:>9.3g} {tokens}  {result}"
+        )
 
-
-def _convention_lines(
-    scenarios: Sequence[ScenarioResult], *, blocks_span_steps: bool = False
-) -> list[str]:
-    """Notes on rejected options, blocks above the optimum and the engine's warping."""
-    lines = []
-    rejected = [s for s in scenarios if s.rejected]
-    if rejected:
-        lines += [
-            "",
-            f"  {len(rejected)} of {len(scenarios)} scenarios NOT AUDITED: the function rejected "
-            "their sampling options:",
-            *(f"    {s.name} ({s.description}): {s.rejected}" for s in rejected),
+    def _exact_lines(self) -> list[str]:
+        lines = [
+            *([f"  run as: {self.signature}"] if self.signature else []),
+            f"  exact laws on the uniforms' 2^-53 grid; lossy iff an outcome the target forbids "
+            f"occurs or TV > {float(self.rounding_bound or 0):.3g} (float64 rounding)",
         ]
-    above = [s.name for s in scenarios if s.above_optimum]
-    if above:
-        lines += [
-            "",
-            f"  ABOVE OPTIMUM in {', '.join(above)}: more tokens per call than any single "
-            "speculative step emits on average; the block is not one step's output"
-            + (
-                " (accepted: --blocks-span-steps; the law alone was judged)."
-                if blocks_span_steps
-                else " (INVALID-OUTPUT; --blocks-span-steps if blocks are meant to span steps)."
-            ),
-        ]
-    warped = [s for s in scenarios if s.warping_tv is not None and not s.rejected]
-    if warped:
-        differ = [s for s in warped if s.warping_differs]
-        how = "estimated from its sampler" if warped[0].warping_estimated else "exact"
-        lines += [
-            "",
-            "  target: the function's own warping (the verdict is about its verification);",
-            f"  its warping DIFFERS from specdec's (warp_probs): TV of the k+1-token laws ({how}) "
-            + ", ".join(f"{s.name} {s.warping_tv:.4f}" for s in differ)
-            if differ
-            else "  its warping agrees with specdec's (warp_probs) in every scenario"
-            + (" (no difference found)" if warped[0].warping_estimated else ""),
-        ]
-    return lines
+        if self.reason:
+            lines.append(f"  cannot decide: {self.reason}")
+        if self.scenarios:
+            lines += [
+                "",
+                f"  {'scenario':<28} {'exact TV':>10} {'forbidden':>10} {'tokens/opt':>13}  result",
+            ]
+        for s in self._exact():
+            if s.lossless is None:
+                lines.append(f"  {s.name:<28} {'-':>10} {'-':>10} {'-':>13}  {s.status}")
+                continue
+            result = "LOSSY" if not s.lossless else ("suboptimal" if s.suboptimal else "ok")
+            tokens = "-"
+            if s.mean_tokens is not None and s.optimal_tokens is not None:
+                tokens = f"{float(s.mean_tokens):.3f}/{float(s.optimal_tokens):.3f}"
+            lines.append(
+                f"  {s.name:<28} {float(s.total_variation or 0):>10.3g} "
+                f"{float(s.forbidden_mass or 0):>10.3g} {tokens:>13}  {result}"
+            )
+        worst = self.worst()
+        if worst is not None:
+            lines += ["", f"  worst: {worst.name} ({worst.description or worst.evidence})"]
+            for outcome, excess in worst.worst:
+                lines.append(f"    {' '.join(map(str, outcome)):<16} excess {float(excess):.3g}")
+        for s in [s for s in self._exact() if s.lossless is None][:3]:
+            lines.append(f"  {s.name}: {s.evidence}")
+        lines.append(f"\n  {len(self.scenarios)} scenarios in {self.seconds:.1f} s")
+        return lines
 
+    def _sampled(self) -> list[ScenarioResult]:
+        return [s for s in self.scenarios if isinstance(s, ScenarioResult)]
 
-def scenario_result(
-    plan: ScenarioPlan, evidence: ScenarioEvidence, budget: ErrorBudget
-) -> ScenarioResult:
-    """The scenario's statistics; ``lossy`` here only from the e-process or a forbidden outcome.
-
-    The L1 threshold and the detectable distance are at Holm's first level
-    (``budget.test_level``), the level at which Holm's decision surely rejects.
-    """
-    scenario, counts, seen = plan.scenario, evidence.counts, evidence.samples
-    l1 = l1_test(counts, plan.pooled, budget.test_level)
-    impossible = int(counts[plan.pooled == 0].sum())
-    mean_tokens = evidence.emitted / seen
-    margin = mean_margin_by_hoeffding(scenario.k, seen, budget.scenario_rate)  # tokens in 1..k+1
-    result = ScenarioResult(
-        name=scenario.name,
-        description=scenario.description,
-        k=scenario.k,
-        vocab=plan.vocab,
-        samples=seen,
-        num_cells=l1.num_cells,
-        l1_distance=l1.distance,
-        l1_threshold=l1.threshold,
-        p_value=0.0 if impossible else l1_p_value(l1.distance, l1.num_cells, seen),
-        g_p_value=g_test(counts, plan.pooled, budget.test_level)[0],
-        detectable_tv=min_detectable_tv_by_l1(
-            l1.num_cells, seen, budget.test_level, budget.false_pass_rate
-        ),
-        log_e_value=evidence.log_e_value,
-        stopped_early=evidence.stopped_early,
-        impossible_outcomes=impossible,
-        worst_cells=tuple(
-            (cell_sequence(plan, cell), observed, expected)
-            for cell, observed, expected in l1.worst_cells
-        ),
-        mean_tokens=mean_tokens,
-        optimal_tokens=plan.optimal_tokens,
-        suboptimal=mean_tokens < plan.optimal_tokens - margin,
-        deterministic=evidence.deterministic,
-        lossy=evidence.stopped_early or impossible > 0,
-        above_optimum=mean_tokens > plan.tokens_bound + margin,
-        max_tokens=plan.max_tokens,
-    )
-    if impossible:
-        return replace(result, deciding_test="forbidden outcome", deciding_p_value=0.0)
-    if evidence.stopped_early:
-        return replace(result, deciding_test="e-process", deciding_p_value=result.e_p_value)
-    return _closest(result, ("L1", "G", "e-process"))
-
-
-def rejected_result(plan: ScenarioPlan, message: str) -> ScenarioResult:
-    """A scenario the function refused (its options): nothing drawn, vacuous statistics
-    (p-values 1, detectable TV 1), never lossy, flagged ``rejected``."""
-    scenario = plan.scenario
-    return ScenarioResult(
-        name=scenario.name,
-        description=scenario.description,
-        k=scenario.k,
-        vocab=plan.vocab,
-        samples=0,
-        num_cells=int(plan.pooled.numel()),
-        l1_distance=0.0,
-        l1_threshold=2.0,
-        p_value=1.0,
-        g_p_value=1.0,
-        detectable_tv=1.0,
-        log_e_value=0.0,
-        stopped_early=False,
-        impossible_outcomes=0,
-        worst_cells=(),
-        mean_tokens=0.0,
-        optimal_tokens=plan.optimal_tokens,
-        suboptimal=False,
-        deterministic=True,
-        rejected=message,
-    )
-
-
-def _closest(result: ScenarioResult, tests: Sequence[str]) -> ScenarioResult:
-    """``result`` with the smallest p-value among ``tests`` as its deciding test."""
-    p_values = {"L1": result.p_value, "G": result.g_p_value, "e-process": result.e_p_value}
-    test = min(tests, key=lambda name: p_values[name])
-    return replace(result, deciding_test=test, deciding_p_value=p_values[test])
-
-
-def decide_by_holm(
-    results: Sequence[ScenarioResult], budget: ErrorBudget
-) -> tuple[ScenarioResult, ...]:
-    """Mark lossy the scenarios Holm rejects over all L1 and G p-values at ``budget.tests_rate``;
-    a scenario Holm rejects names the rejected test with the smaller p-value as deciding."""
-    rejected = holm([p for r in results for p in (r.p_value, r.g_p_value)], budget.tests_rate)
-    decided = []
-    for i, r in enumerate(results):
-        tests = [name for name, hit in (("L1", rejected[2 * i]), ("G", rejected[2 * i + 1])) if hit]
-        if tests and not r.lossy:
-            decided.append(replace(_closest(r, tests), lossy=True))
-        else:
-            decided.append(r)
-    return tuple(decided)
-
-
-def verdict(
-    results: Sequence[ScenarioResult],
-    *,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
-) -> str:
-    """``lossy``, else ``invalid-output`` (some scenario ``above_optimum``, unless
-    ``blocks_span_steps``), else ``nondeterministic`` (unless allowed), else ``inconclusive``
-    (some audited scenario detects only a distance above ``min_power_tv``; ``None``: no
-    minimum; a scenario whose options the function rejected was not audited and is listed
-    apart), else ``lossless, suboptimal``, else ``lossless``."""
-    if any(r.lossy for r in results):
-        return "lossy"
-    if not blocks_span_steps and any(r.above_optimum for r in results):
-        return "invalid-output"
-    if not allow_nondeterministic and not all(r.deterministic for r in results):
-        return "nondeterministic"
-    audited = [r for r in results if not r.rejected]
-    if min_power_tv is not None and any(r.detectable_tv > min_power_tv for r in audited):
-        return "inconclusive"
-    return "lossless, suboptimal" if any(r.suboptimal for r in results) else "lossless"
-
-
-def progress_line(index: int, total: int, result: ScenarioResult) -> str:
-    """The line printed as scenario ``index`` (0-based) of ``total`` finishes."""
-    return (
-        f"[{index + 1}/{total}] {result.name}: n={result.samples}, detects TV >= "
-        f"{result.detectable_tv:.4f}, L1 {result.l1_distance:.4f} (threshold "
-        f"{result.l1_threshold:.4f})"
-        + (", stopped early by the e-process" if result.stopped_early else "")
-    )
+    def _exact(self) -> list[ExactScenarioResult]:
+        return [s for s in self.scenarios if isinstance(s, ExactScenarioResult)]
 
 
 def _jsonable(value: object) -> object:
     """JSON for what ``json`` does not know: fractions and tensors as text, tuples as lists."""
     if isinstance(value, tuple):
-        return list(value)
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (ScenarioResult, ExactScenarioResult)):
+        return value.document()
     return str(value)

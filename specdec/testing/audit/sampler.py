@@ -36,31 +36,32 @@ sampler (seeded from the audit's ``seed`` and the scenario's index, on the audit
 """
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
 from torch import Tensor
 
-from specdec._checks import check_rate
 from specdec.testing.audit.battery import Scenario, scenario_logits
+from specdec.testing.audit.options import AuditOptions, Progress, SamplerFn
 from specdec.testing.audit.plan import (
-    DETECT_TV_BATCHED,
-    DETECT_TV_SINGLE,
-    MIN_POWER_TV,
     ScenarioPlan,
     cell_sequence,
     chunk_sizes,
     plan_step_scenario,
 )
-from specdec.testing.audit.report import AuditReport, ScenarioResult, rejected_result, verdict
+from specdec.testing.audit.report import AuditReport
+from specdec.testing.audit.results import ScenarioResult, rejected_result, verdict
 from specdec.testing.audit.run import (
     SLICE_ENTRIES,
     Draw,
     InvalidOutputError,
     probe_options,
+    step_draw,
     threads,
 )
+from specdec.testing.audit.sampled import inputs_of, is_plain, power_of
+from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import (
     encode_sequences,
     l1_p_value,
@@ -71,9 +72,6 @@ from specdec.testing.stats import (
 )
 
 __all__ = ["SamplerFn", "audit_with_sampler", "samples_for_tv_two_sample"]
-
-SamplerFn = Callable[..., Tensor]
-"""``sampler(logits [N, V], generator, *, temperature, top_k, top_p) -> LongTensor [N]``."""
 
 
 def _sample(
@@ -252,48 +250,39 @@ def _scenario(
 
 
 def audit_with_sampler(
-    name: str,
+    subject: Subject,
+    options: AuditOptions,
     scenarios: Sequence[Scenario],
-    draw: Draw,
-    sampler: SamplerFn,
-    *,
-    signature: str,
-    is_batch: bool,
-    samples: int | None,
-    false_fail_rate: float,
-    false_pass_rate: float,
-    seed: int,
-    progress: Callable[[str], None] | None,
-    device: torch.device | None,
-    plain: Callable[[Scenario], bool],
-    detect_tv: float | None = None,
-    min_power_tv: float | None = None,
-    allow_nondeterministic: bool = False,
-    blocks_span_steps: bool = False,
+    progress: Progress | None = None,
 ) -> AuditReport:
-    """The two-sample step audit of the module docstring; scenarios whose options the step
-    rejects are reported as in ``audit_step`` (``plain`` ones may not be rejected).
+    """The two-sample step audit of the module docstring, against ``options.target_sampler``;
+    scenarios whose options the step rejects are reported as in ``audit_step`` (the plain
+    one may not be rejected).
 
-    ``samples`` fixes every scenario's size; otherwise each is sized to detect ``detect_tv``
-    (``samples_for_tv_two_sample``). ``min_power_tv`` (default 0.05, or ``detect_tv`` when
-    larger), ``allow_nondeterministic`` and ``blocks_span_steps`` are passed to ``verdict``.
+    ``options.samples`` fixes every scenario's size; otherwise each is sized to detect
+    ``detect_tv`` (``samples_for_tv_two_sample``). ``min_power_tv`` (default 0.05, or
+    ``detect_tv`` when larger), ``allow_nondeterministic`` and ``blocks_span_steps`` are
+    passed to ``verdict``.
     """
     start = time.perf_counter()
-    check_rate("false_fail_rate", false_fail_rate)
-    check_rate("false_pass_rate", false_pass_rate)
-    level = false_fail_rate / len(scenarios)
-    target_tv = None
-    if samples is not None:
-        sized = [(samples, plan_step_scenario(scenario, samples)) for scenario in scenarios]
+    sampler = options.target_sampler
+    if sampler is None:
+        raise ValueError("audit_with_sampler needs options.target_sampler.")
+    inputs = inputs_of(options)
+    draw = step_draw(subject.fn, subject.batched, inputs=inputs)
+    false_pass_rate = options.false_pass_rate
+    level = options.false_fail_rate / len(scenarios)
+    target_tv, minimum = power_of(options, subject.batched)
+    if target_tv is None:
+        n = options.samples or 0
+        sized = [(n, plan_step_scenario(scenario, n)) for scenario in scenarios]
     else:
-        target_tv = detect_tv or (DETECT_TV_BATCHED if is_batch else DETECT_TV_SINGLE)
         sized = [samples_for_tv_two_sample(s, target_tv, level, false_pass_rate) for s in scenarios]
-    minimum = min_power_tv if min_power_tv is not None else max(MIN_POWER_TV, target_tv or 0.0)
     results: list[ScenarioResult] = []
-    with threads(None if is_batch else 1):
+    with threads(None if subject.batched else 1):
         for index, (n, plan) in enumerate(sized):
-            refused = probe_options(plan, draw, device=device)
-            if refused and not plain(plan.scenario):
+            refused = probe_options(plan, draw, device=inputs.device)
+            if refused and not is_plain(plan.scenario):
                 results.append(rejected_result(plan, refused))
                 if progress is not None:
                     progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
@@ -304,11 +293,11 @@ def audit_with_sampler(
                 draw,
                 sampler,
                 index=index,
-                seed=seed,
-                is_batch=is_batch,
+                seed=options.seed,
+                is_batch=subject.batched,
                 level=level,
                 false_pass_rate=false_pass_rate,
-                device=device,
+                device=inputs.device,
             )
             if not result.lossy and result.detectable_tv > minimum:
                 needed = samples_for_tv_two_sample(plan.scenario, minimum, level, false_pass_rate)
@@ -326,22 +315,23 @@ def audit_with_sampler(
             f"(last: {results[-1].rejected})."
         )
     return AuditReport(
-        verdict(
+        verdict=verdict(
             results,
             min_power_tv=minimum,
-            allow_nondeterministic=allow_nondeterministic,
-            blocks_span_steps=blocks_span_steps,
+            allow_nondeterministic=options.allow_nondeterministic,
+            blocks_span_steps=options.blocks_span_steps,
         ),
-        "step",
-        name,
-        false_fail_rate,
-        false_pass_rate,
-        tuple(results),
-        time.perf_counter() - start,
-        signature + "; target: the function's own sampler (two-sample L1 test, level "
-        f"{level:.3g} per scenario)",
+        mode="statistical",
+        level="step",
+        function=subject.name,
+        scenarios=tuple(results),
+        seconds=time.perf_counter() - start,
+        signature=subject.signature + "; target: the function's own sampler (two-sample L1 "
+        f"test, level {level:.3g} per scenario)",
+        false_fail_rate=options.false_fail_rate,
+        false_pass_rate=false_pass_rate,
         detect_tv=target_tv,
         min_power_tv=minimum,
-        allow_nondeterministic=allow_nondeterministic,
-        blocks_span_steps=blocks_span_steps,
+        allow_nondeterministic=options.allow_nondeterministic,
+        blocks_span_steps=options.blocks_span_steps,
     )

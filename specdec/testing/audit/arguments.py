@@ -1,0 +1,303 @@
+"""The parser of ``specdec audit``: its arguments, option groups and help texts.
+
+Every option is checked by argparse as it is parsed (a wrong value is a usage error, exit 2,
+before anything is imported or run); which options apply to which form is checked after
+parsing, from the subject's table (``specdec.testing.audit.subject.APPLICABLE``, by
+``specdec.testing.audit.command``).
+"""
+
+import argparse
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specdec._checks import check_int
+from specdec.testing.audit.options import SEARCHED_PAIRS
+from specdec.testing.audit.subject import DRAWS
+
+__all__ = ["EPILOG", "add_parser"]
+
+EPILOG = """\
+signatures FUNCTION may have (V: vocabulary size, k: drafts; blocks are token ids):
+  verifier (default)  fn(draft_tokens[k], draft_probs[k,V], target_probs[k+1,V], generator)
+                        -> LongTensor[n], n in 1..k+1 (accepted drafts, then one token)
+  --batched           the same with a leading batch axis N: -> LongTensor[N,k+1], -1-padded
+  VerifyRule          fn(draft_tokens, draft_probs, target_probs, uniforms[..,k+1])
+                        -> specdec.Verification (detected from its 4th parameter; needed
+                        for --exact, which enumerates its uniforms)
+  --step              fn(target_logits, draft_logits, prefix, k, generator, *, temperature,
+                        top_k, top_p) -> LongTensor[n]; *_logits map token ids to logits
+  --multi-draft DRAW  fn(draft_tokens[N,k], draft_probs[N,V], target_probs[N,V],
+                        uniforms[N,k+1]) -> .token[N]: k candidates at one position, drawn
+                        DRAW (iid, without_replacement, point_mass = the draft's top-k)
+  --tree DRAW         fn(tree, draft_tokens[N,nodes], draft_probs[N,nodes+1,V],
+                        target_probs[N,nodes+1,V], uniforms[N,nodes+1]) -> .tokens[N,depth+1]
+                        (verify_tree's arguments), every node's children drawn DRAW
+
+examples:
+  specdec audit specdec:verify_tokens                         the reference: LOSSLESS
+  specdec audit specdec.testing.zoo:resample_from_target      a known bug: LOSSY, exit 1
+  specdec audit my_engine.py:verify --detect-tv 0.05          less power, fewer samples
+  specdec audit my_engine.py:verify --batched --json > r.json  a batched verifier, JSON out
+  specdec audit specdec:verify_tokens --exact                 exact verdict, no sampling
+  specdec audit my_engine.py:step --step                      a whole step, warping included
+  specdec audit specdec.verify:verify_multi_iid --multi-draft iid   multi-draft, sampled
+  specdec audit specdec.verify:verify_tree --tree point_mass --exact  a tree rule, exactly
+  specdec audit specdec.testing.zoo:resample_from_target --plot pictures/"""
+
+
+def add_parser(
+    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
+) -> argparse.ArgumentParser:
+    """Add ``specdec audit`` to ``commands`` and return its parser."""
+    audit = commands.add_parser(
+        "audit",
+        help="test a verifier (or a whole step) for losslessness",
+        description=(
+            "Audit MODULE:FUNCTION. Exit 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE "
+            "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, 7 "
+            "SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], "
+            "draft_probs[k,V], target_probs[k+1,V], generator) -> LongTensor[n]; with "
+            "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
+            "draft_probs, target_probs, uniforms) -> Verification is detected; with --step "
+            "fn(target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, "
+            "top_p) -> LongTensor[n]; with --multi-draft DRAW a multi-draft rule fn(draft_tokens"
+            "[N,k], draft_probs[N,V], target_probs[N,V], uniforms[N,k+1]) -> result with "
+            ".token[N]; with --tree DRAW a tree rule fn(tree, draft_tokens[N,nodes], "
+            "draft_probs[N,nodes+1,V], target_probs[N,nodes+1,V], uniforms[N,nodes+1]) -> "
+            "result with .tokens[N,depth+1]."
+        ),
+    )
+    audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
+    audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
+    audit.add_argument("--seed", type=int, default=0, help="seed of everything drawn")
+    audit.add_argument("--quiet", action="store_true", help="no progress lines")
+    audit.add_argument(
+        "--exact",
+        action="store_true",
+        help="exact verdict from the rule's own decisions (a VerifyRule: uniforms in); "
+        "says 'cannot decide' where its randomness cannot be enumerated",
+    )
+    audit.add_argument(
+        "--search",
+        type=_option(lambda name, value: check_int(name, value, minimum=0), int),
+        default=None,
+        help=f"searched toy pairs for --exact (default {SEARCHED_PAIRS})",
+    )
+    audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    multi = audit.add_mutually_exclusive_group()
+    multi.add_argument(
+        "--multi-draft",
+        choices=DRAWS,
+        default=None,
+        metavar="DRAW",
+        help="FUNCTION is a multi-draft rule (k candidates at one position) on candidates "
+        f"drawn DRAW ({', '.join(DRAWS)}): its own battery; statistical, or with --exact exact; "
+        "takes --exact, --json, --samples, --detect-tv, --min-power-tv, --false-fail-rate, "
+        "--false-pass-rate, --seed, --scenarios (v4-zero-target, v4-dyadic), --quiet",
+    )
+    multi.add_argument(
+        "--tree",
+        choices=DRAWS,
+        default=None,
+        metavar="DRAW",
+        help="FUNCTION is a tree rule (verify_tree's arguments) on trees whose children are "
+        "drawn DRAW: as --multi-draft (--scenarios two-then-one, two-branches)",
+    )
+    _add_audit_options(audit)
+    _add_engine_options(audit)
+    _add_audit_plot(audit)
+    audit.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the epilog's lines
+    audit.epilog = EPILOG
+    audit.description = textwrap.fill(audit.description or "", 88)
+    return audit
+
+
+def _option(check: Callable[[str, Any], object], convert: Callable[[str], Any]) -> Any:
+    """An argparse ``type``: ``convert`` the text (argparse reports "invalid int value" on
+    failure), then ``check("value", value)``; a failed check is argparse's usage error too
+    ("argument --samples: must be >= 1, got 0."; exit 2, before anything runs)."""
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        try:
+            check("value", value)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in "invalid int value"
+    return parse
+
+
+def _add_audit_options(audit: argparse.ArgumentParser) -> None:
+    """Power, verdict-class and CI options of ``specdec audit`` (each checked by argparse)."""
+    from specdec._checks import check_positive_int, check_rate
+
+    def rate(name: str, value: float) -> float:
+        return check_rate(name, value)
+
+    def distance(name: str, value: float) -> float:
+        return check_rate(name, value, include_one=True)
+
+    group = audit.add_argument_group(
+        "power and verdicts",
+        "The verdict classes and their exit codes: 0 LOSSLESS (no deviation of the reported "
+        "TV found), 1 LOSSY, 2 usage error, 3 INCONCLUSIVE (no deviation found, but a scenario's "
+        "power is below --min-power-tv; the report says how many samples would decide; "
+        "--exact: cannot decide), 4 NONDETERMINISTIC (same seed, different blocks: not a "
+        "finding about the law), 5 INVALID-OUTPUT (not a block, or more tokens per call than "
+        "any lossless single step emits on average: the blocks are not one step's output; "
+        "see --blocks-span-steps), "
+        "6 CRASH of the audited function, "
+        "7 SUBOPTIMAL (lossless, fewer tokens per step than rejection sampling; only with "
+        "--fail-on-suboptimal). Scenarios whose options the function rejects are NOT AUDITED: "
+        "the headline and --json's not_audited list them, and they leave the exit code "
+        "unchanged. Every option is checked before anything runs.",
+    )
+    size = group.add_mutually_exclusive_group()
+    size.add_argument(
+        "--samples",
+        type=_option(check_positive_int, int),
+        default=None,
+        help="fixed samples per scenario (>= 1); the report states the power it bought "
+        "(instead of --detect-tv)",
+    )
+    size.add_argument(
+        "--detect-tv",
+        type=_option(distance, float),
+        default=None,
+        metavar="X",
+        help="size each scenario to detect a deviation of total variation >= X with the "
+        "false-pass rate (default 0.01 batched, 0.05 single-sequence)",
+    )
+    group.add_argument(
+        "--min-power-tv",
+        type=_option(distance, float),
+        default=None,
+        metavar="X",
+        help="INCONCLUSIVE when a scenario cannot detect TV X (default 0.05, or --detect-tv "
+        "when larger)",
+    )
+    group.add_argument(
+        "--false-fail-rate",
+        type=_option(rate, float),
+        default=1e-6,
+        help="family-wise rate of calling a lossless function lossy, in (0, 1) (default 1e-6)",
+    )
+    group.add_argument(
+        "--false-pass-rate",
+        type=_option(rate, float),
+        default=1e-3,
+        help="rate of missing a deviation of the printed detectable TV, in (0, 1) (default 1e-3)",
+    )
+    group.add_argument(
+        "--allow-nondeterministic",
+        action="store_true",
+        help="judge the law alone (a function drawing from torch's global RNG gives different "
+        "blocks under one seed; its law is still tested)",
+    )
+    group.add_argument(
+        "--blocks-span-steps",
+        action="store_true",
+        help="accept more tokens per call than any lossless single step emits on average "
+        "(a loop returning k+1 tokens over several steps) and judge the law alone; without "
+        "it such blocks are INVALID-OUTPUT (exit 5)",
+    )
+    group.add_argument(
+        "--fail-on-suboptimal",
+        action="store_true",
+        help="exit 7 when lossless but below token-level rejection sampling's tokens per step",
+    )
+
+
+class _ListScenarios(argparse.Action):
+    """``--list-scenarios``: print the catalogue of both levels and exit (like ``--version``)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        from specdec.testing.audit.catalogue import scenario_catalogue
+
+        headings = {
+            "verifier": "verifier scenarios (* in the default battery):",
+            "step": "step scenarios (* in the default battery):",
+            "position": "--multi-draft scenarios (all in the default battery):",
+            "tree": "--tree scenarios (all in the default battery):",
+        }
+        for level, heading in headings.items():
+            print(heading)
+            for name, (scenario, default) in scenario_catalogue(level).items():
+                print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
+        parser.exit()
+
+
+def _add_engine_options(audit: argparse.ArgumentParser) -> None:
+    """The options for engines' conventions and realistic inputs, in their own group."""
+    group = audit.add_argument_group("engine conventions and inputs")
+    group.add_argument(
+        "--scenarios",
+        default=None,
+        help="NAME,... scenarios to run instead of the default battery (--list-scenarios)",
+    )
+    group.add_argument(
+        "--list-scenarios",
+        action=_ListScenarios,
+        nargs=0,
+        help="list the scenario names of both levels and exit",
+    )
+    group.add_argument(
+        "--reserved-ids",
+        default=None,
+        help="ID,... token ids the engine reserves (EOS...): probability 0 in every toy row, "
+        "an emitted one is an invalid output",
+    )
+    group.add_argument(
+        "--target-warp",
+        default=None,
+        help="(--step) MODULE:FUNCTION, the engine's warp(logits, *, temperature, top_k, top_p) "
+        "-> probs: the verdict is about verification given it; the report says how far it is "
+        "from specdec's warping",
+    )
+    group.add_argument(
+        "--target-sampler",
+        default=None,
+        help="(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
+        "top_k, top_p) -> tokens: a two-sample test against its own target law (sized by "
+        "--detect-tv with the two-sample formula: about 4x the samples, for both samples)",
+    )
+    group.add_argument(
+        "--dtype",
+        choices=("float64", "float32", "bfloat16"),
+        default=None,
+        help="dtype of the rows (verifier) or logits (step) the function gets (default float64)",
+    )
+    group.add_argument(
+        "--device", default=None, help="cpu or cuda[:N] (an error where CUDA is absent)"
+    )
+    group.add_argument(
+        "--ragged",
+        action="store_true",
+        default=None,
+        help="(--batched verifier) rows draft their own k_n in 1..k, told by the keyword "
+        "num_drafts; padding -1 / zero rows (specdec.testing.audit.ragged)",
+    )
+    group.add_argument(
+        "--model-interface",
+        choices=("logits", "transformers"),
+        default=None,
+        help="(--step) hand the step plain logits callables (default) or transformers-like "
+        "models: model(input_ids, past_key_values=..., use_cache=...).logits, .config",
+    )
+
+
+def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
+    audit.add_argument(
+        "--plot",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="also write DIR/audit_law.png: each scenario's observed against exact law (its "
+        "most deviant cells), lossy scenarios in red; with --exact DIR/audit_exact.png, the "
+        "exact TV per scenario (needs pip install 'specdec[plot]')",
+    )

@@ -1,0 +1,331 @@
+"""``specdec audit MODULE:FUNCTION``: the command, one path for every form and mode.
+
+From the parsed arguments (``arguments.add_parser``) it derives the level (``--step``,
+``--multi-draft DRAW``, ``--tree DRAW``, else a verifier), refuses the options that do not
+apply to it (from the subject's table, ``subject.APPLICABLE``), builds the ``AuditOptions``
+and the scenarios, imports the function, recognises it (``as_subject``) and runs
+``audits.audit``: one report, printed (``--json``: as JSON), one exit code
+(``report.ExitCode``). A usage error exits 2 before the function is imported; what the
+function raises is its crash (6), what it returns that is not a block its invalid output (5).
+"""
+
+import argparse
+import importlib.util
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specdec.progressbar import Progress, start_progress
+from specdec.testing.audit.audits import audit
+from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
+from specdec.testing.audit.conventions import DTYPES
+from specdec.testing.audit.options import AuditOptions
+from specdec.testing.audit.report import AuditReport, ExitCode
+from specdec.testing.audit.run import InvalidOutputError
+from specdec.testing.audit.subject import APPLICABLE, as_subject
+
+__all__ = ["FLAGS", "load_function", "run"]
+
+FLAGS = {
+    "samples": "--samples",
+    "detect_tv": "--detect-tv",
+    "min_power_tv": "--min-power-tv",
+    "allow_nondeterministic": "--allow-nondeterministic",
+    "blocks_span_steps": "--blocks-span-steps",
+    "search": "--search",
+    "reserved_ids": "--reserved-ids",
+    "dtype": "--dtype",
+    "device": "--device",
+    "ragged": "--ragged",
+    "model_interface": "--model-interface",
+    "target_warp": "--target-warp",
+    "target_sampler": "--target-sampler",
+}
+"""The command's flag for each option of ``AuditOptions`` that has one."""
+
+_FORMS = {
+    "verifier": ("rule", "batched verifier", "single verifier"),
+    "step": ("batched step", "single step"),
+    "position": ("multi-draft rule",),
+    "tree": ("tree rule",),
+}
+_SAMPLING = ("samples", "detect_tv", "min_power_tv")
+_ENGINE = ("reserved_ids", "dtype", "device", "ragged", "model_interface", "target_warp")
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """Resolve ``MODULE:FUNCTION`` (a dotted module or a ``.py`` path; nested attributes ok).
+
+    A ``.py`` path is imported with its folder first on ``sys.path``, as ``python path.py``
+    would run it, so a module beside it imports.
+    """
+    if ":" not in spec:
+        raise ValueError(f"expected MODULE:FUNCTION, got {spec!r}.")
+    module_name, _, attribute = spec.rpartition(":")
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name)
+        if not path.exists():
+            raise ValueError(f"no such file: {module_name}.")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ValueError(f"cannot import {module_name}.")
+        folder = str(path.resolve().parent)  # a module beside the file imports, as under python
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[path.stem] = module
+        module_spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, str(Path.cwd()))
+        module = importlib.import_module(module_name)
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"{spec} is not callable.")
+    return target  # type: ignore[no-any-return]
+
+
+def _level(args: argparse.Namespace) -> str:
+    if args.multi_draft is not None:
+        return "position"
+    if args.tree is not None:
+        return "tree"
+    return "step" if args.step else "verifier"
+
+
+def _given(args: argparse.Namespace) -> list[str]:
+    """The options given on the command line (by ``AuditOptions`` field name)."""
+    return [name for name in FLAGS if getattr(args, name, None) not in (None, False)]
+
+
+def _usage(args: argparse.Namespace, level: str) -> str:
+    """Why the options do not fit the level and mode; ``""`` if they do. Derived from the
+    subject's table: an option none of the level's forms takes is refused."""
+    applicable = frozenset().union(*(APPLICABLE[form] for form in _FORMS[level]))
+    refused = [FLAGS[name] for name in _given(args) if name not in applicable]
+    if level in ("position", "tree"):
+        option = "--multi-draft" if level == "position" else "--tree"
+        extra = [
+            flag for flag, value in (("--step", args.step), ("--batched", args.batched)) if value
+        ]
+        tail = [
+            flag
+            for flag, value in (
+                ("--fail-on-suboptimal", args.fail_on_suboptimal),
+                ("--plot", args.plot),
+            )
+            if value
+        ]
+        refused = [*extra, *refused, *tail]
+        if refused:
+            return f"{option} takes none of {', '.join(refused)}."
+        sampling = [FLAGS[name] for name in _given(args) if name in _SAMPLING]
+        if args.exact and sampling:
+            return f"--exact {option} takes none of {', '.join(sampling)} (no sampling)."
+        return ""
+    if args.exact and level == "step":
+        return "--exact audits verification rules, not steps."
+    if args.exact and any(name in _ENGINE or name == "target_sampler" for name in _given(args)):
+        return "--exact takes --scenarios only of the engine options."
+    if args.exact and any(name in _SAMPLING for name in _given(args)):
+        sampling = [FLAGS[name] for name in _given(args) if name in _SAMPLING]
+        return f"--exact takes none of {', '.join(sampling)} (no sampling)."
+    if refused and level == "verifier":
+        return f"{', '.join(refused)} applies to --step audits only."
+    if "--ragged" in refused:
+        return "--ragged applies to batched verifiers, not to --step audits."
+    return f"--step takes none of {', '.join(refused)}." if refused else ""
+
+
+def _ids(text: str, option: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{option} expects ints separated by commas, got {text!r}.") from None
+    if any(token < 0 for token in ids):
+        raise ValueError(f"{option} must be >= 0, got {text}.")
+    return ids
+
+
+def _options(args: argparse.Namespace) -> AuditOptions:
+    """The ``AuditOptions`` of the command line (engine functions loaded by name).
+
+    Raises:
+        ValueError: a malformed id list, an unloadable warping or sampler, both of them, an
+            absent device.
+    """
+    if args.target_warp is not None and args.target_sampler is not None:
+        raise ValueError("give --target-warp or --target-sampler, not both.")
+    loaded: dict[str, Any] = {}
+    for option, key in (("--target-warp", "target_warp"), ("--target-sampler", "target_sampler")):
+        spec = getattr(args, key)
+        if spec is not None:
+            try:
+                loaded[key] = load_function(spec)
+            except Exception as error:
+                raise ValueError(f"cannot load {option} {spec}: {error}") from None
+    if args.device is not None:
+        from specdec.testing.audit.conventions import resolve_device
+
+        resolve_device(args.device)  # an absent device is a usage error
+    return AuditOptions(
+        exact=args.exact,
+        samples=args.samples,
+        detect_tv=args.detect_tv,
+        min_power_tv=args.min_power_tv,
+        false_fail_rate=args.false_fail_rate,
+        false_pass_rate=args.false_pass_rate,
+        seed=args.seed,
+        allow_nondeterministic=args.allow_nondeterministic,
+        blocks_span_steps=args.blocks_span_steps,
+        search=args.search if args.search is not None else AuditOptions.search,
+        reserved_ids=_ids(args.reserved_ids, "--reserved-ids") if args.reserved_ids else (),
+        dtype=DTYPES[args.dtype] if args.dtype is not None else None,
+        device=args.device,
+        ragged=bool(args.ragged),
+        model_interface=args.model_interface or "logits",
+        **loaded,
+    )
+
+
+def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None:
+    """The scenarios named by ``--scenarios`` (the exact verifier audit adds its searched
+    pairs); ``None``: the level's default battery."""
+    chosen: list[AnyScenario] | None = None
+    if args.scenarios is not None:
+        names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
+        chosen = select_scenarios(names, level)
+    if not args.exact or level != "verifier":
+        return chosen
+    from specdec.testing.audit.battery import Scenario, verifier_scenarios
+
+    battery = [s for s in chosen or verifier_scenarios() if isinstance(s, Scenario)]
+    inexact = [s.name for s in battery if not s.pair.target.rows]
+    if inexact:
+        raise ValueError(f"--exact needs exact rational rows; {', '.join(inexact)} is float-only.")
+    search = args.search if args.search is not None else AuditOptions.search
+    return [*battery, *search_scenarios(search, seed=args.seed)]
+
+
+def run(args: argparse.Namespace) -> int:
+    """``specdec audit``: usage errors (2) before the function is imported; then the audit's
+    report and its exit code, or the function's invalid output (5) or crash (6)."""
+    level = _level(args)
+    try:
+        problem = _usage(args, level) or _plot_problem(args)
+        if problem:
+            raise ValueError(problem)
+        options, scenarios = _options(args), _scenarios(args, level)
+    except ValueError as error:
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    try:
+        fn = load_function(args.function)
+    except Exception as error:  # usage error: report it, exit 2
+        print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    try:
+        draw = args.multi_draft or args.tree
+        batched = True if args.batched else None
+        subject = as_subject(fn, level=level, batched=batched, draw=draw)  # type: ignore[arg-type]
+        subject.check(options)
+    except ValueError as error:
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    from specdec.testing.audit.catalogue import default_scenarios
+
+    total = len(scenarios or default_scenarios(level))
+    bar = start_progress(total, "audit", enabled=not (args.quiet or args.json), unit="scenario")
+    report = _guarded(args, bar, lambda: audit(subject, options, scenarios=scenarios,
+                                                progress=bar.advance))  # fmt: skip
+    if isinstance(report, int):
+        return report
+    bar.close()
+    print(report.to_json() if args.json else report.format())
+    _plot(args, report)
+    return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
+
+
+def _guarded(
+    args: argparse.Namespace, bar: Progress, audit_run: Callable[[], AuditReport]
+) -> AuditReport | int:
+    """``audit_run()``, or the exit code of the audited function's invalid output or crash,
+    reported (every option was validated before, so anything raised comes from the
+    function)."""
+    returned = "result" if args.multi_draft or args.tree else "block"
+    try:
+        return audit_run()
+    except InvalidOutputError as error:
+        bar.close()
+        print(
+            f"specdec audit: {args.function} returned an invalid {returned}: {error}",
+            file=sys.stderr,
+        )
+        return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
+    except Exception as error:
+        bar.close()
+        print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
+        traceback.print_exc()
+        return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
+
+
+def _failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:
+    """Report an invalid output or a crash of the audited function (as JSON with ``--json``)."""
+    if args.json:
+        document = {
+            "verdict": verdict,
+            "mode": "exact" if args.exact else "statistical",
+            "exit_code": int(code),
+            "function": args.function,
+            "error": error,
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"specdec audit of {args.function}: {verdict.upper()}: {error}")
+    return int(code)
+
+
+def _plot_problem(args: argparse.Namespace) -> str:
+    """With --plot: why it cannot be drawn (no matplotlib; checked before a long audit)."""
+    if args.plot is None or importlib.util.find_spec("matplotlib") is not None:
+        return ""
+    from specdec.plots import INSTALL_HINT
+
+    return f"--plot needs matplotlib: {INSTALL_HINT}"
+
+
+def _plot(args: argparse.Namespace, report: AuditReport) -> None:
+    """With --plot: each scenario's observed against exact law as DIR/audit_law.png, or with
+    --exact the exact TV per scenario as DIR/audit_exact.png."""
+    if args.plot is None:
+        return
+    from specdec.plots import panel_from_result, plot_exact_distances, plot_law_panels
+    from specdec.testing.audit.results import ExactScenarioResult, ScenarioResult
+
+    function = report.function.rpartition(":")[2]
+    if report.mode == "exact":
+        exact = [s for s in report.scenarios if isinstance(s, ExactScenarioResult)]
+        path = plot_exact_distances(
+            [s.name for s in exact],
+            [s.total_variation for s in exact],
+            [None if s.lossless is None else not s.lossless for s in exact],
+            args.plot / "audit_exact.png",
+            rounding_bound=report.rounding_bound or 0,
+            title=f"specdec audit --exact of {function}: "
+            f"{report.verdict.upper()}; exact TV from the target's law",
+        )
+    else:
+        sampled = [s for s in report.scenarios if isinstance(s, ScenarioResult)]
+        path = plot_law_panels(
+            [panel_from_result(s) for s in sampled],
+            args.plot / "audit_law.png",
+            title=f"specdec audit of {function}: {report.verdict.upper()} "
+            f"({sum(s.lossy for s in sampled)} of {len(sampled)} scenarios lossy); observed "
+            "against exact law",
+            columns=3,
+        )
+    print(f"wrote {path}", file=sys.stderr)

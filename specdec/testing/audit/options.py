@@ -1,0 +1,234 @@
+"""The audit's options: one frozen record, validated on construction, for every form and mode.
+
+``AuditOptions`` holds everything a caller may choose about an audit: the mode (``exact``),
+the power of the statistical mode (``samples`` or ``detect_tv``, ``min_power_tv``, the two
+error rates), what counts in the verdict (``allow_nondeterministic``, ``blocks_span_steps``),
+the seed and threads, and how an engine is handed its inputs (``reserved_ids``, ``dtype``,
+``device``, ``ragged``, ``model_interface``, ``target_warp``, ``target_sampler``). It is
+checked once, when built, before the audited function is ever called: a wrong type is a
+``TypeError``, a value out of range or two options that exclude each other a ``ValueError``
+naming the option, what was expected and what was got.
+
+Which options apply to which form (a sampler to a step, ``ragged`` to a batched verifier,
+none of the sampling options to the exact mode...) is the subject's to say
+(``specdec.testing.audit.subject``); the public entry points take the options as keywords
+(``AuditKeywords``) and build the record.
+
+Example:
+    >>> AuditOptions(detect_tv=0.05).detect_tv
+    0.05
+    >>> AuditOptions(samples=0)
+    Traceback (most recent call last):
+    ValueError: samples must be >= 1, got 0.
+"""
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+import torch
+from torch import Tensor
+
+from specdec._checks import check_finite, check_int, check_positive_int, check_rate
+
+__all__ = [
+    "SAMPLING_OPTIONS",
+    "SEARCHED_PAIRS",
+    "AuditKeywords",
+    "AuditOptions",
+    "Progress",
+    "SamplerFn",
+    "WarpFn",
+    "check_audit_options",
+]
+
+Progress = Callable[[str], None]
+"""Called with one line per finished scenario."""
+
+WarpFn = Callable[..., Tensor]
+"""An engine's warping: ``warp(logits [N, V], *, temperature, top_k, top_p) -> probs [N, V]``
+(``specdec.warp.warp_probs`` is specdec's)."""
+
+SamplerFn = Callable[..., Tensor]
+"""An engine's target-only sampler: ``sampler(logits [N, V], generator, *, temperature, top_k,
+top_p) -> LongTensor [N]``."""
+
+SEARCHED_PAIRS = 16
+"""Searched toy pairs an exact verifier audit adds to its battery by default (``search``)."""
+
+SAMPLING_OPTIONS = ("samples", "detect_tv", "min_power_tv")
+"""The options that size a sample: none applies to the exact mode."""
+
+
+class AuditKeywords(TypedDict, total=False):
+    """The options as keyword arguments of the public audit functions (``AuditOptions``)."""
+
+    exact: bool
+    samples: int | None
+    detect_tv: float | None
+    min_power_tv: float | None
+    false_fail_rate: float
+    false_pass_rate: float
+    seed: int
+    num_threads: int | None
+    allow_nondeterministic: bool
+    blocks_span_steps: bool
+    search: int
+    reserved_ids: Sequence[int]
+    dtype: torch.dtype | None
+    device: str | torch.device | None
+    ragged: bool
+    model_interface: Literal["logits", "transformers"]
+    target_warp: WarpFn | None
+    target_sampler: SamplerFn | None
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """Everything a caller chooses about an audit, checked when built.
+
+    Attributes:
+        exact: the exact mode (the law from the function's own decisions, no sampling; it
+            says ``cannot decide`` where the randomness cannot be enumerated) instead of the
+            statistical one (the default, for every form).
+        samples: (statistical) draws per scenario, fixed: the report states the power they
+            bought; at most one of ``samples`` and ``detect_tv``.
+        detect_tv: (statistical) size each scenario to detect a deviation of total variation
+            ``>= detect_tv`` with false-pass rate ``false_pass_rate`` (default: 0.01 for a
+            batched function or rule, 0.05 for a single-sequence one).
+        min_power_tv: (statistical) a passing audit some of whose scenarios detect only a
+            larger distance is ``inconclusive`` (default 0.05, or ``detect_tv`` when larger).
+        false_fail_rate: (statistical) family-wise rate of calling a lossless function lossy.
+        false_pass_rate: (statistical) per scenario, at the reported detectable distance.
+        seed: everything the audit draws (or, exact, explores) derives from it.
+        num_threads: torch intra-op threads while the audit runs (default 1: its tensors are
+            small and on a shared machine torch's pool costs more than it saves; ``None``
+            keeps torch's setting).
+        allow_nondeterministic: judge the law alone when the same seed gives other blocks.
+        blocks_span_steps: accept blocks above one step's optimum and judge the law alone.
+        search: (exact, verifiers) searched toy pairs added to the default battery.
+        reserved_ids: token ids the engine reserves: probability 0 in every toy row, an
+            emitted one is an invalid output.
+        dtype: the rows' (verifier) or logits' (step) dtype as the function gets them.
+        device: where rows, logits and the function's generator live (``"cuda"`` must exist).
+        ragged: (batched verifier) each row drafts its own ``k_n``, told by ``num_drafts``.
+        model_interface: (step) ``"logits"`` callables or ``"transformers"``-like models.
+        target_warp: (step) the engine's warping: the target is its warped law.
+        target_sampler: (step) the engine's target-only sampler: a two-sample test.
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
+            both ``samples`` and ``detect_tv``, ``num_threads < 1``, ``search < 0``, a
+            negative reserved id, an unknown ``model_interface``, both ``target_warp`` and
+            ``target_sampler``, a sampling option with ``exact``.
+    """
+
+    exact: bool = False
+    samples: int | None = None
+    detect_tv: float | None = None
+    min_power_tv: float | None = None
+    false_fail_rate: float = 1e-6
+    false_pass_rate: float = 1e-3
+    seed: int = 0
+    num_threads: int | None = 1
+    allow_nondeterministic: bool = False
+    blocks_span_steps: bool = False
+    search: int = SEARCHED_PAIRS
+    reserved_ids: tuple[int, ...] = ()
+    dtype: torch.dtype | None = None
+    device: str | torch.device | None = None
+    ragged: bool = False
+    model_interface: Literal["logits", "transformers"] = "logits"
+    target_warp: WarpFn | None = None
+    target_sampler: SamplerFn | None = None
+
+    def __post_init__(self) -> None:
+        check_audit_options(
+            samples=self.samples,
+            false_fail_rate=self.false_fail_rate,
+            false_pass_rate=self.false_pass_rate,
+            detect_tv=self.detect_tv,
+            min_power_tv=self.min_power_tv,
+            seed=self.seed,
+            num_threads=self.num_threads,
+        )
+        check_int("search", self.search, minimum=0)
+        ids = tuple(self.reserved_ids)
+        for token in ids:
+            check_int("reserved_ids", token, minimum=0)
+        object.__setattr__(self, "reserved_ids", ids)
+        if self.model_interface not in ("logits", "transformers"):
+            raise ValueError(
+                f"model_interface must be 'logits' or 'transformers', got {self.model_interface!r}."
+            )
+        if self.target_warp is not None and self.target_sampler is not None:
+            raise ValueError("give target_warp or target_sampler, not both.")
+        if self.exact and self.given(*SAMPLING_OPTIONS):
+            given = ", ".join(self.given(*SAMPLING_OPTIONS))
+            raise ValueError(
+                f"exact=True takes none of {given}: sampling options do not apply (no sampling)."
+            )
+
+    @classmethod
+    def of(cls, options: "AuditOptions | None" = None, **keywords: Any) -> "AuditOptions":
+        """``options`` (default: the defaults) with ``keywords`` replaced, checked again.
+
+        Raises:
+            TypeError: a keyword that is not an option (the message lists them).
+        """
+        names = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(keywords) - names)
+        if unknown:
+            raise TypeError(
+                f"unknown audit option(s) {', '.join(unknown)}; the options are "
+                f"{', '.join(sorted(names))}."
+            )
+        return dataclasses.replace(options or cls(), **keywords)
+
+    def given(self, *names: str) -> tuple[str, ...]:
+        """Which of ``names`` (all options when none) differ from their defaults."""
+        fields = {field.name: field.default for field in dataclasses.fields(self)}
+        return tuple(
+            name for name in (names or tuple(fields)) if getattr(self, name) != fields[name]
+        )
+
+
+def check_audit_options(
+    *,
+    samples: int | None = None,
+    false_fail_rate: float = 1e-6,
+    false_pass_rate: float = 1e-3,
+    detect_tv: float | None = None,
+    min_power_tv: float | None = None,
+    seed: int = 0,
+    num_threads: int | None = 1,
+) -> None:
+    """Validate the statistical options before anything runs (``AuditOptions`` calls it).
+
+    Raises:
+        TypeError: an option of the wrong type.
+        ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
+            both ``samples`` and ``detect_tv``, ``num_threads < 1``.
+
+    Example:
+        >>> check_audit_options(samples=0)
+        Traceback (most recent call last):
+        ValueError: samples must be >= 1, got 0.
+    """
+    if samples is not None:
+        check_positive_int("samples", samples)
+    check_rate("false_fail_rate", check_finite("false_fail_rate", false_fail_rate))
+    check_rate("false_pass_rate", check_finite("false_pass_rate", false_pass_rate))
+    for name, tv in (("detect_tv", detect_tv), ("min_power_tv", min_power_tv)):
+        if tv is not None:
+            check_rate(name, check_finite(name, tv), include_one=True)
+    if samples is not None and detect_tv is not None:
+        raise ValueError(
+            f"give samples ({samples}) or detect_tv ({detect_tv}), not both: detect_tv chooses "
+            "the sample size of each scenario."
+        )
+    check_int("seed", seed)
+    if num_threads is not None:
+        check_positive_int("num_threads", num_threads)

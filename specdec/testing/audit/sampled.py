@@ -1,0 +1,174 @@
+"""The statistical audit of a verifier or a step: plan the battery, draw it, decide.
+
+Fix every scenario's cells, optimum and share of the error rate before drawing (``plan``), draw
+and complete the audited function's blocks scenario by scenario (``run``), then test and decide
+(``results``). A verifier is handed draft blocks drafted from the toy draft; a step drafts,
+warps and verifies on its own. The criterion, the tests and the error-rate split are those of
+the package docstring and ``specdec.testing.audit.plan``.
+"""
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from specdec.testing.audit.battery import Scenario
+from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
+from specdec.testing.audit.options import AuditOptions, Progress
+from specdec.testing.audit.plan import (
+    DETECT_TV_BATCHED,
+    DETECT_TV_SINGLE,
+    MIN_POWER_TV,
+    PlanScenario,
+    ScenarioPlan,
+    chunk_sizes,
+    plan_step_scenario,
+    plan_verifier_scenario,
+    samples_for_tv,
+    split_error_rate,
+)
+from specdec.testing.audit.ragged import ragged_optimum
+from specdec.testing.audit.report import AuditReport
+from specdec.testing.audit.results import (
+    ScenarioResult,
+    decide_by_holm,
+    progress_line,
+    rejected_result,
+    scenario_result,
+    verdict,
+)
+from specdec.testing.audit.run import (
+    Inputs,
+    collect_evidence,
+    complete_step,
+    complete_verifier,
+    probe_options,
+    step_draw,
+    verifier_draw,
+)
+from specdec.testing.audit.subject import Subject
+
+__all__ = ["inputs_of", "is_plain", "power_of", "sample_audit"]
+
+
+def inputs_of(options: AuditOptions) -> Inputs:
+    """How the function is handed its inputs, from the options (the device checked)."""
+    return Inputs(
+        dtype=options.dtype,
+        device=resolve_device(options.device),
+        reserved=options.reserved_ids,
+        model_interface=options.model_interface,
+        ragged=options.ragged,
+    )
+
+
+def power_of(options: AuditOptions, batched: bool) -> tuple[float | None, float]:
+    """The distance the sample sizes detect (``None`` when ``samples`` fixes them) and the
+    minimum power (``min_power_tv``, default 0.05 or that distance when larger)."""
+    target_tv = None
+    if options.samples is None:
+        target_tv = options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
+    minimum = options.min_power_tv
+    return target_tv, minimum if minimum is not None else max(MIN_POWER_TV, target_tv or 0.0)
+
+
+def is_plain(scenario: Scenario) -> bool:
+    """Temperature 1 and no filter: options every step must accept."""
+    return scenario.temperature == 1.0 and scenario.top_k is None and scenario.top_p is None
+
+
+def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
+    """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``);
+    its ``max_tokens`` stays the bound at the largest ``k`` (looser, still valid: the bound
+    grows with ``k``)."""
+    return replace(
+        plan_verifier_scenario(scenario, samples), optimal_tokens=ragged_optimum(scenario)
+    )
+
+
+def sample_audit(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[Scenario],
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
+    them in turn, decide, and size the inconclusive ones.
+
+    For a step, a scenario with options other than the plain ones whose first call raises is
+    recorded as rejected (``run.probe_options``); with the engine's warping, each result
+    carries the warping distance (``conventions.warping_distance``).
+    """
+    start = time.perf_counter()
+    inputs, step = inputs_of(options), subject.level == "step"
+    if step:
+        plan_scenario: PlanScenario = plan_step_scenario
+        draw, complete = step_draw(subject.fn, subject.batched, inputs=inputs), complete_step
+    else:
+        plan_scenario = _ragged_plan if options.ragged else plan_verifier_scenario
+        draw = verifier_draw(subject.verifier(), subject.batched, inputs=inputs)
+        complete = complete_verifier
+    budget = split_error_rate(
+        options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
+    )
+    target_tv, minimum = power_of(options, subject.batched)
+    if target_tv is None:
+        n = options.samples or 0
+        sized = [(n, plan_scenario(scenario, n)) for scenario in scenarios]
+    else:
+        sized = [samples_for_tv(plan_scenario, s, target_tv, budget) for s in scenarios]
+    results: list[ScenarioResult] = []
+    for index, (n, plan) in enumerate(sized):
+        refused = probe_options(plan, draw, device=inputs.device) if step else ""
+        if refused and not is_plain(plan.scenario):
+            results.append(rejected_result(plan, refused))
+            if progress is not None:
+                progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
+            continue
+        evidence = collect_evidence(
+            plan,
+            draw,
+            complete,
+            index=index,
+            seed=options.seed,
+            chunks=chunk_sizes(n, subject.batched),
+            e_log_threshold=budget.e_log_threshold,
+            device=inputs.device,
+        )
+        result = scenario_result(plan, evidence, budget)
+        if options.target_warp is not None:
+            tv = warping_distance(plan.scenario, options.target_warp)
+            result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
+        results.append(result)
+        if progress is not None:
+            progress(progress_line(index, len(sized), results[-1]))
+    if all(r.rejected for r in results):
+        raise ValueError(
+            "the function rejected the options of every scenario; nothing was audited "
+            f"(last: {results[-1].rejected})."
+        )
+    decided = tuple(
+        r
+        if r.lossy or r.rejected or r.detectable_tv <= minimum
+        else replace(r, samples_to_decide=samples_for_tv(plan_scenario, s, minimum, budget)[0])
+        for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
+    )
+    return AuditReport(
+        verdict=verdict(
+            decided,
+            min_power_tv=minimum,
+            allow_nondeterministic=options.allow_nondeterministic,
+            blocks_span_steps=options.blocks_span_steps,
+        ),
+        mode="statistical",
+        level=subject.level,
+        function=subject.name,
+        scenarios=decided,
+        seconds=time.perf_counter() - start,
+        signature=subject.signature,
+        false_fail_rate=options.false_fail_rate,
+        false_pass_rate=options.false_pass_rate,
+        detect_tv=target_tv,
+        min_power_tv=minimum,
+        allow_nondeterministic=options.allow_nondeterministic,
+        blocks_span_steps=options.blocks_span_steps,
+    )

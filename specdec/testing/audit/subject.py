@@ -1,0 +1,221 @@
+"""What is audited: one ``Subject`` for every form of user code, built at the boundary.
+
+A user hands the audit a function in one of several forms; ``as_subject`` recognises it once
+and everything after it (scenarios, drawing, statistics, exact laws, the report) sees one type:
+
+=====================  ===========  ====================================================  =======
+form                   level        signature                                             exact
+=====================  ===========  ====================================================  =======
+``rule``               verifier     ``VerifyRule``: ``(draft_tokens, draft_probs,        yes
+                                    target_probs, uniforms) -> Verification`` (its 4th
+                                    parameter is named ``uniforms``)
+``batched verifier``   verifier     ``(tokens [N,k], draft [N,k,V], target [N,k+1,V],    yes (its
+                                    generator) -> [N,k+1]`` (``@batched``)                draws
+``single verifier``    verifier     ``(tokens [k], draft [k,V], target [k+1,V],           captured)
+                                    generator) -> [n]``
+``batched step``       step         ``(target_logits, draft_logits, prefix [N,L], k,      no
+                                    generator, *, temperature, top_k, top_p) -> [N,k+1]``
+``single step``        step         the same for one sequence ``-> [n]``                  no
+``multi-draft rule``   position     ``(draft_tokens [N,k], draft_probs [N,V],             yes
+                                    target_probs [N,V], uniforms [N,k+1]) -> .token [N]``
+``tree rule``          tree         ``(tree, draft_tokens [N,nodes], draft_probs, ...,     yes
+                                    uniforms [N,nodes+1]) -> .tokens [N,depth+1]``
+=====================  ===========  ====================================================  =======
+
+A step is recognised by its parameters (``is_step``), a rule by its fourth parameter's name
+(``takes_uniforms``), a batched function by the ``@batched`` marker (or ``batched=True``); a
+multi-draft or tree rule is named by the caller with the candidate draw it assumes. Each form
+states which options apply to it (``APPLICABLE``); ``Subject.check`` refuses the others before
+the function is ever called, and the command's usage messages come from the same table.
+"""
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from specdec.testing.audit.options import SAMPLING_OPTIONS, AuditOptions
+from specdec.testing.signatures import (
+    VerifierFn,
+    is_batched,
+    takes_uniforms,
+    verifier_from_rule,
+)
+from specdec.types import VerifyRule
+
+__all__ = [
+    "APPLICABLE",
+    "DRAWS",
+    "FORMS",
+    "Level",
+    "Subject",
+    "as_subject",
+    "is_step",
+]
+
+Level = Literal["verifier", "step", "position", "tree"]
+"""What one call of the audited function does: verify a block, run a whole step, pick one
+token among candidates at one position, or verify a draft tree."""
+
+DRAWS = ("iid", "without_replacement", "point_mass")
+"""The candidate draws of multi-draft and tree rules (``specdec.multi_law.Draw``)."""
+
+FORMS = {
+    "rule": "VerifyRule (uniforms in, Verification out; the audit draws the uniforms)",
+    "batched verifier": "batched verifier (generator in, [N, k+1] -1-padded blocks out)",
+    "single verifier": "single-sequence verifier (generator in, one block out)",
+    "batched step": "batched step (logits callables and generator in)",
+    "single step": "single-sequence step (logits callables and generator in)",
+    "multi-draft rule": "multi-draft rule (uniforms in, .token out)",
+    "tree rule": "tree rule (verify_tree's arguments, uniforms in, .tokens out)",
+}
+"""Each form and the words the report's ``run as:`` line uses for it."""
+
+_STATISTICAL = (*SAMPLING_OPTIONS, "false_fail_rate", "false_pass_rate")
+_COMMON = ("exact", "seed", "num_threads", *_STATISTICAL)
+_JUDGED = ("allow_nondeterministic", "blocks_span_steps")
+_ENGINE = ("reserved_ids", "dtype", "device")
+_STEP = ("model_interface", "target_warp", "target_sampler")
+
+APPLICABLE: dict[str, frozenset[str]] = {
+    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
+    "batched verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged")),
+    "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
+    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
+    "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
+    "multi-draft rule": frozenset(_COMMON),
+    "tree rule": frozenset(_COMMON),
+}
+"""The options each form takes (``AuditOptions`` field names); the others are refused."""
+
+_EXACT = frozenset(("exact", "seed", "num_threads", "search"))
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A function under audit, recognised once (``as_subject``).
+
+    Attributes:
+        fn: the user's function, as given.
+        level: ``"verifier"``, ``"step"``, ``"position"`` (multi-draft) or ``"tree"``.
+        form: one of ``FORMS``.
+        name: ``module:qualname``, as reports print it.
+        batched: whether one call handles a whole batch.
+        draw: the candidate draw a multi-draft or tree rule assumes; ``None`` otherwise.
+    """
+
+    fn: Callable[..., Any]
+    level: Level
+    form: str
+    name: str
+    batched: bool
+    draw: str | None = None
+
+    @property
+    def signature(self) -> str:
+        """The form in words (the report's ``run as:`` line)."""
+        return FORMS[self.form]
+
+    def verifier(self) -> VerifierFn:
+        """The function as a verifier that takes a generator (a rule draws its uniforms from
+        it, ``verifier_from_rule``)."""
+        if self.form == "rule":
+            return verifier_from_rule(cast(VerifyRule, self.fn))
+        return cast(VerifierFn, self.fn)
+
+    def check(self, options: AuditOptions) -> None:
+        """Refuse options that do not apply to this form or mode, before any call.
+
+        Raises:
+            ValueError: naming the options and the form (or the mode) they do not fit.
+        """
+        if options.exact and self.level == "step":
+            raise ValueError("exact=True audits verification rules, not steps.")
+        given = options.given()
+        if options.exact:
+            refused = [n for n in given if n not in _EXACT or n not in APPLICABLE[self.form]]
+            if refused:
+                raise ValueError(f"exact=True takes none of {', '.join(refused)}.")
+            return
+        if options.ragged and self.form != "batched verifier":
+            raise ValueError(
+                "ragged=True needs a batched verifier taking num_drafts (@batched or "
+                "batched=True), not a single-sequence one or a VerifyRule."
+            )
+        refused = [name for name in given if name not in APPLICABLE[self.form]]
+        if refused:
+            raise ValueError(f"a {self.form} takes none of {', '.join(refused)}.")
+
+
+def is_step(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` has the audit's step signature (``target_logits, draft_logits, prefix, k,
+    generator, *, temperature, ...``) rather than a verifier's four parameters.
+
+    Example:
+        >>> import specdec
+        >>> from specdec.testing import zoo
+        >>> is_step(specdec.verify_tokens), is_step(zoo.reference_step_single)
+        (False, True)
+    """
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # not introspectable: treated as a verifier
+        return False
+    positional = [
+        p
+        for p in parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return "temperature" in parameters or len(positional) >= 5
+
+
+def as_subject(
+    fn: "Callable[..., Any] | Subject",
+    *,
+    level: Level | None = None,
+    batched: bool | None = None,
+    draw: str | None = None,
+) -> Subject:
+    """Recognise ``fn``'s form once (module docstring); a ``Subject`` is returned as it is.
+
+    Args:
+        fn: the user's function.
+        level: what it does (default: ``"step"`` if ``is_step(fn)``, else ``"verifier"``);
+            ``"position"`` and ``"tree"`` need ``draw``.
+        batched: override the ``@batched`` marker (ignored for a rule: rules are batched).
+        draw: the candidate draw of a multi-draft or tree rule (``DRAWS``).
+
+    Raises:
+        TypeError: ``fn`` is not callable.
+        ValueError: an unknown level or draw, a draw for a verifier or step, none for a
+            multi-draft or tree rule, ``batched`` for a multi-draft or tree rule.
+
+    Example:
+        >>> import specdec
+        >>> subject = as_subject(specdec.verify_tokens)
+        >>> subject.level, subject.form, subject.batched
+        ('verifier', 'rule', True)
+    """
+    if isinstance(fn, Subject):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"the audited function must be callable, got {type(fn).__name__}.")
+    name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+    chosen = level or ("step" if is_step(fn) else "verifier")
+    if chosen in ("position", "tree"):
+        if draw not in DRAWS:
+            raise ValueError(f"draw must be one of {', '.join(DRAWS)}, got {draw!r}.")
+        if batched is not None:
+            raise ValueError("multi_draft and tree take neither step nor batched.")
+        form = "multi-draft rule" if chosen == "position" else "tree rule"
+        short = str(getattr(fn, "__name__", type(fn).__name__))
+        return Subject(fn, chosen, form, short, True, draw)
+    if chosen not in ("verifier", "step"):
+        raise ValueError(f"level must be 'verifier', 'step', 'position' or 'tree', got {chosen!r}.")
+    if draw is not None:
+        raise ValueError(f"draw applies to multi-draft and tree rules, not to a {chosen}.")
+    if chosen == "verifier" and takes_uniforms(fn):
+        return Subject(fn, "verifier", "rule", name, True)
+    is_batch = is_batched(fn) if batched is None else batched
+    form = f"{'batched' if is_batch else 'single'} {chosen}"
+    return Subject(fn, chosen, form, name, is_batch)
