@@ -48,7 +48,7 @@ from specdec.plots import (
 from specdec.progressbar import progress
 from specdec.testing.audit import verifier_scenarios
 from specdec.testing.audit.plan import plan_verifier_scenario, split_error_rate
-from specdec.testing.audit.report import decide_by_holm, scenario_result
+from specdec.testing.audit.results import decide_by_holm, scenario_result
 from specdec.testing.audit.run import collect_evidence, complete_verifier, verifier_draw
 from specdec.testing.signatures import verifier_from_rule
 from specdec.testing.simulate import draft_batch
