@@ -24,9 +24,9 @@ from specdec.discover import ExactVerdict, exact_verdict
 from specdec.exact import Law, cdf_steps, completion_law, target_law
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, candidate_law, recursive_steps
-from specdec.tree_law import TreeRule, tree_draft_law, tree_rows, tree_steps
+from specdec.tree_law import tree_draft_law, tree_rows, tree_steps
 from specdec.verify.multi import MultiDraftRule
-from specdec.verify.tree import TokenTree
+from specdec.verify.tree import TokenTree, TreeRule
 
 __all__ = [
     "MultiDiscovery",

@@ -27,7 +27,7 @@ from torch import Tensor
 from specdec.exact import Law, cdf_steps, target_law
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, cell_law, recursive_steps, top_tokens
-from specdec.verify.tree import TokenTree, TreeVerification
+from specdec.verify.tree import TokenTree, TreeRule
 
 __all__ = [
     "TreeRule",
@@ -45,8 +45,6 @@ __all__ = [
 
 Row = tuple[Fraction, ...]
 ZERO, ONE = Fraction(0), Fraction(1)
-TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVerification]
-"""``verify_tree``'s argument list: tree, tokens, draft rows, target rows, uniforms."""
 
 
 def _context(

@@ -10,7 +10,7 @@ sequential draws, or the draft's top-``c``), with the rows a tree rule needs;
 candidates ``draw_candidates`` draws from given draft rows.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -23,11 +23,9 @@ from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.simulate import complete_blocks
 from specdec.verify._recursive import remove_token
-from specdec.verify.tree import TokenTree, TreeVerification
+from specdec.verify.tree import TokenTree, TreeRule
 
 __all__ = ["TreeBatch", "draft_candidates", "draft_tree_batch", "sample_tree_completions"]
-
-TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVerification]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ the residual) or at a leaf (the bonus token, from the target). Lossless when eve
 children were drawn as the tree states (``proofs/theory.md``, claim 17).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,7 @@ from specdec.verify._recursive import ChildDraw, recursive_rejection
 __all__ = [
     "ChildDraw",
     "TokenTree",
+    "TreeRule",
     "TreeVerification",
     "chain_tree",
     "verify_tree",
@@ -125,6 +127,11 @@ class TreeVerification:
     num_accepted: Int[Tensor, "*batch"]
     path: Int[Tensor, "*batch depth"]
     tokens: Int[Tensor, "*batch depth_plus_1"]
+
+
+TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVerification]
+"""A tree rule: ``verify_tree``'s argument list (tree, tokens, draft rows, target rows,
+uniforms) in, a ``TreeVerification`` out."""
 
 
 def _check_tree(

@@ -1,6 +1,6 @@
 """Drawing: calling the audited function on a scenario and completing what it emits.
 
-For one scenario ``collect_evidence`` draws chunks of emitted blocks (a ``Draw``: draft blocks
+For one scenario ``collect_evidence`` draws chunks of emitted blocks (a ``DrawBlocks``: draft blocks
 from the toy draft handed to the audited verifier, or the audited step run on the toy logits),
 checks that each is an emitted block, completes it to ``k+1`` tokens by sampling the target (a
 ``Complete``), counts the completions per pooled cell and watches the e-process after every
@@ -41,7 +41,7 @@ from specdec.testing.stats import RowFn, encode_sequences, kt_log_e_values
 __all__ = [
     "SLICE_ENTRIES",
     "Complete",
-    "Draw",
+    "DrawBlocks",
     "Inputs",
     "InvalidOutputError",
     "ScenarioEvidence",
@@ -102,7 +102,7 @@ def _slices(size: int, width: int, vocab: int) -> list[int]:
     return [min(most, size - start) for start in range(0, size, most)]
 
 
-class Draw(Protocol):
+class DrawBlocks(Protocol):
     """Calls the audited function ``size`` times (or once, batched): ``[size, k+1]`` blocks."""
 
     def __call__(
@@ -161,7 +161,7 @@ def _padded(block: object, k: int) -> Int[Tensor, " k_plus_1"]:
     return torch.cat([tokens.long(), torch.full((k + 1 - tokens.numel(),), -1)])
 
 
-def verifier_draw(fn: VerifierFn, is_batch: bool, *, inputs: Inputs | None = None) -> Draw:
+def verifier_draw(fn: VerifierFn, is_batch: bool, *, inputs: Inputs | None = None) -> DrawBlocks:
     """Draft ``size`` blocks from the scenario's toy draft and let ``fn`` verify them."""
     given = inputs or Inputs()
 
@@ -229,7 +229,7 @@ def _model(model: ToyModel, scenario: Scenario, is_batch: bool, inputs: Inputs) 
     return _logits(model, scenario, is_batch, inputs)
 
 
-def step_draw(fn: StepFn, is_batch: bool, *, inputs: Inputs | None = None) -> Draw:
+def step_draw(fn: StepFn, is_batch: bool, *, inputs: Inputs | None = None) -> DrawBlocks:
     """Run the step ``fn`` ``size`` times on the scenario's toy logits and sampling options."""
     given = inputs or Inputs()
     call: Callable[..., Any] = fn
@@ -268,7 +268,9 @@ def step_draw(fn: StepFn, is_batch: bool, *, inputs: Inputs | None = None) -> Dr
     return draw
 
 
-def probe_options(plan: ScenarioPlan, draw: Draw, *, device: torch.device | None = None) -> str:
+def probe_options(
+    plan: ScenarioPlan, draw: DrawBlocks, *, device: torch.device | None = None
+) -> str:
     """``""`` if one call of the scenario succeeds; else what the function raised.
 
     A step scenario whose options the function rejects (an engine without top-p or without
@@ -313,7 +315,7 @@ def complete_step(plan: ScenarioPlan, blocks: Tensor, data: torch.Generator) -> 
 
 def collect_evidence(
     plan: ScenarioPlan,
-    draw: Draw,
+    draw: DrawBlocks,
     complete: Complete,
     *,
     index: int,
@@ -322,7 +324,7 @@ def collect_evidence(
     e_log_threshold: float,
     device: torch.device | None = None,
 ) -> ScenarioEvidence:
-    """Draw ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice.
+    """DrawBlocks ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice.
 
     The function's generator lives on ``device`` (default CPU), as engines on it expect.
     """

@@ -54,7 +54,7 @@ from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ScenarioResult, rejected_result, verdict
 from specdec.testing.audit.run import (
     SLICE_ENTRIES,
-    Draw,
+    DrawBlocks,
     InvalidOutputError,
     probe_options,
     step_draw,
@@ -175,7 +175,7 @@ def samples_for_tv_two_sample(
 def _scenario(
     plan: ScenarioPlan,
     n: int,
-    draw: Draw,
+    draw: DrawBlocks,
     sampler: SamplerFn,
     *,
     index: int,
