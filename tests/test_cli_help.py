@@ -70,7 +70,7 @@ for argv in [["--help"]] + [[command, "--help"] for command in %r]:
     seconds[" ".join(argv)] = time.perf_counter() - start
     now = {name.split(".")[0] for name in sys.modules}
     new[" ".join(argv)] = sorted(now - loaded)
-import specdec.testing.audit  # the control: the audit loads hypothesis
+from specdec.testing import prob_vectors  # the control: the strategies load hypothesis
 new["control"] = sorted({name.split(".")[0] for name in sys.modules} - loaded)
 print(json.dumps({"seconds": seconds, "new": new}))
 """

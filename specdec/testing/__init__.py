@@ -5,8 +5,9 @@ statistics, the audit and the known-bug zoo (``specdec.testing.zoo``) live in th
 beside it; ``assert_lossless`` (``specdec.testing.assertions``) is the audit as one assertion.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from specdec._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from specdec.testing.assertions import (
@@ -64,14 +65,4 @@ _HOMES = {
 the package (``specdec audit --help`` imports the command's parser) loads no other."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)

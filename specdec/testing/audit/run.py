@@ -48,6 +48,7 @@ __all__ = [
     "collect_evidence",
     "complete_step",
     "complete_verifier",
+    "is_deterministic",
     "probe_options",
     "step_draw",
     "threads",
@@ -345,6 +346,20 @@ def collect_evidence(
         if peak >= e_log_threshold:  # Ville: the supremum crosses it with prob <= its level
             stopped = True
             break
+    deterministic = is_deterministic(plan, draw, index=index, seed=seed, device=device)
+    return ScenarioEvidence(counts, seen, emitted, peak, stopped, deterministic)
+
+
+def is_deterministic(
+    plan: ScenarioPlan,
+    draw: DrawBlocks,
+    *,
+    index: int,
+    seed: int,
+    device: torch.device | None = None,
+) -> bool:
+    """Whether the function gives the same 64 blocks twice under the same generator seeds."""
+    on = device or torch.device("cpu")
     again = [
         draw(
             plan,
@@ -354,4 +369,4 @@ def collect_evidence(
         )
         for _ in range(2)
     ]
-    return ScenarioEvidence(counts, seen, emitted, peak, stopped, torch.equal(again[0], again[1]))
+    return torch.equal(again[0], again[1])

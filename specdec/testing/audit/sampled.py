@@ -47,7 +47,7 @@ from specdec.testing.audit.run import (
 )
 from specdec.testing.audit.subject import Subject
 
-__all__ = ["inputs_of", "is_plain", "power_of", "sample_audit"]
+__all__ = ["inputs_of", "is_plain", "power_of", "sample_audit", "sampled_report"]
 
 
 def inputs_of(options: AuditOptions) -> Inputs:
@@ -141,20 +141,46 @@ def sample_audit(
         results.append(result)
         if progress is not None:
             progress(progress_line(index, len(sized), results[-1]))
-    if all(r.rejected for r in results):
-        raise ValueError(
-            "the function rejected the options of every scenario; nothing was audited "
-            f"(last: {results[-1].rejected})."
-        )
     decided = tuple(
         r
         if r.lossy or r.rejected or r.detectable_tv <= minimum
         else replace(r, samples_to_decide=samples_for_tv(plan_scenario, s, minimum, budget)[0])
         for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
     )
+    return sampled_report(
+        subject,
+        options,
+        decided,
+        seconds=time.perf_counter() - start,
+        power=(target_tv, minimum),
+        signature=subject.signature,
+    )
+
+
+def sampled_report(
+    subject: Subject,
+    options: AuditOptions,
+    results: tuple[ScenarioResult, ...],
+    *,
+    seconds: float,
+    power: tuple[float | None, float],
+    signature: str,
+) -> AuditReport:
+    """The statistical report of a verifier or step audit: its verdict (``results.verdict``)
+    from the decided scenarios; ``power`` is ``power_of``'s pair.
+
+    Raises:
+        ValueError: the function rejected the options of every scenario (nothing audited).
+    """
+    if all(r.rejected for r in results):
+        raise ValueError(
+            "the function rejected the options of every scenario; nothing was audited "
+            f"(last: {results[-1].rejected})."
+        )
+    target_tv, minimum = power
     return AuditReport(
         verdict=verdict(
-            decided,
+            results,
             min_power_tv=minimum,
             allow_nondeterministic=options.allow_nondeterministic,
             blocks_span_steps=options.blocks_span_steps,
@@ -162,9 +188,9 @@ def sample_audit(
         mode="statistical",
         level=subject.level,
         function=subject.name,
-        scenarios=decided,
-        seconds=time.perf_counter() - start,
-        signature=subject.signature,
+        scenarios=results,
+        seconds=seconds,
+        signature=signature,
         false_fail_rate=options.false_fail_rate,
         false_pass_rate=options.false_pass_rate,
         detect_tv=target_tv,

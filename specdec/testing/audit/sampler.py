@@ -51,16 +51,17 @@ from specdec.testing.audit.plan import (
     plan_step_scenario,
 )
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.results import ScenarioResult, rejected_result, verdict
+from specdec.testing.audit.results import ScenarioResult, rejected_result
 from specdec.testing.audit.run import (
     SLICE_ENTRIES,
     DrawBlocks,
     InvalidOutputError,
+    is_deterministic,
     probe_options,
     step_draw,
     threads,
 )
-from specdec.testing.audit.sampled import inputs_of, is_plain, power_of
+from specdec.testing.audit.sampled import inputs_of, is_plain, power_of, sampled_report
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import (
     encode_sequences,
@@ -207,15 +208,6 @@ def _scenario(
     distance = float(deviation.abs().sum())
     p_value = l1_two_sample_p_value(distance, cells, n)
     warping = float((reference_counts.to(torch.float64) / n - plan.pooled).abs().sum())
-    again = [
-        draw(
-            plan,
-            64,
-            torch.Generator().manual_seed(seed + 7),
-            torch.Generator(device=on).manual_seed(index + 11),
-        )
-        for _ in range(2)
-    ]
     worst = torch.topk(deviation.abs(), min(5, cells)).indices.tolist()
     s = plan.scenario
     return ScenarioResult(
@@ -239,7 +231,7 @@ def _scenario(
         mean_tokens=emitted / n,
         optimal_tokens=plan.optimal_tokens,
         suboptimal=False,
-        deterministic=torch.equal(again[0], again[1]),
+        deterministic=is_deterministic(plan, draw, index=index, seed=seed, device=device),
         lossy=p_value <= level,
         deciding_test="two-sample L1",
         deciding_p_value=p_value,
@@ -309,29 +301,12 @@ def audit_with_sampler(
                     f"{result.detectable_tv:.4f}, two-sample L1 {result.l1_distance:.4f} "
                     f"(threshold {result.l1_threshold:.4f})"
                 )
-    if all(r.rejected for r in results):
-        raise ValueError(
-            "the function rejected the options of every scenario; nothing was audited "
-            f"(last: {results[-1].rejected})."
-        )
-    return AuditReport(
-        verdict=verdict(
-            results,
-            min_power_tv=minimum,
-            allow_nondeterministic=options.allow_nondeterministic,
-            blocks_span_steps=options.blocks_span_steps,
-        ),
-        mode="statistical",
-        level="step",
-        function=subject.name,
-        scenarios=tuple(results),
+    signature = subject.signature + "; target: the function's own sampler (two-sample L1 test, "
+    return sampled_report(
+        subject,
+        options,
+        tuple(results),
         seconds=time.perf_counter() - start,
-        signature=subject.signature + "; target: the function's own sampler (two-sample L1 "
-        f"test, level {level:.3g} per scenario)",
-        false_fail_rate=options.false_fail_rate,
-        false_pass_rate=false_pass_rate,
-        detect_tv=target_tv,
-        min_power_tv=minimum,
-        allow_nondeterministic=options.allow_nondeterministic,
-        blocks_span_steps=options.blocks_span_steps,
+        power=(target_tv, minimum),
+        signature=signature + f"level {level:.3g} per scenario)",
     )
