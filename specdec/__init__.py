@@ -5,6 +5,7 @@ from specdec.generate_paths import generate_speculative_paths
 from specdec.noise import uniforms
 from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
+from specdec.step import StepOutcome, StepState, speculative_step
 from specdec.step_paths import PathsOutcome, speculative_step_paths
 from specdec.types import Verification, VerifyRule
 from specdec.verify import (
@@ -28,6 +29,8 @@ __all__ = [
     "MultiDraftVerification",
     "PathsOutcome",
     "SamplingOptions",
+    "StepOutcome",
+    "StepState",
     "TokenTree",
     "TreeVerification",
     "Verification",
@@ -38,6 +41,7 @@ __all__ = [
     "generate_speculative_paths",
     "residual_probs",
     "sample",
+    "speculative_step",
     "speculative_step_paths",
     "uniforms",
     "verify_block",

@@ -1,7 +1,8 @@
 r"""Pictures of what specdec checks, as PNG files: observed against exact laws.
 
 Three pictures, each drawn from plain numbers so that the audit, the benchmarks and a user's
-own script can all feed them:
+own script can all feed them (the audit's own, drawn from its reports, are in
+``specdec.testing.audit.pictures``):
 
 * ``plot_law_panels``: observed against exact law of completed blocks, one panel per scenario
   (a lossy rule beside a lossless control, or every scenario of an audit). Each cell shows the
@@ -13,8 +14,6 @@ own script can all feed them:
 * ``plot_acceptance_vs_k``: tokens per target pass and the fraction of drafts accepted against
   ``k``, the i.i.d. curve :math:`(1-\alpha^{k+1})/(1-\alpha)` (``expected_tokens_per_step``,
   Leviathan et al. 2023, Eq. 1), exact values where known, and measured points (claim 4).
-* ``plot_exact_distances``: the exact audit's total variation per scenario against the float64
-  rounding bound (claim 14).
 
 matplotlib is an optional dependency (``pip install 'specdec[plot]'``), imported only when a
 picture is drawn; without it every function raises ``PlotUnavailableError`` naming the extra.
@@ -34,10 +33,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from specdec.testing.audit.plan import ScenarioPlan
-    from specdec.testing.audit.results import ScenarioResult
-    from specdec.testing.audit.run import ScenarioEvidence
-
 __all__ = [
     "INSTALL_HINT",
     "LOSSLESS_COLOUR",
@@ -45,13 +40,11 @@ __all__ = [
     "LawPanel",
     "PlotUnavailableError",
     "new_figure",
-    "panel_from_evidence",
-    "panel_from_result",
     "plot_acceptance_vs_k",
     "plot_accepted_length",
-    "plot_exact_distances",
     "plot_law_panels",
     "save_png",
+    "verdict_colour",
 ]
 
 INSTALL_HINT = "pip install 'specdec[plot]'"
@@ -128,7 +121,9 @@ def save_png(figure: "Figure", path: str | Path) -> Path:
     return out
 
 
-def _colour(lossy: bool | None) -> str:
+def verdict_colour(lossy: bool | None) -> str:
+    """The colour of a verdict: red for lossy (``True``), green for passed (``False``), blue
+    for none (``None``)."""
     return UNKNOWN_COLOUR if lossy is None else (LOSSY_COLOUR if lossy else LOSSLESS_COLOUR)
 
 
@@ -176,7 +171,7 @@ def _draw_law_panel(axes: "Axes", panel: LawPanel, cells: list[int]) -> None:
         [i + 0.2 for i in x],
         observed,
         width=0.4,
-        color=_colour(panel.lossy),
+        color=verdict_colour(panel.lossy),
         label="observed frequency",
     )
     axes.set_xticks(x, [panel.labels[c] for c in cells], rotation=45, ha="right", fontsize=8)
@@ -189,7 +184,9 @@ def _draw_law_panel(axes: "Axes", panel: LawPanel, cells: list[int]) -> None:
         else f"; {len(cells)} most deviant of {len(panel.labels)} cells"
     )
     subtitle = f"n = {panel.samples:,}{shown}" + (f"; {panel.note}" if panel.note else "")
-    axes.set_title(f"{panel.title}{verdict}\n{subtitle}", fontsize=9, color=_colour(panel.lossy))
+    axes.set_title(
+        f"{panel.title}{verdict}\n{subtitle}", fontsize=9, color=verdict_colour(panel.lossy)
+    )
     axes.legend(fontsize=7, loc="upper right")
     axes.margins(y=0.15)
 
@@ -427,148 +424,3 @@ def plot_acceptance_vs_k(
         axes.grid(alpha=0.3)
     figure.suptitle(title, fontsize=11)
     return save_png(figure, path)
-
-
-def plot_exact_distances(
-    names: Sequence[str],
-    distances: Sequence[float | Fraction | None],
-    lossy: Sequence[bool | None],
-    path: str | Path,
-    *,
-    rounding_bound: float | Fraction,
-    title: str = "exact total variation from the target's law",
-) -> Path:
-    r"""The exact audit's distances: per scenario the exact total variation of the completed
-    law from the target's, on a log scale, with the float64 rounding bound; writes a PNG.
-
-    A distance of exactly 0 is drawn at the axis floor and labelled ``0``; a scenario without
-    a law (``None``: cannot decide) is labelled so, without a bar.
-
-    Args:
-        names: scenario names.
-        distances: :math:`\mathrm{TV}` per scenario (``None`` where no law was computed).
-        lossy: the exact verdict per scenario (``None``: cannot decide).
-        path: the PNG to write.
-        rounding_bound: the TV attributed to float64 rounding (a vertical line).
-        title: the figure's title.
-
-    Returns:
-        ``path`` as a ``Path``.
-
-    Raises:
-        ValueError: ``names``, ``distances`` and ``lossy`` differ in length, or are empty.
-        PlotUnavailableError: matplotlib is not installed.
-
-    References:
-        ``proofs/theory.md`` claims 2 and 14 (exact laws from a rule's own decisions).
-    """
-    if not names or not len(names) == len(distances) == len(lossy):
-        raise ValueError(
-            "names, distances and lossy must have one entry per scenario (at least one), got "
-            f"{len(names)}, {len(distances)} and {len(lossy)}."
-        )
-    bound = float(rounding_bound)
-    known = [float(d) for d in distances if d is not None and d > 0]
-    floor = min([bound, *known]) / 100
-    figure = new_figure(8.0, 1.4 + 0.24 * len(names))
-    axes = figure.subplots()
-    widths = [floor if d is None else max(float(d), floor) for d in distances]
-    colours = [UNKNOWN_COLOUR if v is None else _colour(v) for v in lossy]
-    bars = axes.barh(list(names), widths, color=colours, left=0)
-    for bar, distance in zip(bars, distances, strict=True):
-        if distance is None or distance == 0:
-            bar.set_visible(distance is not None)
-            axes.annotate(
-                "cannot decide" if distance is None else "0",
-                (floor, bar.get_y() + bar.get_height() / 2),
-                xytext=(3, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=7,
-            )
-    axes.axvline(bound, color="black", ls="--", label=f"float64 rounding bound {bound:.2g}")
-    axes.set_xscale("log")
-    axes.set_xlim(left=floor)
-    axes.invert_yaxis()
-    axes.tick_params(axis="y", labelsize=7)
-    axes.set_xlabel("exact total variation (log scale)")
-    axes.set_title(f"{title}\n(red: lossy, green: within rounding)", fontsize=9)
-    axes.legend(fontsize=7, loc="lower right")
-    return save_png(figure, path)
-
-
-def panel_from_evidence(
-    plan: "ScenarioPlan",
-    evidence: "ScenarioEvidence",
-    *,
-    title: str,
-    lossy: bool | None = None,
-    note: str = "",
-) -> LawPanel:
-    """A panel from one audit scenario's full evidence: every pooled cell, counts and law.
-
-    Args:
-        plan: the scenario's plan (its pooled cells and exact law).
-        evidence: what ``specdec.testing.audit.run.collect_evidence`` drew.
-        title: the panel's title.
-        lossy: the verdict to colour it by.
-        note: a line under the title.
-
-    Returns:
-        A ``LawPanel`` with one cell per pooled cell (``"pooled"`` for a cell of several
-        sequences, ``"forbidden"`` for the target's probability-0 outcomes).
-    """
-    from specdec.testing.audit.plan import cell_sequence
-
-    labels = []
-    for cell in range(plan.pooled.numel()):
-        sequence = cell_sequence(plan, cell)
-        labels.append(
-            " ".join(map(str, sequence))
-            if sequence
-            else ("forbidden" if float(plan.pooled[cell]) <= 0 else "pooled")
-        )
-    return LawPanel(
-        title,
-        tuple(labels),
-        tuple(int(c) for c in evidence.counts.tolist()),
-        tuple(float(p) for p in plan.pooled.tolist()),
-        evidence.samples,
-        lossy,
-        note,
-    )
-
-
-def panel_from_result(result: "ScenarioResult", *, function: str = "") -> LawPanel:
-    """A panel from an audit report's scenario: its most deviant cells (``worst_cells``).
-
-    The report keeps up to five cells per scenario, the largest deviations, not the whole law;
-    the panel's note says how many cells the scenario had.
-
-    Args:
-        result: one ``ScenarioResult`` of an ``AuditReport``.
-        function: a name to put before the scenario's in the title.
-
-    Returns:
-        A ``LawPanel`` of those cells, coloured by the scenario's verdict.
-    """
-    labels, observed, expected = [], [], []
-    for cell, count, expected_count in result.worst_cells:
-        label = " ".join(map(str, cell)) if cell else "pooled"
-        labels.append("forbidden" if not cell and expected_count == 0 else label)
-        observed.append(int(count))
-        expected.append(float(expected_count) / result.samples)
-    note = (
-        f"{len(labels)} most deviant of {result.num_cells} cells; "
-        f"L1 {result.l1_distance:.3f} (threshold {result.l1_threshold:.3f})"
-    )
-    name = f"{function}, {result.name}" if function else result.name
-    return LawPanel(
-        name,
-        tuple(labels),
-        tuple(observed),
-        tuple(expected),
-        result.samples,
-        result.lossy,
-        note,
-    )

@@ -1,32 +1,72 @@
-"""``specdec prove``: run every proof script and report each claim, and ``specdec bench``.
+"""``specdec prove``: run every proof script and report each claim.
 
-The proofs live beside the package in a checkout (``proofs/claim_NN_*.py``, each with a
-``CHECKS`` list of functions that return their number of exact cases and raise
-``AssertionError`` on a counter-example); the benchmarks in ``benchmarks/`` (each a program
-with ``main(argv)``). An installed package without its checkout has neither, and the commands
-say so.
+The proofs are scripts of a checkout, not part of the package: ``proofs/claim_NN_*.py``, each
+with a ``CHECKS`` list of functions that return their number of exact cases and raise
+``AssertionError`` on a counter-example. ``proofs_folder`` says which folder is used: an
+explicit folder, else ``$SPECDEC_PROOFS``, else the checkout beside the package
+(``specdec.folders``); without one the command says where it looked and exits 2.
+
+A case family is named by its check's docstring summary (its first paragraph, whole), and the
+command ends with one line: ``N claims, M case families, F failed``.
+
+``add_parser`` builds the command's parser on the ``specdec`` command's subparsers, and ``run``
+runs it from the parsed arguments (exit 0 when every claim holds, 1 on a counter-example, 2
+without the proofs or without a matching script).
+
+Example:
+    >>> summary_line([CheckResult("claim 03", "alpha", 4, 0.1, True, "")])
+    '1 claim, 1 case family, 0 failed'
 """
 
+import argparse
 import importlib.util
 import json
+import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 
+from specdec.folders import checkout_root, locate_folder
+
 __all__ = [
+    "PROOFS_VARIABLE",
     "CheckResult",
+    "add_parser",
     "checkout_root",
+    "format_result",
     "load_script",
     "proof_scripts",
-    "run_benchmark",
+    "proofs_folder",
+    "proofs_json",
+    "run",
     "run_proofs",
     "run_script",
+    "summary_line",
 ]
 
-BENCHMARKS = ("bench_verify", "bench_audit", "bench_generate", "bench_laws")
+PROOFS_VARIABLE = "SPECDEC_PROOFS"
+"""The environment variable naming the proofs folder (a folder of ``claim_*.py`` scripts)."""
+
+DESCRIPTION = (
+    "Run every check of proofs/claim_*.py (a checkout is needed). Exit 0 when every claim "
+    "holds, 1 on a counter-example, 2 without the proofs."
+)
+EPILOG = """\
+examples:
+  specdec prove                   every claim (a minute or two)
+  specdec prove claim_03 claim_06 two claims
+  specdec prove --json > proofs.json"""
+
+
+def proofs_folder(folder: str | Path | None = None) -> Path | None:
+    """The proofs folder: ``folder``, else ``$SPECDEC_PROOFS``, else ``proofs/`` of the
+    checkout beside the package; ``None`` when the chosen one is not a folder (the first one
+    given decides: ``specdec.folders.locate_folder``)."""
+    return locate_folder("proofs", PROOFS_VARIABLE, folder).folder
 
 
 @dataclass(frozen=True)
@@ -50,12 +90,6 @@ class CheckResult:
     error: str
 
 
-def checkout_root() -> Path | None:
-    """The checkout holding ``proofs/`` and ``benchmarks/`` beside ``specdec/``, if any."""
-    root = Path(__file__).resolve().parents[1]
-    return root if (root / "proofs").is_dir() else None
-
-
 def load_script(path: Path) -> ModuleType:
     """Import a script by path (its folder on ``sys.path``, for its own helpers)."""
     folder = str(path.parent)
@@ -69,22 +103,30 @@ def load_script(path: Path) -> ModuleType:
     return module
 
 
-def proof_scripts(root: Path, *, only: Sequence[str] = ()) -> list[Path]:
-    """The ``proofs/claim_*.py`` scripts in order (those whose name contains one of ``only``)."""
+def proof_scripts(folder: Path, *, only: Sequence[str] = ()) -> list[Path]:
+    """The ``claim_*.py`` scripts of ``folder`` in order (those whose name contains one of
+    ``only``). ``folder`` is the proofs folder, or a checkout holding it as ``proofs/`` (what
+    ``checkout_root`` returns)."""
+    if (folder / "proofs").is_dir():
+        folder = folder / "proofs"
     return [
         path
-        for path in sorted((root / "proofs").glob("claim_*.py"))
+        for path in sorted(folder.glob("claim_*.py"))
         if not only or any(part in path.stem for part in only)
     ]
 
 
 def run_proofs(
-    root: Path, *, only: Sequence[str] = (), progress: Callable[[CheckResult], None] | None = None
+    folder: Path,
+    *,
+    only: Sequence[str] = (),
+    progress: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
-    """Run every check of every ``proofs/claim_*.py`` (or those whose name contains one of
-    ``only``); a failing check is recorded, not raised."""
+    """Run every check of every ``claim_*.py`` of ``folder`` (the proofs folder, or a checkout
+    holding it as ``proofs/``; those whose name contains one of ``only``); a failing check is
+    recorded, not raised."""
     results = []
-    for path in proof_scripts(root, only=only):
+    for path in proof_scripts(folder, only=only):
         results.extend(run_script(path, progress=progress))
     return results
 
@@ -97,7 +139,7 @@ def run_script(
     module = load_script(path)
     results = []
     for check in getattr(module, "CHECKS", []):
-        family = (check.__doc__ or check.__name__).strip().splitlines()[0].rstrip(".")
+        family = _family(check)
         start = time.perf_counter()
         try:
             cases, passed, error = int(check()), True, ""
@@ -108,6 +150,14 @@ def run_script(
         if progress is not None:
             progress(result)
     return results
+
+
+def _family(check: Callable[[], object]) -> str:
+    """A check's case family: its docstring's first paragraph, whole, on one line (without the
+    final full stop); its name without a docstring."""
+    doc = check.__doc__ or str(getattr(check, "__name__", "check"))
+    doc = doc.strip()
+    return " ".join(re.split(r"\n\s*\n", doc)[0].split()).rstrip(".")
 
 
 def proofs_json(results: Sequence[CheckResult]) -> str:
@@ -132,12 +182,69 @@ def format_result(result: CheckResult) -> str:
     return f"{result.claim} | {result.family}: FAILED {result.error}"
 
 
-def run_benchmark(root: Path, name: str, argv: Sequence[str]) -> int:
-    """Run ``benchmarks/<name>.py``'s ``main(argv)``; its exit code."""
-    if name not in BENCHMARKS:
-        raise ValueError(f"benchmark must be one of {', '.join(BENCHMARKS)}, got {name!r}.")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # the benchmarks import their helpers as a package
-    module = importlib.import_module(f"benchmarks.{name}")
-    code: int = module.main(list(argv))
-    return code
+def summary_line(results: Sequence[CheckResult]) -> str:
+    """The closing line: ``N claims, M case families, F failed``, singular where one."""
+    claims = len({r.claim for r in results})
+    failed = sum(not r.passed for r in results)
+    return (
+        f"{_count(claims, 'claim', 'claims')}, "
+        f"{_count(len(results), 'case family', 'case families')}, {failed} failed"
+    )
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
+def add_parser(
+    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
+) -> argparse.ArgumentParser:
+    """Add ``prove`` to the ``specdec`` command's subparsers: its arguments, description and
+    examples (``specdec prove --help``); returns its parser."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "prove",
+        help="run every proof script of proofs/ and report each claim",
+        description=textwrap.fill(DESCRIPTION, 88),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
+    )
+    parser.add_argument("claims", nargs="*", help="only scripts whose name contains these")
+    parser.add_argument("--json", action="store_true", help="a JSON report with a 'claims' list")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``specdec prove`` on parsed arguments (``claims``, ``json``, ``quiet``): a line per case
+    family on stdout and the summary (or the JSON report); the exit code (0 every claim holds,
+    1 a counter-example, 2 no proofs folder or no matching script)."""
+    lookup = locate_folder("proofs", PROOFS_VARIABLE)
+    if lookup.folder is None:
+        print(lookup.missing("specdec prove", "claim_*.py scripts"), file=sys.stderr)
+        return 2
+    results = _run_with_progress(lookup.folder, args)
+    if not results:
+        print(f"specdec prove: no proof script matches {args.claims}.", file=sys.stderr)
+        return 2
+    print(proofs_json(results) if args.json else summary_line(results))
+    return 0 if all(r.passed for r in results) else 1
+
+
+def _run_with_progress(folder: Path, args: argparse.Namespace) -> list[CheckResult]:
+    """Every matching script's checks, a line each on stdout (not with --json) and a bar over
+    the scripts on stderr (off with --quiet and --json)."""
+    from specdec.progressbar import progress
+
+    scripts = proof_scripts(folder, only=args.claims)
+    results: list[CheckResult] = []
+    quiet = args.json or getattr(args, "quiet", False)
+    with progress(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
+
+        def report(result: CheckResult) -> None:
+            if not args.json:
+                bar.echo(format_result(result))
+
+        for path in scripts:
+            results.extend(run_script(path, progress=report))
+            bar.advance()
+    return results

@@ -54,7 +54,14 @@ from specdec.types import Verification, VerifyRule, is_greedy_when_one_hot
 from specdec.verify.greedy import verify_greedy
 from specdec.warp import SamplingOptions, point_mass
 
-__all__ = ["DraftBlock", "StepOutcome", "StepState", "speculative_step"]
+__all__ = [
+    "DraftBlock",
+    "StepOutcome",
+    "StepState",
+    "advance_state",
+    "draft_block",
+    "speculative_step",
+]
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ def speculative_step(
     lengths: Int[Tensor, " batch"] | None = None,
     stopping: StoppingRule = NEVER,
 ) -> StepOutcome:
-    """One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
+    r"""One step of speculative sampling (Leviathan et al. 2023, Algorithm 1), batched.
 
     Args:
         target: the target model ``p``.
@@ -143,12 +150,34 @@ def speculative_step(
             ``[0, 1)``, ``k < 1``, lengths outside ``[0, k]``, a stopping rule without
             ``block_end``.
 
+    Example:
+        The draft proposes token 2 after the prompt ``[1]``, which the target forbids
+        (:math:`p(2 \mid 1) = 0`): even :math:`u_0 = 0` rejects it, and the corrected token
+        becomes the pending token of the next step.
+
+        >>> import torch
+        >>> from specdec import SamplingOptions, verify_tokens
+        >>> from specdec.models import ToyLM, make_toy_pair
+        >>> pair = make_toy_pair(4, seed=0)
+        >>> pair.target.probs([1])[2]
+        Fraction(0, 1)
+        >>> outcome = speculative_step(
+        ...     ToyLM(pair.target), ToyLM(pair.draft), StepState.initial(torch.tensor([[1]])),
+        ...     rule=verify_tokens, target_options=SamplingOptions(),
+        ...     draft_options=SamplingOptions(),
+        ...     draft_uniforms=torch.full((1, 2), 0.5, dtype=torch.float64),
+        ...     verify_uniforms=torch.zeros(1, 3, dtype=torch.float64))
+        >>> outcome.draft.tokens.tolist(), outcome.verification.tokens.tolist()
+        ([[2, 1]], [[0, -1, -1]])
+        >>> outcome.state.target_pending.tolist()
+        [[0]]
+
     References:
         Leviathan et al. 2023, Algorithm 1; ``proofs/theory.md`` claims 2, 6, 9 and 13.
     """
     lengths = _check_step(target, draft, state, draft_uniforms, verify_uniforms, lengths, stopping)
     # 1. Draft up to k tokens, each with the row it was sampled from, until every block ends.
-    block, draft_context, lengths = _draft(
+    block, draft_context, lengths = draft_block(
         draft, state, draft_options, draft_uniforms, lengths, stopping
     )
     made = block.tokens.shape[1]  # d = max(lengths) drafts, possibly 0
@@ -159,7 +188,7 @@ def speculative_step(
     uniforms = verify_uniforms[:, : made + 1]
     verdict = _verify(rule, block, target_logits, target_options, uniforms, lengths)
     # 4-5. Roll both caches back to the accepted prefix; the emitted token becomes pending.
-    next_state = _advance(state, block, target_context, draft_context, verdict)
+    next_state = advance_state(state, block, target_context, draft_context, verdict)
     return StepOutcome(verification=verdict, draft=block, state=next_state, lengths=lengths)
 
 
@@ -187,19 +216,53 @@ def _check_step(
     return check_block_lengths("lengths", lengths, batch, k)
 
 
-def _draft(
+def draft_block(
     model: CausalLM,
     state: StepState,
     options: SamplingOptions,
-    uniforms: Tensor,
-    lengths: Tensor,
+    uniforms: Float[Tensor, "batch k"],
+    lengths: Int[Tensor, " batch"],
     stopping: StoppingRule,
-) -> tuple[DraftBlock, Context | None, Tensor]:
-    """Sample up to ``k`` tokens autoregressively, each with the row it was drawn from, until
-    every row's block has ended (at ``lengths[r]`` or where ``stopping`` ends it). Returns the
-    block (``d = max(lengths)`` drafts, possibly 0), the draft's context (it read the pending
-    tokens and all drafts but the last; ``None`` when every length was 0 before drafting, so
-    the draft was not called) and each row's block length."""
+) -> tuple[DraftBlock, Context | None, Int[Tensor, " batch"]]:
+    r"""Step 1 of ``speculative_step``: draft up to ``k`` tokens, each with the row it was
+    drawn from, until every row's block has ended (at ``lengths[r]`` or where ``stopping``
+    ends it).
+
+    .. math::
+        x_{i+1} = \mathrm{draw}(q_i, u_i), \quad
+        q_i = \mathrm{warp}\big(q(\cdot \mid s, x_1 \dots x_i)\big)
+
+    Inputs are not checked here (``speculative_step`` and ``speculative_step_paths`` check
+    them at their boundary); ``speculative_step_paths`` drafts its ``K`` paths with it.
+
+    Args:
+        model: the draft model ``q``.
+        state: contexts and pending tokens (the draft's are read).
+        options: the draft's sampling options (``options.draw`` turns a uniform into a token).
+        uniforms: ``[b, k]`` drafting uniforms, ``u_i`` for the ``(i+1)``-th draft.
+        lengths: ``[b]`` block lengths in ``[0, k]`` before stopping.
+        stopping: the stopping rule that may end a row's block earlier.
+
+    Returns:
+        The block (``d = max(lengths)`` drafts, possibly 0: tokens ``[b, d]`` and rows
+        ``[b, d, V]``), the draft's context (it read the pending tokens and all drafts but the
+        last; ``None`` when every length was 0 before drafting, so the draft was not called)
+        and each row's block length ``[b]`` after stopping.
+
+    Example:
+        >>> import torch
+        >>> from specdec.models import ToyLM, make_toy_pair
+        >>> pair = make_toy_pair(4, seed=0)
+        >>> state = StepState.initial(torch.tensor([[1]]))
+        >>> block, _, lengths = draft_block(ToyLM(pair.draft), state, SamplingOptions(),
+        ...     torch.full((1, 2), 0.5, dtype=torch.float64), torch.tensor([2]), NEVER)
+        >>> block.tokens.shape, block.probs.shape, lengths.tolist()
+        (torch.Size([1, 2]), torch.Size([1, 2, 4]), [2])
+
+    References:
+        Leviathan et al. 2023, Algorithm 1 (the drafting loop); ``proofs/theory.md`` claim 13
+        (stopping).
+    """
     if bool((lengths == 0).all()):
         return _empty_block(lengths.shape[0], model.vocab_size), None, lengths
     logits, context = extend(model, state.draft, state.draft_pending, logits_to_keep=1)
@@ -293,14 +356,33 @@ def _argmax(target_logits: Tensor, uniforms: Tensor) -> Tensor:
     return point_mass(target_logits)[0]
 
 
-def _advance(
+def advance_state(
     state: StepState,
     block: DraftBlock,
     target_context: Context,
     draft_context: Context | None,
     verdict: Verification,
 ) -> StepState:
-    """Roll both caches back to the accepted prefix; the emitted token ``y`` becomes pending."""
+    """Steps 4-5 of ``speculative_step``: roll both caches back to the accepted prefix; the
+    emitted token ``y`` becomes pending (the invariants in the module docstring).
+
+    Row ``r`` keeps its pending tokens and its ``j = verdict.num_accepted[r]`` accepted drafts
+    in the target's cache; the draft keeps the same prefix, re-reading ``x_j`` where some row
+    accepted every draft (``x_d`` never entered the draft's cache).
+
+    Args:
+        state: the state the step started from.
+        block: the step's drafts ``[b, d]`` (from ``draft_block``).
+        target_context: the target's context after its pass over ``[pending, x_1 .. x_d]``.
+        draft_context: the draft's context after drafting (``None``: the draft was not called).
+        verdict: the rule's verification (``num_accepted [b]``, ``tokens [b, d+1]``).
+
+    Returns:
+        The ``StepState`` for the next step.
+
+    References:
+        Leviathan et al. 2023, Algorithm 1; ``proofs/theory.md`` claim 9 (cache slicing).
+    """
     made = block.tokens.shape[1]
     accepted = verdict.num_accepted  # j, [b]
     emitted = verdict.tokens.gather(1, accepted[:, None])  # y, [b, 1]

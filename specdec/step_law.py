@@ -40,6 +40,7 @@ from specdec.models.toy import ToyModel
 from specdec.models.toy_lm import ToyLM
 from specdec.step import StepState, speculative_step
 from specdec.stopping import NEVER, StoppingRule
+from specdec.supply import Supply
 from specdec.types import VerifyRule
 from specdec.verify import verify_tokens
 from specdec.warp import SamplingOptions
@@ -167,7 +168,7 @@ def step_block_law(
 class _Generation(BatchEvaluator):
     """``generate_speculative`` from ``prefix``: grid indices ``[n, D]`` (the uniforms its
     generator would give, ``D`` enough for the longest run) to the generated tokens ``[n, m]``;
-    the draws are fed by ``specdec.testing.capture.Supply``."""
+    the draws are fed by ``specdec.supply.Supply``."""
 
     def __init__(
         self,
@@ -188,7 +189,6 @@ class _Generation(BatchEvaluator):
     def alone(self, indices: Tensor) -> Tensor:
         """The generated tokens at ``indices``, one ``generate_speculative`` call on ``n`` rows."""
         from specdec.generate import generate_speculative  # the loop under audit
-        from specdec.testing.capture import Supply
 
         n = indices.shape[0]
         self.evaluations += n
@@ -218,7 +218,7 @@ def generation_law(
     """The exact law of the tokens ``generate_speculative`` returns, the loop itself included
     (budget, the last step's shorter blocks, rollback between steps), on toy models.
 
-    Its generator's uniforms are fed from the grid (``specdec.testing.capture``), enough for one
+    Its generator's uniforms are fed from the grid (``specdec.supply``), enough for one
     step per token. The tokens alone are interval-decided when ``V = 2`` (a line's outputs then
     split it into at most two runs per decision); with more tokens use ``step_block_law``.
 

@@ -57,7 +57,7 @@ from specdec._checks import (
 from specdec.cache import select_rows
 from specdec.models.base import CausalLM, Context, extend
 from specdec.sampling import sample
-from specdec.step import DraftBlock, StepState, _advance, _draft
+from specdec.step import DraftBlock, StepState, advance_state, draft_block
 from specdec.stopping import NEVER
 from specdec.types import Verification
 from specdec.verify.paths import verify_paths
@@ -168,9 +168,11 @@ def speculative_step_paths(
     )
     wide = _rows(state, copies)
     wide_lengths = lengths.repeat_interleave(paths)
-    # 2. Draft every path independently, keeping the rows sampled from (``_draft``).
+    # 2. Draft every path independently, keeping the rows sampled from (``draft_block``).
     flat_uniforms = drafting.reshape(batch * paths, length)
-    block, draft_context, _ = _draft(draft, wide, draft_options, flat_uniforms, wide_lengths, NEVER)
+    block, draft_context, _ = draft_block(
+        draft, wide, draft_options, flat_uniforms, wide_lengths, NEVER
+    )
     made = block.tokens.shape[1]
     # 3. One target pass over the b*K rows [pending, x_1 .. x_d]: p_0 .. p_d per path.
     target_input = torch.cat([wide.target_pending, block.tokens], dim=1)
@@ -187,7 +189,7 @@ def speculative_step_paths(
     kept_block = DraftBlock(block.tokens[kept], block.probs[kept])
     kept_target = _context_rows(target_context, kept)
     kept_draft = None if draft_context is None else _context_rows(draft_context, kept)
-    next_state = _advance(state, kept_block, kept_target, kept_draft, verdict)
+    next_state = advance_state(state, kept_block, kept_target, kept_draft, verdict)
     return PathsOutcome(verdict, tokens, draft_rows, chosen, next_state, lengths)
 
 

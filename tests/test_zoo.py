@@ -5,8 +5,6 @@ only cheap facts are checked, plus, where the exact-law engine can do it, that e
 exact completion law differs from the target's on a small toy pair.
 """
 
-import math
-from collections.abc import Callable
 from fractions import Fraction
 
 import pytest
@@ -26,7 +24,7 @@ from specdec.exact import (
     target_law,
     union_breakpoints,
 )
-from specdec.models.toy import ToyModel, ToyPair, make_toy_pair
+from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.noise import uniforms
 from specdec.testing import zoo
 from specdec.testing.signatures import is_batched
@@ -35,27 +33,11 @@ from specdec.testing.transformers_adapter import (
     transformers_speculative_sampling_batched,
 )
 from tests._mutant_breakpoints import MUTANT_BREAKPOINTS
+from tests._zoo_helpers import random_block, toy_logits
 
 VERIFIERS = {**zoo.LOSSLESS_VERIFIERS, **zoo.LOSSY_VERIFIERS}
 STEPS = {**zoo.LOSSLESS_STEPS, **zoo.LOSSY_STEPS}
 OPTIONS = [(1.0, None, None), (0.5, 2, None), (1.0, None, 0.8), (0.0, None, None)]
-
-
-def random_block(
-    batch: int, k: int, vocab: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Drafts sampled from random ``q`` rows (with zeros), and random target rows (with zeros)."""
-    rng = torch.Generator().manual_seed(seed)
-
-    def rows(n: int) -> torch.Tensor:
-        logits = torch.randn(batch, n, vocab, generator=rng, dtype=torch.float64)
-        mask = torch.rand(batch, n, vocab, generator=rng) < 0.3
-        mask[..., 0] &= ~mask.all(-1)  # keep at least one token per row
-        return torch.softmax(logits.masked_fill(mask, -math.inf), dim=-1)
-
-    draft_probs, target_probs = rows(k), rows(k + 1)
-    drafts = specdec.sample(draft_probs, uniforms(rng, (batch, k)))
-    return drafts, draft_probs, target_probs
 
 
 def check_blocks(tokens: torch.Tensor, batch: int, k: int, vocab: int) -> None:
@@ -68,11 +50,6 @@ def check_blocks(tokens: torch.Tensor, batch: int, k: int, vocab: int) -> None:
     positions = torch.arange(k + 1)
     assert torch.equal(valid, positions < lengths.unsqueeze(-1))  # padding only after the block
     assert bool((tokens[valid] < vocab).all())
-
-
-def toy_logits(model: ToyModel) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Batched next-token logits ``log p`` (``-inf`` for a zero-probability token)."""
-    return lambda ids: torch.log(model.float_probs(ids))
 
 
 def test_registries_sizes_and_markers() -> None:

@@ -21,7 +21,7 @@ from specdec.testing import zoo
 from specdec.testing.signatures import batched, is_batched
 from specdec.testing.zoo import Registry
 from specdec.types import Verification
-from tests.test_zoo import random_block, toy_logits
+from tests._zoo_helpers import random_block, toy_logits
 
 VERIFIER_ENTRIES = sorted(n for n, e in zoo.ZOO.items() if e.level == "verifier")
 STEP_ENTRIES = sorted(n for n, e in zoo.ZOO.items() if e.level == "step")

@@ -303,7 +303,8 @@ def _plot(args: argparse.Namespace, report: AuditReport) -> None:
     --exact the exact TV per scenario as DIR/audit_exact.png."""
     if args.plot is None:
         return
-    from specdec.plots import panel_from_result, plot_exact_distances, plot_law_panels
+    from specdec.plots import plot_law_panels
+    from specdec.testing.audit.pictures import panel_from_result, plot_exact_distances
     from specdec.testing.audit.results import ExactScenarioResult, ScenarioResult
 
     function = report.function.rpartition(":")[2]
