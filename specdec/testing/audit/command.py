@@ -131,9 +131,6 @@ def _usage(args: argparse.Namespace, level: str) -> str:
         return "--exact audits verification rules, not steps."
     if args.exact and any(name in _ENGINE or name == "target_sampler" for name in _given(args)):
         return "--exact takes --scenarios only of the engine options."
-    if args.exact and any(name in _SAMPLING for name in _given(args)):
-        sampling = [FLAGS[name] for name in _given(args) if name in _SAMPLING]
-        return f"--exact takes none of {', '.join(sampling)} (no sampling)."
     if refused and level == "verifier":
         return f"{', '.join(refused)} applies to --step audits only."
     if "--ragged" in refused:
@@ -219,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
         problem = _usage(args, level) or _plot_problem(args)
         if problem:
             raise ValueError(problem)
-        options, scenarios = _options(args), _scenarios(args, level)
+        scenarios = _scenarios(args, level)
+        options = _options(args)
     except ValueError as error:
         print(f"specdec audit: {error}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
