@@ -1,14 +1,14 @@
 """Progress of long runs on stderr: a tqdm bar on a terminal, plain lines when piped.
 
 The commands (``specdec audit``, ``prove``, ``bench``) report progress through ``progress`` (or
-``start_progress`` and ``Progress.close``):
+``start_progress`` and ``ProgressBar.close``):
 
 * stderr is a terminal: a tqdm bar, with each finished item's line printed above it;
 * stderr is not a terminal (a pipe, a file, CI logs): the same lines as plain text, no bar and
   no carriage returns;
 * ``enabled=False`` (``--quiet``, ``--json``): nothing at all.
 
-Results never go through the bar: ``Progress.echo`` prints them to their own stream (stdout)
+Results never go through the bar: ``ProgressBar.echo`` prints them to their own stream (stdout)
 without tearing a bar drawn on the same terminal.
 
 Example:
@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-__all__ = ["Progress", "is_terminal", "progress", "start_progress"]
+__all__ = ["ProgressBar", "is_terminal", "progress", "start_progress"]
 
 
 def is_terminal(stream: object) -> bool:
@@ -38,7 +38,7 @@ def is_terminal(stream: object) -> bool:
         return False
 
 
-class Progress:
+class ProgressBar:
     """One run's progress: ``advance`` after each item, ``echo`` for result lines.
 
     Attributes:
@@ -85,7 +85,7 @@ def start_progress(
     enabled: bool = True,
     stream: TextIO | None = None,
     unit: str = "item",
-) -> Progress:
+) -> ProgressBar:
     """A progress reporter for ``total`` items (``None``: unknown); ``close`` it when done.
 
     Args:
@@ -96,11 +96,11 @@ def start_progress(
         unit: what one item is (``"scenario"``), for the bar's rate.
 
     Returns:
-        A ``Progress``: a tqdm bar when ``stream`` is a terminal, plain lines otherwise.
+        A ``ProgressBar``: a tqdm bar when ``stream`` is a terminal, plain lines otherwise.
     """
     out = sys.stderr if stream is None else stream
     if not enabled or not is_terminal(out):
-        return Progress(out, enabled, None)
+        return ProgressBar(out, enabled, None)
     from tqdm import tqdm  # only on a terminal
 
     bar = tqdm(  # drawn after half a second: a run that ends or fails at once draws none
@@ -112,7 +112,7 @@ def start_progress(
         unit=unit,
         delay=0.5,
     )
-    return Progress(out, True, bar)
+    return ProgressBar(out, True, bar)
 
 
 @contextlib.contextmanager
@@ -123,7 +123,7 @@ def progress(
     enabled: bool = True,
     stream: TextIO | None = None,
     unit: str = "item",
-) -> Iterator[Progress]:
+) -> Iterator[ProgressBar]:
     """``start_progress`` as a context manager: the bar is closed on exit, error or not."""
     reporter = start_progress(total, description, enabled=enabled, stream=stream, unit=unit)
     try:

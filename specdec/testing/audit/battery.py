@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from specdec.models.toy import ToyModel, ToyPair, make_toy_pair
+from specdec.testing.audit.scenario import NamedScenario
 from specdec.testing.stats import RowFn
 from specdec.warp import warp_probs
 
@@ -46,7 +47,7 @@ WarpFn = Callable[..., Tensor]
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(NamedScenario):
     """One audit scenario.
 
     Attributes:
@@ -65,7 +66,6 @@ class Scenario:
             (``specdec.testing.audit.conventions``).
     """
 
-    name: str
     description: str
     pair: ToyPair
     prefix: tuple[int, ...]

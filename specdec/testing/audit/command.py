@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specdec.progressbar import Progress, start_progress
+from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.conventions import DTYPES
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _guarded(
-    args: argparse.Namespace, bar: Progress, audit_run: Callable[[], AuditReport]
+    args: argparse.Namespace, bar: ProgressBar, audit_run: Callable[[], AuditReport]
 ) -> AuditReport | int:
     """``audit_run()``, or the exit code of the audited function's invalid output or crash,
     reported (every option was validated before, so anything raised comes from the

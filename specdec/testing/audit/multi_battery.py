@@ -10,6 +10,8 @@ picks some by name (``specdec audit --multi-draft DRAW --scenarios NAME``).
 from dataclasses import dataclass
 from fractions import Fraction
 
+from specdec.testing.audit.scenario import NamedScenario
+
 __all__ = [
     "PositionScenario",
     "TreeScenario",
@@ -22,10 +24,9 @@ Row = tuple[Fraction, ...]
 
 
 @dataclass(frozen=True)
-class PositionScenario:
+class PositionScenario(NamedScenario):
     """One position: exact rows and the number of candidates."""
 
-    name: str
     target_row: Row
     draft_row: Row
     k: int
@@ -37,11 +38,10 @@ class PositionScenario:
 
 
 @dataclass(frozen=True)
-class TreeScenario:
+class TreeScenario(NamedScenario):
     """A toy pair (``make_toy_pair(vocab, seed=seed, closeness=closeness)``), a prefix and a
     tree shape (parents); the draw comes from the audit call."""
 
-    name: str
     vocab: int
     seed: int
     closeness: Fraction
