@@ -91,11 +91,13 @@ __all__ = [
     "cell_sequence",
     "chunk_sizes",
     "coupling_bound",
+    "plan_battery",
     "plan_step_scenario",
     "plan_verifier_scenario",
     "planned_power",
     "sample_size",
     "samples_for_tv",
+    "smallest_sufficient",
     "split_error_rate",
 ]
 
@@ -314,13 +316,36 @@ def samples_for_tv(
         (12617, 6)
     """
     level, beta = budget.test_level, budget.false_pass_rate
-    n = min_sample_size_by_l1(1, tv, level, beta)
+    return smallest_sufficient(
+        plan_scenario, scenario, lambda cells: min_sample_size_by_l1(cells, tv, level, beta)
+    )
+
+
+def smallest_sufficient(
+    plan_scenario: PlanScenario, scenario: Scenario, needed: Callable[[int], int]
+) -> tuple[int, ScenarioPlan]:
+    """The smallest ``n`` whose plan's cells need no more than ``n`` samples: iterate
+    ``n -> cells(n) -> needed(cells(n))`` from one cell upwards (it terminates: the cells only
+    grow with ``n`` and are bounded)."""
+    n = needed(1)
     while True:
         plan = plan_scenario(scenario, n)
-        needed = min_sample_size_by_l1(plan.pooled.numel(), tv, level, beta)
-        if needed <= n:
+        more = needed(plan.pooled.numel())
+        if more <= n:
             return n, plan
-        n = needed
+        n = more
+
+
+def plan_battery(
+    plan_scenario: PlanScenario,
+    scenarios: Sequence[Scenario],
+    samples: int | None,
+    size: Callable[[Scenario], tuple[int, ScenarioPlan]],
+) -> list[tuple[int, ScenarioPlan]]:
+    """Every scenario's sample size and plan: ``samples`` each when fixed, else ``size``'s."""
+    if samples is not None:
+        return [(samples, plan_scenario(scenario, samples)) for scenario in scenarios]
+    return [size(scenario) for scenario in scenarios]
 
 
 def planned_power(plan: ScenarioPlan, samples: int, budget: ErrorBudget) -> float:

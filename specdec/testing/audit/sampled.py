@@ -21,6 +21,7 @@ from specdec.testing.audit.plan import (
     PlanScenario,
     ScenarioPlan,
     chunk_sizes,
+    plan_battery,
     plan_step_scenario,
     plan_verifier_scenario,
     samples_for_tv,
@@ -111,11 +112,12 @@ def sample_audit(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )
     target_tv, minimum = power_of(options, subject.batched)
-    if target_tv is None:
-        n = options.samples or 0
-        sized = [(n, plan_scenario(scenario, n)) for scenario in scenarios]
-    else:
-        sized = [samples_for_tv(plan_scenario, s, target_tv, budget) for s in scenarios]
+    sized = plan_battery(
+        plan_scenario,
+        scenarios,
+        options.samples,
+        lambda s: samples_for_tv(plan_scenario, s, target_tv or 0.0, budget),
+    )
     results: list[ScenarioResult] = []
     for index, (n, plan) in enumerate(sized):
         refused = probe_options(plan, draw, device=inputs.device) if step else ""

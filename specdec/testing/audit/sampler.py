@@ -48,7 +48,9 @@ from specdec.testing.audit.plan import (
     ScenarioPlan,
     cell_sequence,
     chunk_sizes,
+    plan_battery,
     plan_step_scenario,
+    smallest_sufficient,
 )
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ScenarioResult, rejected_result
@@ -164,13 +166,11 @@ def samples_for_tv_two_sample(
         >>> min_detectable_tv_two_sample(plan.pooled.numel(), n, 1e-6 / 7, 1e-3) <= 0.05
         True
     """
-    n = min_sample_size_two_sample(1, tv, level, false_pass_rate)
-    while True:
-        plan = plan_step_scenario(scenario, n)
-        needed = min_sample_size_two_sample(plan.pooled.numel(), tv, level, false_pass_rate)
-        if needed <= n:
-            return n, plan
-        n = needed
+    return smallest_sufficient(
+        plan_step_scenario,
+        scenario,
+        lambda cells: min_sample_size_two_sample(cells, tv, level, false_pass_rate),
+    )
 
 
 def _scenario(
@@ -265,11 +265,12 @@ def audit_with_sampler(
     false_pass_rate = options.false_pass_rate
     level = options.false_fail_rate / len(scenarios)
     target_tv, minimum = power_of(options, subject.batched)
-    if target_tv is None:
-        n = options.samples or 0
-        sized = [(n, plan_step_scenario(scenario, n)) for scenario in scenarios]
-    else:
-        sized = [samples_for_tv_two_sample(s, target_tv, level, false_pass_rate) for s in scenarios]
+    sized = plan_battery(
+        plan_step_scenario,
+        scenarios,
+        options.samples,
+        lambda s: samples_for_tv_two_sample(s, target_tv or 0.0, level, false_pass_rate),
+    )
     results: list[ScenarioResult] = []
     with threads(None if subject.batched else 1):
         for index, (n, plan) in enumerate(sized):
