@@ -23,18 +23,13 @@ from specdec.cli import main
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.testing import zoo
 from specdec.testing.audit import InvalidOutputError, audit_step, audit_verifier
-from specdec.testing.audit.battery import (
-    Scenario,
-    acceptance_mass,
-    check_exercises_acceptance,
-    step_scenarios,
-    verifier_scenarios,
-)
+from specdec.testing.audit.battery import step_scenarios, verifier_scenarios
 from specdec.testing.audit.catalogue import scenario_catalogue, select_scenarios
 from specdec.testing.audit.conventions import resolve_device, warping_distance
 from specdec.testing.audit.large import dyadic_pair, large_pair
 from specdec.testing.audit.reserved import without_reserved
 from specdec.testing.audit.sampler import samples_for_tv_two_sample
+from specdec.testing.audit.scenario import Scenario, acceptance_mass, check_exercises_acceptance
 from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import batched
 from specdec.testing.stats import min_detectable_tv_two_sample

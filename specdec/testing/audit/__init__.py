@@ -54,11 +54,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         audit_tree,
         audit_verifier,
     )
-    from specdec.testing.audit.battery import (
-        Scenario,
-        step_scenarios,
-        verifier_scenarios,
-    )
+    from specdec.testing.audit.battery import step_scenarios, verifier_scenarios
     from specdec.testing.audit.catalogue import (
         scenario_catalogue,
         search_scenarios,
@@ -90,6 +86,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from specdec.testing.audit.run import (
         InvalidOutputError,
     )
+    from specdec.testing.audit.scenario import Scenario
     from specdec.testing.audit.subject import (
         Subject,
         as_subject,
@@ -131,7 +128,7 @@ _HOMES = {
     "audit_step": "specdec.testing.audit.audits",
     "audit_tree": "specdec.testing.audit.audits",
     "audit_verifier": "specdec.testing.audit.audits",
-    "Scenario": "specdec.testing.audit.battery",
+    "Scenario": "specdec.testing.audit.scenario",
     "step_scenarios": "specdec.testing.audit.battery",
     "verifier_scenarios": "specdec.testing.audit.battery",
     "scenario_catalogue": "specdec.testing.audit.catalogue",

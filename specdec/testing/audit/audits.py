@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, Unpack
 
 from specdec.multi_law import Draw
-from specdec.testing.audit.battery import Scenario
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.exact import audit_exact
@@ -38,6 +37,7 @@ from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
+from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule

@@ -29,12 +29,7 @@ from fractions import Fraction
 
 from specdec._checks import check_int
 from specdec.models.toy import make_toy_pair
-from specdec.testing.audit.battery import (
-    Scenario,
-    extra_step_scenarios,
-    step_scenarios,
-    verifier_scenarios,
-)
+from specdec.testing.audit.battery import extra_step_scenarios, step_scenarios, verifier_scenarios
 from specdec.testing.audit.large import large_step_scenarios, large_verifier_scenarios
 from specdec.testing.audit.multi_battery import (
     PositionScenario,
@@ -42,6 +37,7 @@ from specdec.testing.audit.multi_battery import (
     position_scenarios,
     tree_scenarios,
 )
+from specdec.testing.audit.scenario import Scenario
 
 __all__ = [
     "LEVELS",

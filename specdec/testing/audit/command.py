@@ -198,7 +198,8 @@ def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None
         chosen = select_scenarios(names, level)
     if not args.exact or level != "verifier":
         return chosen
-    from specdec.testing.audit.battery import Scenario, verifier_scenarios
+    from specdec.testing.audit.battery import verifier_scenarios
+    from specdec.testing.audit.scenario import Scenario
 
     battery = [s for s in chosen or verifier_scenarios() if isinstance(s, Scenario)]
     inexact = [s.name for s in battery if not s.pair.target.rows]

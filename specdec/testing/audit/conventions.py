@@ -39,9 +39,9 @@ from dataclasses import replace
 
 import torch
 
-from specdec.testing.audit.battery import Scenario, WarpFn, warped_rows
 from specdec.testing.audit.large import dyadic_pair
 from specdec.testing.audit.reserved import without_reserved
+from specdec.testing.audit.scenario import Scenario, WarpFn, warped_rows
 from specdec.testing.stats import joint_law_by_enumeration
 
 __all__ = ["DTYPES", "WARPING_TOLERANCE", "engine_scenarios", "resolve_device", "warping_distance"]

@@ -27,7 +27,7 @@ import torch
 
 from specdec.discover import ROUNDING_BOUND, Discovery, discover_block_law, exact_verdict
 from specdec.exact import BlockRows, completion_law, rejection_breakpoints, target_law
-from specdec.testing.audit.battery import Scenario, verifier_scenarios
+from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.catalogue import search_scenarios
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import (
@@ -35,6 +35,7 @@ from specdec.testing.audit.results import (
     exact_audit_verdict,
     exact_progress_line,
 )
+from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.capture import NotEnumerableError, captured_rule, count_draws
 from specdec.testing.signatures import VerifierFn

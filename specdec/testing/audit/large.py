@@ -35,7 +35,7 @@ from fractions import Fraction
 import torch
 
 from specdec.models.toy import ToyModel, ToyPair
-from specdec.testing.audit.battery import Scenario, check_exercises_acceptance
+from specdec.testing.audit.scenario import Scenario, check_exercises_acceptance
 
 __all__ = [
     "DYADIC_DENOMINATOR",

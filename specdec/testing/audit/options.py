@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from specdec._checks import check_finite, check_int, check_positive_int, check_rate
+from specdec.testing.audit.scenario import WarpFn
 
 __all__ = [
     "SAMPLING_OPTIONS",
@@ -45,10 +46,6 @@ __all__ = [
 
 Progress = Callable[[str], None]
 """Called with one line per finished scenario."""
-
-WarpFn = Callable[..., Tensor]
-"""An engine's warping: ``warp(logits [N, V], *, temperature, top_k, top_p) -> probs [N, V]``
-(``specdec.warp.warp_probs`` is specdec's)."""
 
 SamplerFn = Callable[..., Tensor]
 """An engine's target-only sampler: ``sampler(logits [N, V], generator, *, temperature, top_k,

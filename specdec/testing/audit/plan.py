@@ -66,7 +66,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec.exact import Law, target_law
-from specdec.testing.audit.battery import Scenario, warped_rows
+from specdec.testing.audit.scenario import Scenario, warped_rows
 from specdec.testing.stats import (
     RowFn,
     bonferroni_level,

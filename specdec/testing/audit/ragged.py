@@ -28,7 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.testing.audit.battery import Scenario
+from specdec.testing.audit.scenario import Scenario
 from specdec.testing.stats import tail_sum_by_enumeration
 from specdec.theory import accepted_length_tail
 

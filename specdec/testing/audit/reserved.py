@@ -30,7 +30,7 @@ from fractions import Fraction
 import torch
 
 from specdec.models.toy import ToyModel, ToyPair
-from specdec.testing.audit.battery import Scenario
+from specdec.testing.audit.scenario import Scenario
 
 __all__ = ["check_reserved_ids", "free_ids", "without_reserved"]
 

@@ -30,9 +30,9 @@ from torch import Tensor
 
 from specdec._checks import check_emitted_block, check_emitted_blocks
 from specdec.models.toy import ToyModel
-from specdec.testing.audit.battery import Scenario, scenario_logits, warped_rows
 from specdec.testing.audit.plan import ScenarioPlan
 from specdec.testing.audit.ragged import ragged_rows
+from specdec.testing.audit.scenario import Scenario, scenario_logits, warped_rows
 from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import LogitsFn, StepFn, VerifierFn
 from specdec.testing.simulate import complete_blocks, draft_batch

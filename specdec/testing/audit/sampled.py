@@ -11,7 +11,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from specdec.testing.audit.battery import Scenario
 from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
@@ -46,6 +45,7 @@ from specdec.testing.audit.run import (
     step_draw,
     verifier_draw,
 )
+from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject
 
 __all__ = ["inputs_of", "is_plain", "power_of", "sample_audit", "sampled_report"]

@@ -42,7 +42,6 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from specdec.testing.audit.battery import Scenario, scenario_logits
 from specdec.testing.audit.options import AuditOptions, Progress, SamplerFn
 from specdec.testing.audit.plan import (
     ScenarioPlan,
@@ -64,6 +63,7 @@ from specdec.testing.audit.run import (
     threads,
 )
 from specdec.testing.audit.sampled import inputs_of, is_plain, power_of, sampled_report
+from specdec.testing.audit.scenario import Scenario, scenario_logits
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import (
     encode_sequences,

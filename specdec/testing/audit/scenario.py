@@ -8,9 +8,26 @@ own ``description`` (what the scenario stresses); ``specdec.testing.audit.catalo
 them all by name.
 """
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-__all__ = ["NamedScenario"]
+import torch
+from torch import Tensor
+
+from specdec.models.toy import ToyModel, ToyPair
+from specdec.testing.stats import RowFn
+from specdec.warp import warp_probs
+
+__all__ = [
+    "NamedScenario",
+    "Scenario",
+    "WarpFn",
+    "acceptance_mass",
+    "check_exercises_acceptance",
+    "scenario_logits",
+    "warped_rows",
+]
 
 
 @dataclass(frozen=True)
@@ -23,3 +40,121 @@ class NamedScenario:
     """
 
     name: str
+
+
+WarpFn = Callable[..., Tensor]
+"""An engine's warping: ``warp(logits [N, V], *, temperature, top_k, top_p) -> probs [N, V]``
+(``specdec.warp.warp_probs`` is specdec's)."""
+
+
+@dataclass(frozen=True)
+class Scenario(NamedScenario):
+    """One audit scenario.
+
+    Attributes:
+        name: short identifier printed in reports.
+        description: what the scenario stresses.
+        pair: target and draft toy models.
+        prefix: the context before the step.
+        k: drafts per step.
+        temperature, top_k, top_p: sampling options (step audits only; verifier audits use the
+            toy rows as they are).
+        logits_dtype: the dtype of the logits a step is given (``log`` of the toy rows cast to
+            it); the target is the warping of those logits, so rounding them is part of the
+            law, not an error of the step. ``None``: float64.
+        warping: the warping that defines the target (``None``: specdec's ``warp_probs``); an
+            engine's own warping makes the verdict about its verification given its warping
+            (``specdec.testing.audit.conventions``).
+        known_tv: where the zoo of known bugs was measured on this scenario
+            (``specdec.testing.zoo``): each entry's exact distance from the target's law
+            (total variation of the completed blocks, 4 significant digits), the entries not
+            named being at float64 rounding distance (0); ``None``: not measured.
+    """
+
+    description: str
+    pair: ToyPair
+    prefix: tuple[int, ...]
+    k: int
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    logits_dtype: torch.dtype | None = field(default=None, compare=False)
+    warping: WarpFn | None = field(default=None, compare=False)
+    known_tv: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
+
+
+def scenario_logits(model: ToyModel, scenario: Scenario, contexts: Tensor) -> Tensor:
+    """The logits a step is given: ``log`` of the rows (``-inf`` for 0), in ``logits_dtype``."""
+    logits = torch.log(model.float_probs(contexts))
+    return logits if scenario.logits_dtype is None else logits.to(scenario.logits_dtype)
+
+
+def warped_rows(model: ToyModel, scenario: Scenario, *, specdec_warping: bool = False) -> RowFn:
+    """The model's next-token rows under the scenario's sampling options, in float64.
+
+    The warping is the scenario's (``warp_probs`` unless it names an engine's), applied to the
+    logits in the scenario's dtype; ``specdec_warping=True`` forces ``warp_probs``.
+    """
+    warp = warp_probs if specdec_warping or scenario.warping is None else scenario.warping
+
+    def rows(contexts: torch.Tensor) -> torch.Tensor:
+        warped = warp(
+            scenario_logits(model, scenario, contexts),
+            temperature=scenario.temperature,
+            top_k=scenario.top_k,
+            top_p=scenario.top_p,
+        )
+        return torch.as_tensor(warped).to(torch.float64)
+
+    return rows
+
+
+def acceptance_mass(scenario: Scenario, *, step: bool) -> float:
+    r"""The chance the first draft is accepted: :math:`\sum_x \min(p_0(x), q_0(x))`.
+
+    With the rows as they are (``step=False``) or warped by the scenario's options. Zero means
+    no draft is ever accepted: the scenario never exercises acceptance.
+    """
+    prefix = torch.tensor([scenario.prefix], dtype=torch.int64)
+    if step:
+        target = warped_rows(scenario.pair.target, scenario)(prefix)
+        draft = warped_rows(scenario.pair.draft, scenario)(prefix)
+    else:
+        target = scenario.pair.target.float_probs(prefix)
+        draft = scenario.pair.draft.float_probs(prefix)
+    return float(torch.minimum(target, draft).sum())
+
+
+def _argmax_ties(scenario: Scenario) -> list[tuple[int, ...]]:
+    """Reachable contexts (prefix, then up to ``k`` tokens) where a row ties at its maximum."""
+    vocab, tied = scenario.pair.target.vocab_size, []
+    for depth in range(scenario.k + 1):
+        for tail in itertools.product(range(vocab), repeat=depth):
+            context = (*scenario.prefix, *tail)
+            for model in (scenario.pair.target, scenario.pair.draft):
+                row = scenario_logits(model, scenario, torch.tensor([context]))[0]  # its dtype
+                if int((row == row.max()).sum()) > 1:
+                    tied.append(context)
+    return tied
+
+
+def check_exercises_acceptance(scenarios: Sequence[Scenario], *, step: bool) -> None:
+    """Raise unless every scenario can accept a draft (and, at temperature 0, has no argmax tie).
+
+    Raises:
+        ValueError: naming the scenario whose draft and target never overlap, or whose
+            temperature-0 rows tie at the maximum.
+    """
+    for scenario in scenarios:
+        if acceptance_mass(scenario, step=step) <= 0:
+            raise ValueError(
+                f"scenario {scenario.name}: the draft and the target never overlap at the "
+                "prefix, so no draft is ever accepted; the scenario would not exercise acceptance."
+            )
+        if step and scenario.temperature == 0:
+            tied = _argmax_ties(scenario)
+            if tied:
+                raise ValueError(
+                    f"scenario {scenario.name}: rows tie at the maximum after {tied[0]}; a "
+                    "temperature-0 scenario must not depend on the tie-breaking convention."
+                )
