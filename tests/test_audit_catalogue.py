@@ -60,3 +60,12 @@ def test_the_command_lists_every_level(capsys: pytest.CaptureFixture[str]) -> No
     listed = capsys.readouterr().out
     for level in LEVELS:
         assert all(name in listed for name in scenario_catalogue(level))
+
+
+def test_scenarios_are_chosen_by_name_and_unknown_names_are_refused() -> None:
+    chosen = select_scenarios(["greedy-v5-k1", "plain-v4-k2"], "step")
+    assert [s.name for s in chosen] == ["greedy-v5-k1", "plain-v4-k2"]
+    with pytest.raises(ValueError, match="plain-v4-k2"):  # the message lists the names
+        select_scenarios(["nope"], "step")
+    with pytest.raises(ValueError, match="distinct"):
+        select_scenarios(["plain-v4-k2", "plain-v4-k2"], "step")
