@@ -110,6 +110,8 @@ def test_a_multi_draft_audit_is_the_same_report_in_both_modes() -> None:
         assert document["rule"] == report.function and document["kind"] == "position"
         assert document["results"][0]["scenario"] == "v4-zero-target"
         assert document["scenarios"][0]["name"] == "v4-zero-target"
+    sampled_result = json.loads(sampled.to_json())["results"][0]
+    assert sampled_result["forbidden_outcomes"] == sampled_result["impossible_outcomes"] == 0
     assert "candidates drawn iid" in exact.headline() and "candidates drawn iid" in (
         sampled.headline()
     )

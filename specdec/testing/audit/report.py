@@ -199,7 +199,8 @@ class AuditReport:
         ``headline``, every field, ``detectable_tv``, ``not_audited`` and the scenarios with
         their derived values (fractions as strings). A multi-draft or tree report also names
         the rule, its kind and its results as that audit's reports did (``rule``, ``kind``,
-        ``results`` with each scenario's name as ``scenario``)."""
+        ``results`` with each scenario's name as ``scenario`` and, sampled, its
+        ``impossible_outcomes`` as ``forbidden_outcomes``)."""
         document: dict[str, Any] = {
             "verdict": self.verdict,
             "mode": self.mode,
@@ -214,7 +215,7 @@ class AuditReport:
             document.update(
                 rule=self.function,
                 kind=self.level,
-                results=[{"scenario": s["name"], **s} for s in document["scenarios"]],
+                results=[_as_multi_result(s) for s in document["scenarios"]],
             )
         return json.dumps(document, indent=2, default=_jsonable)
 
@@ -392,6 +393,14 @@ class AuditReport:
 
     def _exact(self) -> list[ExactScenarioResult]:
         return [s for s in self.scenarios if isinstance(s, ExactScenarioResult)]
+
+
+def _as_multi_result(scenario: dict[str, Any]) -> dict[str, Any]:
+    """A scenario as the multi-draft and tree audits' ``results`` named it."""
+    named = {"scenario": scenario["name"], **scenario}
+    if "impossible_outcomes" in scenario:
+        named["forbidden_outcomes"] = scenario["impossible_outcomes"]
+    return named
 
 
 def _jsonable(value: object) -> object:
