@@ -12,7 +12,7 @@ prints both reports: the correct one is LOSSLESS ("no deviation of TV >= 0.05 fo
 samples over the 8 scenarios), the buggy one LOSSY, with the scenario that caught the bug, the
 p-values and the outcomes that deviate most. The same from the command line:
 ``specdec audit examples/05_audit_your_verifier.py:my_verifier --detect-tv 0.05`` (the audits
-below run only when the file is run as a script). About 10 s on a 2-core CPU.
+below run only when the file is run as a script). 3-12 s on a 2-core CPU, by its load.
 """
 
 import torch
