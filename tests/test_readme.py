@@ -34,8 +34,8 @@ def test_demo_prints_the_walkthrough_and_an_exact_match(capsys: object) -> None:
 
 
 def test_the_real_model_snippet_stops_at_the_end_of_turn_token() -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Generation on a real model", 1)[1]
+    text = (ROOT / "docs" / "generation.md").read_text()  # moved there from the README
+    section = text.split("## On a real model", 1)[1]
     snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert "eos_token_id=tokenizer.eos_token_id" in snippet
     assert "apply_chat_template" in snippet and "tokens >= 0" in snippet
