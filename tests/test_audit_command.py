@@ -143,3 +143,22 @@ def test_cli_engine_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "float-only" in capsys.readouterr().err
     assert main(["audit", "--list-scenarios"]) == 0
     assert "large-v2048-k1" in capsys.readouterr().out
+
+
+def test_exact_takes_the_batched_flag_for_an_unmarked_batched_verifier(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--batched`` reaches the exact audit too (its draws captured per block); without it the
+    unmarked batched function is run as a single-sequence one and crashes (the control)."""
+    path = tmp_path / "engine.py"
+    path.write_text(
+        "import specdec\n\n"
+        "def batched_fn(draft_tokens, draft_probs, target_probs, generator):\n"
+        "    shape = (draft_tokens.shape[0], draft_tokens.shape[1] + 1)\n"
+        "    noise = specdec.uniforms(generator, shape)\n"
+        "    return specdec.verify_tokens(draft_tokens, draft_probs, target_probs, noise).tokens\n"
+    )
+    argv = ["audit", f"{path}:batched_fn", "--exact", "--scenarios", "equal-v4-k3", "--search", "0"]
+    assert main([*argv, "--batched", "--quiet"]) == 0
+    assert "LOSSLESS (exact, on 1 verifier scenario(s))" in capsys.readouterr().out
+    assert main([*argv, "--quiet"]) == 6  # CRASH: the rows of one block have no batch axis

@@ -4,7 +4,7 @@ Every public function of specdec calls into this module once, before any math, s
 raises a ``ValueError`` or ``TypeError`` naming the argument, what was expected and what was got,
 instead of producing garbage.
 
-Tolerance policy for probability rows (documented in the README and tested):
+Tolerance policy for probability rows (documented in ``docs/conventions.md`` and tested):
 
 * Entries must be finite and ``>= 0``.
 * Each row must sum to 1 within ``normalisation_tolerance(dtype)`` ``= max(1e-5, 8 * eps(dtype))``:

@@ -1,8 +1,10 @@
 """Testing tools for speculative decoders.
 
 ``specdec.testing.strategies`` holds the typed Hypothesis strategies re-exported here; the
-statistics, the audit and the known-bug zoo (``specdec.testing.zoo``) live in their own modules
-beside it; ``assert_lossless`` (``specdec.testing.assertions``) is the audit as one assertion.
+statistics, the audit (``specdec.testing.audit``: its entry points, ``AuditOptions`` and the one
+``AuditReport`` are re-exported here) and the known-bug zoo (``specdec.testing.zoo``) live in
+their own modules beside it; ``assert_lossless`` (``specdec.testing.assertions``) is the audit
+as one assertion. Every name is imported on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -12,6 +14,17 @@ from specdec._lazy import lazy_exports
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from specdec.testing.assertions import (
         assert_lossless,
+    )
+    from specdec.testing.audit import (
+        AuditOptions,
+        AuditReport,
+        ExitCode,
+        as_subject,
+        audit,
+        audit_multi_draft,
+        audit_step,
+        audit_tree,
+        audit_verifier,
     )
     from specdec.testing.strategies import (
         RationalRow,
@@ -31,9 +44,18 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     )
 
 __all__ = [
+    "AuditOptions",
+    "AuditReport",
+    "ExitCode",
     "RationalRow",
     "VerifyInputs",
+    "as_subject",
     "assert_lossless",
+    "audit",
+    "audit_multi_draft",
+    "audit_step",
+    "audit_tree",
+    "audit_verifier",
     "filtered_pairs",
     "nested_support_pairs",
     "prob_pairs",
@@ -47,6 +69,20 @@ __all__ = [
 ]
 
 _HOMES = {
+    **{
+        name: "specdec.testing.audit"
+        for name in (
+            "AuditOptions",
+            "AuditReport",
+            "ExitCode",
+            "as_subject",
+            "audit",
+            "audit_multi_draft",
+            "audit_step",
+            "audit_tree",
+            "audit_verifier",
+        )
+    },
     "assert_lossless": "specdec.testing.assertions",
     "RationalRow": "specdec.testing.strategies",
     "VerifyInputs": "specdec.testing.strategies",

@@ -84,7 +84,8 @@ def add_parser(
         "--search",
         type=_option(lambda name, value: check_int(name, value, minimum=0), int),
         default=None,
-        help=f"searched toy pairs for --exact (default {SEARCHED_PAIRS})",
+        help=f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
+        f"{SEARCHED_PAIRS}; 0: none)",
     )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
     multi = audit.add_mutually_exclusive_group()
@@ -171,7 +172,8 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         default=None,
         metavar="X",
         help="size each scenario to detect a deviation of total variation >= X with the "
-        "false-pass rate (default 0.01 batched, 0.05 single-sequence)",
+        "false-pass rate (default 0.01 batched, 0.05 single-sequence: a single-sequence "
+        "function is called once per sample, about 466,000 times over the verifier battery)",
     )
     group.add_argument(
         "--min-power-tv",

@@ -12,6 +12,7 @@ function raises is its crash (6), what it returns that is not a block its invali
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -244,9 +245,19 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(report, int):
         return report
     bar.close()
-    print(report.to_json() if args.json else report.format())
+    _print(report.to_json() if args.json else report.format())
     _plot(args, report)
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
+
+
+def _print(text: str) -> None:
+    """Print the report; a reader that closed the pipe (``| head``) ends the output quietly,
+    the exit code still the verdict's."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout again at exit
 
 
 def _guarded(
