@@ -37,6 +37,7 @@ from specdec.testing.audit.results import (
     verdict,
 )
 from specdec.testing.audit.run import (
+    DrawBlocks,
     Inputs,
     collect_evidence,
     complete_step,
@@ -48,7 +49,7 @@ from specdec.testing.audit.run import (
 from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject
 
-__all__ = ["inputs_of", "is_plain", "power_of", "sample_audit", "sampled_report"]
+__all__ = ["inputs_of", "is_plain", "power_of", "rejected_by", "sample_audit", "sampled_report"]
 
 
 def inputs_of(options: AuditOptions) -> Inputs:
@@ -75,6 +76,25 @@ def power_of(options: AuditOptions, batched: bool) -> tuple[float | None, float]
 def is_plain(scenario: Scenario) -> bool:
     """Temperature 1 and no filter: options every step must accept."""
     return scenario.temperature == 1.0 and scenario.top_k is None and scenario.top_p is None
+
+
+def rejected_by(
+    plan: ScenarioPlan,
+    draw: DrawBlocks,
+    position: tuple[int, int],
+    inputs: Inputs,
+    progress: Progress | None,
+) -> ScenarioResult | None:
+    """The scenario as not audited when its first call raises and its options are not the
+    plain ones (``run.probe_options``: an engine without top-p or temperature 0), reported on
+    ``progress`` as scenario ``position = (index, total)``; ``None`` when it is to be audited
+    (the plain scenario's failure is the function's crash, raised when it is drawn)."""
+    refused = probe_options(plan, draw, device=inputs.device)
+    if not refused or is_plain(plan.scenario):
+        return None
+    if progress is not None:
+        progress(f"[{position[0] + 1}/{position[1]}] {plan.scenario.name}: {refused}")
+    return rejected_result(plan, refused)
 
 
 def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
@@ -120,11 +140,9 @@ def sample_audit(
     )
     results: list[ScenarioResult] = []
     for index, (n, plan) in enumerate(sized):
-        refused = probe_options(plan, draw, device=inputs.device) if step else ""
-        if refused and not is_plain(plan.scenario):
-            results.append(rejected_result(plan, refused))
-            if progress is not None:
-                progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
+        rejected = rejected_by(plan, draw, (index, len(sized)), inputs, progress) if step else None
+        if rejected is not None:
+            results.append(rejected)
             continue
         evidence = collect_evidence(
             plan,

@@ -52,17 +52,16 @@ from specdec.testing.audit.plan import (
     smallest_sufficient,
 )
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.results import ScenarioResult, rejected_result
+from specdec.testing.audit.results import ScenarioResult
 from specdec.testing.audit.run import (
     SLICE_ENTRIES,
     DrawBlocks,
     InvalidOutputError,
     is_deterministic,
-    probe_options,
     step_draw,
     threads,
 )
-from specdec.testing.audit.sampled import inputs_of, is_plain, power_of, sampled_report
+from specdec.testing.audit.sampled import inputs_of, power_of, rejected_by, sampled_report
 from specdec.testing.audit.scenario import Scenario, scenario_logits
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import (
@@ -274,11 +273,9 @@ def audit_with_sampler(
     results: list[ScenarioResult] = []
     with threads(None if subject.batched else 1):
         for index, (n, plan) in enumerate(sized):
-            refused = probe_options(plan, draw, device=inputs.device)
-            if refused and not is_plain(plan.scenario):
-                results.append(rejected_result(plan, refused))
-                if progress is not None:
-                    progress(f"[{index + 1}/{len(sized)}] {plan.scenario.name}: {refused}")
+            rejected = rejected_by(plan, draw, (index, len(sized)), inputs, progress)
+            if rejected is not None:
+                results.append(rejected)
                 continue
             result = _scenario(
                 plan,
