@@ -231,6 +231,71 @@ def check_sorted_prefixes_attain_the_maximum() -> int:
     return cases
 
 
+def check_kseq_on_disjoint_supports() -> int:
+    """K-SEQ with beta = 0 (disjoint supports): rho* = 1, s = k, every candidate rejected, law p"""
+    cases = 0
+    scenarios = [
+        ((F(1), F(0)), (F(0), F(1))),
+        ((F(1, 2), F(1, 2), F(0)), (F(0), F(0), F(1))),
+        ((F(0), F(1, 3), F(0), F(2, 3)), (F(1, 4), F(0), F(3, 4), F(0))),
+    ]
+    for target_row, draft_row in scenarios:
+        beta = sum((min(q, p) for p, q in zip(target_row, draft_row, strict=True)), F(0))
+        assert beta == 0  # beta(rho) = sum min(q, p/rho) = 0 for every rho
+        for k in KS:
+            rho = kseq_rho_exact(target_row, draft_row, k)
+            assert rho == 1, (target_row, draft_row, k, rho)
+            scale = sum((1 - beta) ** i for i in range(k))
+            assert scale == k  # s = k: "s = rho*" (a division by beta) is false for k >= 2
+            law = output_law(
+                candidate_law(draft_row, k, "iid"),
+                partial(kseq_steps, target_row, draft_row, rho=rho),
+            )
+            assert acceptance_probability(law) == 0
+            assert token_law(law) == as_law(target_row), (target_row, draft_row, k)
+            residual = [max(F(0), p - rho * q) for p, q in zip(target_row, draft_row, strict=True)]
+            assert tuple(r / sum(residual) for r in residual) == target_row
+            cases += 1
+    return cases
+
+
+def check_acceptance_at_one_candidate() -> int:
+    """k = 1: i.i.d., without replacement, K-SEQ accept alpha; point mass p(x_1), not alpha"""
+    cases = 0
+    counter_examples = [  # (p, q, p(top-1 of q), alpha)
+        ((F(1, 2), F(1, 2)), (F(1, 2), F(1, 2)), F(1, 2), F(1)),  # below alpha
+        ((F(1), F(0)), (F(3, 5), F(2, 5)), F(1), F(3, 5)),  # above alpha
+    ]
+    rows = [(p, q) for vocab in VOCABS for p, q in pairs(vocab)]
+    for target_row, draft_row in rows + [(p, q) for p, q, _, _ in counter_examples]:
+        alpha = sum((min(p, q) for p, q in zip(target_row, draft_row, strict=True)), F(0))
+        for draw in DRAWS:
+            candidates = candidate_law(draft_row, 1, draw)
+            law = output_law(candidates, partial(recursive_steps, target_row, draft_row, draw=draw))
+            accepted = acceptance_probability(law)
+            assert accepted == optimal_acceptance_cut(target_row, candidates)
+            if draw == "point_mass":
+                ((top,),) = candidates
+                assert accepted == target_row[top]
+            else:
+                assert accepted == alpha
+        kseq = output_law(
+            candidate_law(draft_row, 1, "iid"),
+            partial(
+                kseq_steps, target_row, draft_row, rho=kseq_rho_exact(target_row, draft_row, 1)
+            ),
+        )
+        assert acceptance_probability(kseq) == alpha
+        cases += 1
+    for target_row, draft_row, top_mass, alpha in counter_examples:
+        candidates = candidate_law(draft_row, 1, "point_mass")
+        law = output_law(
+            candidates, partial(recursive_steps, target_row, draft_row, draw="point_mass")
+        )
+        assert acceptance_probability(law) == top_mass != alpha  # "all equal alpha" is false
+    return cases
+
+
 ACCEPTANCE: dict[str, list[float]] = {}
 
 
@@ -301,6 +366,8 @@ CHECKS: list[Callable[[], int]] = [
     check_closed_form_equals_min_cut_and_lp,
     check_sorted_prefixes_attain_the_maximum,
     check_acceptance_against_the_optimum,
+    check_acceptance_at_one_candidate,
+    check_kseq_on_disjoint_supports,
     check_known_bugs_are_lossy,
 ]
 
@@ -331,6 +398,14 @@ def test_sorted_prefixes_attain_the_maximum() -> None:
 
 def test_acceptance_against_the_optimum() -> None:
     check_acceptance_against_the_optimum()
+
+
+def test_acceptance_at_one_candidate() -> None:
+    check_acceptance_at_one_candidate()
+
+
+def test_kseq_on_disjoint_supports() -> None:
+    check_kseq_on_disjoint_supports()
 
 
 def test_known_bugs_are_lossy() -> None:
