@@ -5,6 +5,7 @@ shows a body row's extra cells nowhere; the claim table once had a 4-cell header
 delimiter and did not render at all.
 """
 
+import itertools
 import re
 from pathlib import Path
 
@@ -15,7 +16,7 @@ def cells(line: str) -> list[str]:
     """The cells of a table row, ``|`` inside a code span not counting as a separator."""
     unquoted = re.sub(r"`[^`]*`", lambda m: "x" * len(m.group()), line.strip())
     bars = [i for i, c in enumerate(unquoted) if c == "|" and unquoted[i - 1 : i] != "\\"]
-    return [line.strip()[a + 1 : b] for a, b in zip(bars, bars[1:], strict=False)]
+    return [line.strip()[a + 1 : b] for a, b in itertools.pairwise(bars)]
 
 
 def tables(text: str) -> list[list[str]]:
