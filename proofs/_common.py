@@ -14,6 +14,13 @@ provides:
   context-free pairs at once, by the cell method of ``specdec.exact`` in one batched call.
 * ``z3_simplex`` / ``z3_min`` / ``z3_max`` / ``z3_holds``: a claim over all real distributions of a
   fixed size is proved by asking z3 for a counter-example and getting ``unsat``.
+* ``assert_discovered_law``: the law of a torch rule read from its own decisions (the claim-14
+  engine, ``specdec.discover``) against a rational reference law, exactly: no outcome the
+  reference forbids, total variation within float64 rounding (``2^-40``). Unlike the cell
+  engines (``specdec.exact.block_law``, ``single_step_laws``, ``multi_law.rule_law``,
+  ``tree_law.tree_rule_law``), which evaluate a rule where its *definition* says it decides, it
+  cannot be fooled by a threshold in the wrong place.
+* ``scaled_threshold``: the mutants the checks must reject (``proofs/test_mutants.py``).
 * ``run_checks``: the ``__main__`` driver; each check returns its number of cases and the driver
   prints one line per case family.
 """
@@ -24,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``python proofs/claim_NN.py`` from an uninstalled checkout
@@ -32,11 +40,13 @@ if str(_ROOT) not in sys.path:  # ``python proofs/claim_NN.py`` from an uninstal
 import torch  # noqa: E402
 import z3  # noqa: E402
 
+from specdec.discover import ExactVerdict, discover_block_law, exact_verdict  # noqa: E402
 from specdec.exact import (  # noqa: E402
     BlockRows,
     Breakpoints,
     Law,
     cdf_steps,
+    completion_law,
     rejection_breakpoints,
     residual_row,
     target_law,
@@ -49,6 +59,7 @@ __all__ = [
     "Row",
     "StopBefore",
     "StopRule",
+    "assert_discovered_law",
     "cdf_steps",
     "completion",
     "constant_model",
@@ -57,6 +68,7 @@ __all__ = [
     "reference_block_law",
     "residual_row",
     "run_checks",
+    "scaled_threshold",
     "simplex_grid",
     "single_step_laws",
     "table_model",
@@ -250,6 +262,57 @@ def first_token_law(law: Law) -> dict[int, Fraction]:
 def as_law(row: Row) -> dict[int, Fraction]:
     """A row as a ``{token: probability}`` dict without zeros."""
     return {x: p_x for x, p_x in enumerate(row) if p_x}
+
+
+# ---------------------------------------------------------------------------------------------
+# Laws from a rule's own decisions, and the mutants they must catch
+# ---------------------------------------------------------------------------------------------
+
+
+def assert_discovered_law(
+    rule: VerifyRule,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    k: int,
+    reference: Law,
+    candidates: Breakpoints | None = rejection_breakpoints,
+) -> ExactVerdict:
+    """Assert that ``rule``'s block law, discovered from its own decisions, is within float64
+    rounding (TV ``<= 2^-40``) of ``reference``, and that completed from the target it puts no
+    mass on an outcome the target forbids and is within ``2^-40`` of the target's law; returns
+    the verdict against ``reference``.
+
+    A block ``reference`` gives probability 0 may get mass of order ``2^-56`` from rounding (a
+    weight ``min(1, w p/q)`` that is 1 exactly but not in float64): only its distance counts.
+    """
+    found = discover_block_law(rule, target, draft, tuple(prefix), k, candidates=candidates)
+    assert found.law is not None, (found.status, found.evidence)
+    verdict = exact_verdict(found.law, reference)
+    assert verdict.total_variation <= verdict.rounding_bound, (prefix, k, verdict.describe())
+    completed = completion_law(found.law, target, tuple(prefix), k)
+    against_target = exact_verdict(completed, target_law(target, tuple(prefix), k + 1))
+    assert against_target.lossless, (prefix, k, against_target.describe())
+    return verdict
+
+
+TOP = 1 - 2**-53  # the largest float64 below 1
+
+
+def scaled_threshold(rule: Callable[..., Any], scale: float, final: bool = False) -> Any:
+    """A mutant of ``rule`` (any rule whose last argument is its uniforms ``[..., n]``) whose
+    decisions test ``u < scale * threshold``: the uniforms ``u`` it tests against thresholds,
+    every one but the last (the residual or bonus draw), or all ``n`` with ``final`` (exact
+    match, whose every uniform draws a token by inverse CDF), become ``min(fl(u / scale),
+    1 - 2^-53)``."""
+
+    def mutant(*args: Any) -> Any:
+        *rest, uniforms = args
+        tested = uniforms.shape[-1] if final else uniforms.shape[-1] - 1
+        scaled = (uniforms[..., :tested] / scale).clamp(max=TOP)
+        return rule(*rest, torch.cat([scaled, uniforms[..., tested:]], dim=-1))
+
+    return mutant
 
 
 # ---------------------------------------------------------------------------------------------
