@@ -21,17 +21,20 @@ provides:
   ``tree_law.tree_rule_law``), which evaluate a rule where its *definition* says it decides, it
   cannot be fooled by a threshold in the wrong place.
 * ``scaled_threshold``: the mutants the checks must reject (``proofs/test_mutants.py``).
+* ``quick`` / ``QUICK_VARIABLE``: ``specdec prove --quick`` (or ``SPECDEC_PROVE_QUICK=1``) runs
+  the slow case families on a stated prefix of their cases; pytest and a plain run check all.
 * ``run_checks``: the ``__main__`` driver; each check returns its number of cases and the driver
   prints one line per case family.
 """
 
 import itertools
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``python proofs/claim_NN.py`` from an uninstalled checkout
@@ -55,6 +58,7 @@ from specdec.models.toy import ToyModel  # noqa: E402
 from specdec.types import VerifyRule  # noqa: E402
 
 __all__ = [
+    "QUICK_VARIABLE",
     "ROOT",
     "Row",
     "StopBefore",
@@ -65,6 +69,7 @@ __all__ = [
     "constant_model",
     "grid_pairs",
     "min_row",
+    "quick",
     "reference_block_law",
     "residual_row",
     "run_checks",
@@ -348,6 +353,21 @@ def z3_holds(claim: z3.BoolRef, assumptions: Sequence[z3.BoolRef]) -> bool:
     if verdict == z3.unknown:
         raise RuntimeError(f"z3 could not decide the claim: {solver.reason_unknown()}")
     return bool(verdict == z3.unsat)
+
+
+# ---------------------------------------------------------------------------------------------
+# Quick mode (``specdec prove --quick``)
+# ---------------------------------------------------------------------------------------------
+
+QUICK_VARIABLE = "SPECDEC_PROVE_QUICK"
+T = TypeVar("T")
+"""Set to ``1`` (``specdec prove --quick`` does) to run slow case families on fewer cases."""
+
+
+def quick(cases: Sequence[T], count: int) -> list[T]:
+    """``cases``, or only the first ``count`` of them when ``$SPECDEC_PROVE_QUICK`` is ``1``
+    (read at each call, so a check run by ``specdec prove --quick`` sees it)."""
+    return list(cases[:count]) if os.environ.get(QUICK_VARIABLE) == "1" else list(cases)
 
 
 # ---------------------------------------------------------------------------------------------
