@@ -14,16 +14,27 @@ provides:
   context-free pairs at once, by the cell method of ``specdec.exact`` in one batched call.
 * ``z3_simplex`` / ``z3_min`` / ``z3_max`` / ``z3_holds``: a claim over all real distributions of a
   fixed size is proved by asking z3 for a counter-example and getting ``unsat``.
+* ``assert_discovered_law``: the law of a torch rule read from its own decisions (the claim-14
+  engine, ``specdec.discover``) against a rational reference law, exactly: no outcome the
+  reference forbids, total variation within float64 rounding (``2^-40``). Unlike the cell
+  engines (``specdec.exact.block_law``, ``single_step_laws``, ``multi_law.rule_law``,
+  ``tree_law.tree_rule_law``), which evaluate a rule where its *definition* says it decides, it
+  cannot be fooled by a threshold in the wrong place.
+* ``scaled_threshold``: the mutants the checks must reject (``proofs/test_mutants.py``).
+* ``quick`` / ``QUICK_VARIABLE``: ``specdec prove --quick`` (or ``SPECDEC_PROVE_QUICK=1``) runs
+  the slow case families on a stated prefix of their cases; pytest and a plain run check all.
 * ``run_checks``: the ``__main__`` driver; each check returns its number of cases and the driver
   prints one line per case family.
 """
 
 import itertools
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any, TypeVar
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``python proofs/claim_NN.py`` from an uninstalled checkout
@@ -32,11 +43,13 @@ if str(_ROOT) not in sys.path:  # ``python proofs/claim_NN.py`` from an uninstal
 import torch  # noqa: E402
 import z3  # noqa: E402
 
+from specdec.discover import ExactVerdict, discover_block_law, exact_verdict  # noqa: E402
 from specdec.exact import (  # noqa: E402
     BlockRows,
     Breakpoints,
     Law,
     cdf_steps,
+    completion_law,
     rejection_breakpoints,
     residual_row,
     target_law,
@@ -45,18 +58,22 @@ from specdec.models.toy import ToyModel  # noqa: E402
 from specdec.types import VerifyRule  # noqa: E402
 
 __all__ = [
+    "QUICK_VARIABLE",
     "ROOT",
     "Row",
     "StopBefore",
     "StopRule",
+    "assert_discovered_law",
     "cdf_steps",
     "completion",
     "constant_model",
     "grid_pairs",
     "min_row",
+    "quick",
     "reference_block_law",
     "residual_row",
     "run_checks",
+    "scaled_threshold",
     "simplex_grid",
     "single_step_laws",
     "table_model",
@@ -253,6 +270,57 @@ def as_law(row: Row) -> dict[int, Fraction]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Laws from a rule's own decisions, and the mutants they must catch
+# ---------------------------------------------------------------------------------------------
+
+
+def assert_discovered_law(
+    rule: VerifyRule,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    k: int,
+    reference: Law,
+    candidates: Breakpoints | None = rejection_breakpoints,
+) -> ExactVerdict:
+    """Assert that ``rule``'s block law, discovered from its own decisions, is within float64
+    rounding (TV ``<= 2^-40``) of ``reference``, and that completed from the target it puts no
+    mass on an outcome the target forbids and is within ``2^-40`` of the target's law; returns
+    the verdict against ``reference``.
+
+    A block ``reference`` gives probability 0 may get mass of order ``2^-56`` from rounding (a
+    weight ``min(1, w p/q)`` that is 1 exactly but not in float64): only its distance counts.
+    """
+    found = discover_block_law(rule, target, draft, tuple(prefix), k, candidates=candidates)
+    assert found.law is not None, (found.status, found.evidence)
+    verdict = exact_verdict(found.law, reference)
+    assert verdict.total_variation <= verdict.rounding_bound, (prefix, k, verdict.describe())
+    completed = completion_law(found.law, target, tuple(prefix), k)
+    against_target = exact_verdict(completed, target_law(target, tuple(prefix), k + 1))
+    assert against_target.lossless, (prefix, k, against_target.describe())
+    return verdict
+
+
+TOP = 1 - 2**-53  # the largest float64 below 1
+
+
+def scaled_threshold(rule: Callable[..., Any], scale: float, final: bool = False) -> Any:
+    """A mutant of ``rule`` (any rule whose last argument is its uniforms ``[..., n]``) whose
+    decisions test ``u < scale * threshold``: the uniforms ``u`` it tests against thresholds,
+    every one but the last (the residual or bonus draw), or all ``n`` with ``final`` (exact
+    match, whose every uniform draws a token by inverse CDF), become ``min(fl(u / scale),
+    1 - 2^-53)``."""
+
+    def mutant(*args: Any) -> Any:
+        *rest, uniforms = args
+        tested = uniforms.shape[-1] if final else uniforms.shape[-1] - 1
+        scaled = (uniforms[..., :tested] / scale).clamp(max=TOP)
+        return rule(*rest, torch.cat([scaled, uniforms[..., tested:]], dim=-1))
+
+    return mutant
+
+
+# ---------------------------------------------------------------------------------------------
 # z3: a claim holds for all real distributions of a fixed size iff its negation is unsat
 # ---------------------------------------------------------------------------------------------
 
@@ -285,6 +353,21 @@ def z3_holds(claim: z3.BoolRef, assumptions: Sequence[z3.BoolRef]) -> bool:
     if verdict == z3.unknown:
         raise RuntimeError(f"z3 could not decide the claim: {solver.reason_unknown()}")
     return bool(verdict == z3.unsat)
+
+
+# ---------------------------------------------------------------------------------------------
+# Quick mode (``specdec prove --quick``)
+# ---------------------------------------------------------------------------------------------
+
+QUICK_VARIABLE = "SPECDEC_PROVE_QUICK"
+T = TypeVar("T")
+"""Set to ``1`` (``specdec prove --quick`` does) to run slow case families on fewer cases."""
+
+
+def quick(cases: Sequence[T], count: int) -> list[T]:
+    """``cases``, or only the first ``count`` of them when ``$SPECDEC_PROVE_QUICK`` is ``1``
+    (read at each call, so a check run by ``specdec prove --quick`` sees it)."""
+    return list(cases[:count]) if os.environ.get(QUICK_VARIABLE) == "1" else list(cases)
 
 
 # ---------------------------------------------------------------------------------------------

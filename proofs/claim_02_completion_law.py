@@ -6,16 +6,20 @@ The proof (``proofs/theory.md``, claim 2) is by induction on ``k`` through the r
 ``reference_block_law`` of ``_common``. Checked exactly: the recursion's completion law equals the
 target's law on seeded context-dependent toy pairs; the law of ``specdec.verify_tokens`` computed
 from its torch code by ``specdec.exact.block_law`` equals the recursion, and its completion law
-(``specdec.exact.completion_law``) equals ``specdec.exact.target_law``.
+(``specdec.exact.completion_law``) equals ``specdec.exact.target_law``; and the law read from
+the rule's own decisions (``specdec.discover``, claim 14) is the recursion's up to float64
+rounding, which a rule with its acceptance threshold scaled by 0.999 or 1.001 fails
+(``proofs/test_mutants.py``).
 """
 
 from fractions import Fraction
 
-from _common import completion, reference_block_law, run_checks
+from _common import assert_discovered_law, completion, quick, reference_block_law, run_checks
 
 import specdec
 from specdec.exact import block_law, completion_law, rejection_breakpoints, target_law
 from specdec.models.toy import ToyPair, make_toy_pair
+from specdec.types import VerifyRule
 
 CLOSENESS = (Fraction(0), Fraction(1, 2), Fraction(3, 4))
 # Pure-Fraction recursion: 88 cases, V in 2..5, k in 1..6 (k <= 4 for V = 5), prefix length 0..2.
@@ -30,6 +34,9 @@ LIBRARY_CASES = [
     for seed in range(24)
     if not (3 + seed % 2 == 4 and 1 + (seed // 2) % 4 == 4)
 ]
+
+
+QUICK_CASES = 8  # ``specdec prove --quick``: the first 8 library cases (k = 1..4) discovered
 
 
 def pair_for(seed: int, vocab: int, closeness: Fraction) -> ToyPair:
@@ -48,12 +55,12 @@ def check_recursion_is_lossless() -> int:
     return len(RECURSION_CASES)
 
 
-def check_verify_tokens_block_law() -> int:
+def check_verify_tokens_block_law(rule: VerifyRule = specdec.verify_tokens) -> int:
     """specdec.verify_tokens block law (exact engine) == recursion; completion == target law."""
     for seed, vocab, k, closeness, prefix in LIBRARY_CASES:
         pair = pair_for(seed, vocab, closeness)
         law = block_law(
-            specdec.verify_tokens,
+            rule,
             pair.target,
             pair.draft,
             prefix,
@@ -64,6 +71,16 @@ def check_verify_tokens_block_law() -> int:
         expected = target_law(pair.target, prefix, k + 1)
         assert completion_law(law, pair.target, prefix, k) == expected, (seed, vocab, k)
     return len(LIBRARY_CASES)
+
+
+def check_verify_tokens_discovered_law(rule: VerifyRule = specdec.verify_tokens) -> int:
+    """specdec.verify_tokens, law from its own decisions (claim 14) == recursion within 2^-40."""
+    cases = quick(LIBRARY_CASES, QUICK_CASES)
+    for seed, vocab, k, closeness, prefix in cases:
+        pair = pair_for(seed, vocab, closeness)
+        reference = reference_block_law(pair.target, pair.draft, prefix, k)
+        assert_discovered_law(rule, pair.target, pair.draft, prefix, k, reference)
+    return len(cases)
 
 
 def check_cases_cover_the_edge_cases() -> int:
@@ -81,6 +98,7 @@ def check_cases_cover_the_edge_cases() -> int:
 CHECKS = [
     check_recursion_is_lossless,
     check_verify_tokens_block_law,
+    check_verify_tokens_discovered_law,
     check_cases_cover_the_edge_cases,
 ]
 
@@ -91,6 +109,10 @@ def test_recursion_is_lossless() -> None:
 
 def test_verify_tokens_block_law() -> None:
     check_verify_tokens_block_law()
+
+
+def test_verify_tokens_discovered_law() -> None:
+    check_verify_tokens_discovered_law()
 
 
 def test_cases_cover_the_edge_cases() -> None:

@@ -13,7 +13,16 @@ definitions. See ``proofs/theory.md``, claim 7.
 from fractions import Fraction
 
 import z3
-from _common import completion, grid_pairs, run_checks, z3_holds, z3_min, z3_simplex
+from _common import (
+    assert_discovered_law,
+    completion,
+    grid_pairs,
+    quick,
+    run_checks,
+    z3_holds,
+    z3_min,
+    z3_simplex,
+)
 
 from specdec import theory
 from specdec.exact import (
@@ -25,6 +34,7 @@ from specdec.exact import (
     target_law,
 )
 from specdec.models.toy import ToyModel, make_toy_pair
+from specdec.types import VerifyRule
 from specdec.verify import exact_match_rule
 
 ZERO = Fraction(0)
@@ -76,16 +86,26 @@ def check_recursion_is_lossless() -> int:
     return len(CASES)
 
 
-def check_exact_match_rule_block_law() -> int:
+def check_exact_match_rule_block_law(rule: VerifyRule = exact_match_rule) -> int:
     """exact_match_rule block law (exact engine) == recursion; completion == target law."""
     for seed, vocab, k, closeness, prefix in LIBRARY_CASES:
         target, draft = pair_for(seed, vocab, closeness)
-        law = block_law(
-            exact_match_rule, target, draft, prefix, k, breakpoints=inverse_cdf_breakpoints
-        )
+        law = block_law(rule, target, draft, prefix, k, breakpoints=inverse_cdf_breakpoints)
         assert law == exact_match_block_law(target, draft, prefix, k), seed
         assert completion_law(law, target, prefix, k) == target_law(target, prefix, k + 1), seed
     return len(LIBRARY_CASES)
+
+
+def check_exact_match_rule_discovered_law(rule: VerifyRule = exact_match_rule) -> int:
+    """exact_match_rule, law from its own decisions (claim 14) == recursion within 2^-40."""
+    cases = quick(LIBRARY_CASES, 5)  # ``specdec prove --quick``: the first 5
+    for seed, vocab, k, closeness, prefix in cases:
+        target, draft = pair_for(seed, vocab, closeness)
+        reference = exact_match_block_law(target, draft, prefix, k)
+        assert_discovered_law(
+            rule, target, draft, prefix, k, reference, candidates=inverse_cdf_breakpoints
+        )
+    return len(cases)
 
 
 def check_acceptance_grid() -> int:
@@ -119,6 +139,7 @@ def check_acceptance_z3() -> int:
 CHECKS = [
     check_recursion_is_lossless,
     check_exact_match_rule_block_law,
+    check_exact_match_rule_discovered_law,
     check_acceptance_grid,
     check_acceptance_z3,
 ]
@@ -130,6 +151,10 @@ def test_recursion_is_lossless() -> None:
 
 def test_exact_match_rule_block_law() -> None:
     check_exact_match_rule_block_law()
+
+
+def test_exact_match_rule_discovered_law() -> None:
+    check_exact_match_rule_discovered_law()
 
 
 def test_acceptance_grid() -> None:

@@ -7,20 +7,23 @@ Checked exactly: the corner lemma on every function of a 4 x 4 grid into two out
 3 x 3 grid into three (all of them, the interval-decided ones kept); the engine's law of
 ``verify_tokens`` and ``exact_match_rule`` read through coarse uniforms (``floor(16 u) / 16``,
 so every decision sits on a grid of 16 points and the law can be enumerated outright) equals
-the enumerated law (``==``); the acceptance cuts the engine finds for ``verify_tokens`` are
-exactly the first grid points at or above the float64 ratios. See ``proofs/theory.md``,
-claim 14.
+the enumerated law (``==``); the acceptance cut the engine finds for ``verify_tokens`` is
+exactly at index ``ceil(2^53 fl(p/q))``, the first grid point at or above the float64 ratio;
+and a float64 rule that is lossless over the reals can still put mass on a forbidden outcome on
+the grid: ``u <= min(1, p/q)`` emits a token with ``p = 0`` with probability exactly ``2^-53``
+given the draft. See ``proofs/theory.md``, claim 14.
 """
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import torch
-from _common import run_checks
+from _common import quick, run_checks
 
 import specdec
-from specdec.discover import GRID, discover_rows_law, grid_index
+from specdec.discover import GRID, discover_rows_law, exact_verdict, grid_index
 from specdec.exact import BlockRows, Law
 from specdec.models.toy import make_toy_pair
 from specdec.types import Verification
@@ -123,7 +126,7 @@ def check_engine_equals_enumeration() -> int:
     cases = 0
     for rule in (specdec.verify_tokens, exact_match_rule):
         for k in (1, 2):
-            for rows in blocks(k):
+            for rows in quick(blocks(k), 12):  # ``specdec prove --quick``: 12 blocks per k
                 found = discover_rows_law(coarse(rule), rows, candidates=None)
                 assert found.status == "exact", found.evidence
                 assert found.law == enumerated_law(coarse(rule), rows), rows
@@ -132,27 +135,76 @@ def check_engine_equals_enumeration() -> int:
 
 
 def check_acceptance_cuts_are_the_float_ratios() -> int:
-    """verify_tokens, k = 1: the cut on u_0 is the first grid point at or above float(p/q)."""
+    """verify_tokens, k = 1: the engine's cut on u_0 is at index ceil(2^53 fl(p/q))."""
     cases = 0
     for rows in blocks(1):
         (token,), (draft_row,), target_row = rows.draft_tokens, rows.draft_rows, rows.target_rows[0]
-        ratio = min(1.0, float(target_row[token]) / float(draft_row[token]))
+        ratio = min(1.0, float(target_row[token]) / float(draft_row[token]))  # fl(p/q), capped
         found = discover_rows_law(specdec.verify_tokens, rows, candidates=None)
         assert found.status == "exact", found.evidence
         expected = 0 if ratio in (0.0, 1.0) else 1  # a ratio of 0 or 1 makes no cut
         assert found.cuts[0] == expected, (rows, found.cuts)
+        assert len(found.positions[0]) == expected, (rows, found.positions)
         if expected:
-            cut = grid_index(Fraction(ratio))
-            below, at = (cut - 1) / GRID, cut / GRID
+            (cut,) = found.positions[0]  # the index the engine found, not one computed here
+            assert cut == math.ceil(Fraction(ratio) * GRID), (rows, cut, ratio)
+            assert cut == grid_index(Fraction(ratio))
+            below, at = (cut - 1) / GRID, cut / GRID  # exact: cut < 2^53
             assert below < ratio <= at  # the first grid point at or above the float ratio
         cases += 1
     return cases
+
+
+def accept_at_or_below(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    uniforms: torch.Tensor,
+) -> Verification:
+    """Token-level rejection at ``k = 1`` with the non-strict ``u_0 <= min(1, p/q)``: lossless
+    over the reals (a tie has probability 0 there), not on the grid."""
+    x = draft_tokens[:, 0]  # [n]
+    p_0, q_0, p_1 = target_probs[:, 0], draft_probs[:, 0], target_probs[:, 1]  # [n, V]
+    ratio = (p_0.gather(-1, x[:, None]) / q_0.gather(-1, x[:, None]))[:, 0].clamp(max=1.0)
+    accept = uniforms[:, 0] <= ratio  # [n], the non-strict test
+    excess = (p_0 - q_0).clamp(min=0.0)  # residual norm(max(0, p - q)); mass > 0 here
+    row = torch.where(accept[:, None], p_1, excess / excess.sum(-1, keepdim=True))
+    cdf = row.cumsum(-1)  # inverse CDF: the first y with cdf_y > u_1
+    final = torch.searchsorted(cdf, uniforms[:, 1:2].contiguous(), right=True)[:, 0]
+    final = final.clamp(max=row.shape[-1] - 1)
+    tokens = torch.where(
+        accept[:, None], torch.stack([x, final], -1), torch.stack([final, -torch.ones_like(x)], -1)
+    )
+    return Verification(num_accepted=accept.long(), tokens=tokens)
+
+
+def check_non_strict_acceptance_puts_mass_on_forbidden_tokens() -> int:
+    """Counter-example: u <= min(1, p/q), p = (0, 1/2, 1/2), q = (1/2, 1/4, 1/4), draft 0: 2^-53."""
+    half, quarter = Fraction(1, 2), Fraction(1, 4)
+    target_row, draft_row = (Fraction(0), half, half), (half, quarter, quarter)
+    rows = BlockRows((0,), (draft_row,), (target_row, target_row))
+    strict = discover_rows_law(specdec.verify_tokens, rows, candidates=None)
+    loose = discover_rows_law(accept_at_or_below, rows, candidates=None)
+    assert strict.status == loose.status == "exact", (strict.evidence, loose.evidence)
+    assert strict.law is not None and loose.law is not None
+    forbidden = {block: w for block, w in loose.law.items() if block[0] == 0}
+    assert forbidden == {(0, 1): Fraction(1, 2 * GRID), (0, 2): Fraction(1, 2 * GRID)}, forbidden
+    assert sum(forbidden.values()) == Fraction(1, GRID)  # exactly 2^-53 given the draft
+    assert all(block[0] != 0 for block in strict.law)  # the library's strict test: none
+    expected = {(x,): p_x for x, p_x in enumerate(target_row) if p_x}
+    first: Law = {}
+    for block, weight in loose.law.items():
+        first[block[:1]] = first.get(block[:1], Fraction(0)) + weight
+    verdict = exact_verdict(first, expected)
+    assert verdict.forbidden_mass == Fraction(1, GRID) and not verdict.lossless
+    return 1
 
 
 CHECKS = [
     check_corner_lemma,
     check_engine_equals_enumeration,
     check_acceptance_cuts_are_the_float_ratios,
+    check_non_strict_acceptance_puts_mass_on_forbidden_tokens,
 ]
 
 
@@ -166,6 +218,10 @@ def test_engine_equals_enumeration() -> None:
 
 def test_acceptance_cuts_are_the_float_ratios() -> None:
     check_acceptance_cuts_are_the_float_ratios()
+
+
+def test_non_strict_acceptance_puts_mass_on_forbidden_tokens() -> None:
+    check_non_strict_acceptance_puts_mass_on_forbidden_tokens()
 
 
 if __name__ == "__main__":

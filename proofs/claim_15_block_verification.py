@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from _common import (
     Row,
+    assert_discovered_law,
     completion,
     constant_model,
     grid_pairs,
@@ -32,6 +33,7 @@ from _common import (
 from specdec import verify_block, verify_tokens
 from specdec.exact import Law, block_breakpoints, block_law, rejection_breakpoints
 from specdec.models.toy import ToyModel, make_toy_pair
+from specdec.types import VerifyRule
 
 ZERO, ONE = Fraction(0), Fraction(1)
 CLOSENESS = (Fraction(0), Fraction(1, 4), Fraction(1, 2), Fraction(3, 4))
@@ -227,12 +229,23 @@ def check_one_hot_target_is_greedy() -> int:
     return cases
 
 
-def check_library_law() -> int:
+def check_library_law(rule: VerifyRule = verify_block) -> int:
     """specdec.verify_block's exact law (exact.block_law, block_breakpoints) == the definition's."""
     for seed, vocab, k, closeness, prefix in LIBRARY_CASES:
         target, draft = pair_for(seed, vocab, closeness)
-        law = block_law(verify_block, target, draft, prefix, k, breakpoints=block_breakpoints)
+        law = block_law(rule, target, draft, prefix, k, breakpoints=block_breakpoints)
         assert law == definition_block_law(target, draft, prefix, k), seed
+    return len(LIBRARY_CASES)
+
+
+def check_library_discovered_law(rule: VerifyRule = verify_block) -> int:
+    """specdec.verify_block, law from its own decisions (claim 14) == definition within 2^-40."""
+    for seed, vocab, k, closeness, prefix in LIBRARY_CASES:
+        target, draft = pair_for(seed, vocab, closeness)
+        reference = definition_block_law(target, draft, prefix, k)
+        assert_discovered_law(
+            rule, target, draft, prefix, k, reference, candidates=block_breakpoints
+        )
     return len(LIBRARY_CASES)
 
 
@@ -244,6 +257,7 @@ CHECKS = [
     check_papers_binary_example,
     check_one_hot_target_is_greedy,
     check_library_law,
+    check_library_discovered_law,
 ]
 
 
@@ -273,6 +287,10 @@ def test_one_hot_target_is_greedy() -> None:
 
 def test_library_law() -> None:
     check_library_law()
+
+
+def test_library_discovered_law() -> None:
+    check_library_discovered_law()
 
 
 if __name__ == "__main__":

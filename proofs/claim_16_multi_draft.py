@@ -18,7 +18,7 @@ from fractions import Fraction
 from functools import partial
 
 import torch
-from _common import run_checks
+from _common import quick, run_checks
 
 from specdec.discover_multi import discover_multi_law, multi_verdict
 from specdec.multi_law import (
@@ -187,6 +187,31 @@ def _kseq_at(rho: float) -> MultiDraftRule:
     return rule
 
 
+def check_torch_rules_discovered(
+    rules: dict[Draw, MultiDraftRule] = TORCH_RULES,
+    kseq: Callable[[float], MultiDraftRule] | None = _kseq_at,
+) -> int:
+    """verify_multi_* and K-SEQ (torch), laws from their own decisions (claim 14): p within 2^-40"""
+    cases = 0
+    for vocab in quick((2, 3, 4), 2):  # ``specdec prove --quick``: V = 2, 3
+        for target_row, draft_row in pairs(vocab, range(2)):
+            for k in (1, 2, 3):
+                for draw, rule in rules.items():
+                    if not drawable(draft_row, k, draw):
+                        continue
+                    found = discover_multi_law(rule, target_row, draft_row, k, draw)
+                    verdict = multi_verdict(found, target_row)
+                    assert verdict.lossless, (target_row, draft_row, k, draw, verdict.describe())
+                    cases += 1
+                if kseq is not None:
+                    rule = kseq(float(kseq_rho_exact(target_row, draft_row, k)))
+                    found = discover_multi_law(rule, target_row, draft_row, k, "iid")
+                    verdict = multi_verdict(found, target_row)
+                    assert verdict.lossless, (target_row, draft_row, k, "kseq", verdict.describe())
+                    cases += 1
+    return cases
+
+
 def check_closed_form_equals_min_cut_and_lp() -> int:
     """Optimal acceptance: i.i.d. closed form == min-cut (exact) == linprog (1e-9)"""
     cases = 0
@@ -228,6 +253,71 @@ def check_sorted_prefixes_attain_the_maximum() -> int:
                 )
                 assert abs(float(floats) - float(exact)) < 1e-12
                 cases += 1
+    return cases
+
+
+def check_kseq_on_disjoint_supports() -> int:
+    """K-SEQ with beta = 0 (disjoint supports): rho* = 1, s = k, every candidate rejected, law p"""
+    cases = 0
+    scenarios = [
+        ((F(1), F(0)), (F(0), F(1))),
+        ((F(1, 2), F(1, 2), F(0)), (F(0), F(0), F(1))),
+        ((F(0), F(1, 3), F(0), F(2, 3)), (F(1, 4), F(0), F(3, 4), F(0))),
+    ]
+    for target_row, draft_row in scenarios:
+        beta = sum((min(q, p) for p, q in zip(target_row, draft_row, strict=True)), F(0))
+        assert beta == 0  # beta(rho) = sum min(q, p/rho) = 0 for every rho
+        for k in KS:
+            rho = kseq_rho_exact(target_row, draft_row, k)
+            assert rho == 1, (target_row, draft_row, k, rho)
+            scale = sum((1 - beta) ** i for i in range(k))
+            assert scale == k  # s = k: "s = rho*" (a division by beta) is false for k >= 2
+            law = output_law(
+                candidate_law(draft_row, k, "iid"),
+                partial(kseq_steps, target_row, draft_row, rho=rho),
+            )
+            assert acceptance_probability(law) == 0
+            assert token_law(law) == as_law(target_row), (target_row, draft_row, k)
+            residual = [max(F(0), p - rho * q) for p, q in zip(target_row, draft_row, strict=True)]
+            assert tuple(r / sum(residual) for r in residual) == target_row
+            cases += 1
+    return cases
+
+
+def check_acceptance_at_one_candidate() -> int:
+    """k = 1: i.i.d., without replacement, K-SEQ accept alpha; point mass p(x_1), not alpha"""
+    cases = 0
+    counter_examples = [  # (p, q, p(top-1 of q), alpha)
+        ((F(1, 2), F(1, 2)), (F(1, 2), F(1, 2)), F(1, 2), F(1)),  # below alpha
+        ((F(1), F(0)), (F(3, 5), F(2, 5)), F(1), F(3, 5)),  # above alpha
+    ]
+    rows = [(p, q) for vocab in VOCABS for p, q in pairs(vocab)]
+    for target_row, draft_row in rows + [(p, q) for p, q, _, _ in counter_examples]:
+        alpha = sum((min(p, q) for p, q in zip(target_row, draft_row, strict=True)), F(0))
+        for draw in DRAWS:
+            candidates = candidate_law(draft_row, 1, draw)
+            law = output_law(candidates, partial(recursive_steps, target_row, draft_row, draw=draw))
+            accepted = acceptance_probability(law)
+            assert accepted == optimal_acceptance_cut(target_row, candidates)
+            if draw == "point_mass":
+                ((top,),) = candidates
+                assert accepted == target_row[top]
+            else:
+                assert accepted == alpha
+        kseq = output_law(
+            candidate_law(draft_row, 1, "iid"),
+            partial(
+                kseq_steps, target_row, draft_row, rho=kseq_rho_exact(target_row, draft_row, 1)
+            ),
+        )
+        assert acceptance_probability(kseq) == alpha
+        cases += 1
+    for target_row, draft_row, top_mass, alpha in counter_examples:
+        candidates = candidate_law(draft_row, 1, "point_mass")
+        law = output_law(
+            candidates, partial(recursive_steps, target_row, draft_row, draw="point_mass")
+        )
+        assert acceptance_probability(law) == top_mass != alpha  # "all equal alpha" is false
     return cases
 
 
@@ -298,9 +388,12 @@ CHECKS: list[Callable[[], int]] = [
     check_kseq_emits_p,
     check_wrong_draw_is_lossy,
     check_torch_rules_cell_by_cell,
+    check_torch_rules_discovered,
     check_closed_form_equals_min_cut_and_lp,
     check_sorted_prefixes_attain_the_maximum,
     check_acceptance_against_the_optimum,
+    check_acceptance_at_one_candidate,
+    check_kseq_on_disjoint_supports,
     check_known_bugs_are_lossy,
 ]
 
@@ -321,6 +414,10 @@ def test_torch_rules_cell_by_cell() -> None:
     check_torch_rules_cell_by_cell()
 
 
+def test_torch_rules_discovered() -> None:
+    check_torch_rules_discovered()
+
+
 def test_closed_form_equals_min_cut_and_lp() -> None:
     check_closed_form_equals_min_cut_and_lp()
 
@@ -331,6 +428,14 @@ def test_sorted_prefixes_attain_the_maximum() -> None:
 
 def test_acceptance_against_the_optimum() -> None:
     check_acceptance_against_the_optimum()
+
+
+def test_acceptance_at_one_candidate() -> None:
+    check_acceptance_at_one_candidate()
+
+
+def test_kseq_on_disjoint_supports() -> None:
+    check_kseq_on_disjoint_supports()
 
 
 def test_known_bugs_are_lossy() -> None:

@@ -12,11 +12,18 @@ its exact distances; the tree bugs of ``MULTI_ZOO`` lossy by their discovered la
 
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
-from _common import run_checks
+from _common import quick, run_checks
 
 import specdec
-from specdec.discover_multi import discover_tree_law, tree_verdict
+from specdec.discover import exact_verdict
+from specdec.discover_multi import (
+    discover_paths_law,
+    discover_tree_law,
+    paths_verdict,
+    tree_verdict,
+)
 from specdec.exact import block_law, completion_law, law_total_variation, target_law
 from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.multi_law import Draw
@@ -64,6 +71,27 @@ def check_reference_walk_is_lossless() -> int:
                 except ValueError:  # siblings without replacement beyond the draft's support
                     continue
                 assert lossless(law, pair, tree.depth), (parents, draw)
+                cases += 1
+    return cases
+
+
+def check_verify_tree_discovered(rule: Any = verify_tree) -> int:
+    """verify_tree (torch), law from its own decisions (claim 14): the walk's within 2^-40"""
+    cases = 0
+    for pair in quick(toy_pairs(3, range(2)), 1):  # ``specdec prove --quick``: one pair
+        for parents in ((-1, -1), (-1, 0), (-1, -1, 0)):
+            for draw in DRAWS:
+                tree = TokenTree(parents=parents, draw=draw)
+                try:
+                    expected = tree_block_law(tree, pair.target, pair.draft, PREFIX)
+                except ValueError:
+                    continue
+                found = discover_tree_law(rule, tree, pair.target, pair.draft, PREFIX)
+                verdict = tree_verdict(found, tree, pair.target, PREFIX)
+                assert verdict.lossless, (parents, draw, verdict.describe())
+                assert found.law is not None
+                walk = exact_verdict(found.law, expected)
+                assert walk.total_variation <= walk.rounding_bound, (parents, draw, walk.describe())
                 cases += 1
     return cases
 
@@ -189,15 +217,29 @@ def check_verify_paths_cell_by_cell() -> int:
     return cases
 
 
+def check_verify_paths_discovered(rule: Any = verify_paths) -> int:
+    """verify_paths (torch), law from its own decisions (claim 14): target within 2^-40"""
+    cases = 0
+    for pair in toy_pairs(2, range(3)):
+        for paths, length in PATH_SHAPES[:4]:
+            found = discover_paths_law(rule, pair.target, pair.draft, PREFIX, paths, length)
+            verdict = paths_verdict(found, pair.target, PREFIX, length)
+            assert verdict.lossless, (paths, length, verdict.describe())
+            cases += 1
+    return cases
+
+
 CHECKS: list[Callable[[], int]] = [
     check_reference_walk_is_lossless,
     check_verify_tree_cell_by_cell,
+    check_verify_tree_discovered,
     check_chain_is_verify_tokens,
     check_point_mass_scored_with_q_is_lossy,
     check_tree_bugs_are_lossy,
     check_more_branches_accept_more,
     check_paths_are_lossless,
     check_verify_paths_cell_by_cell,
+    check_verify_paths_discovered,
 ]
 
 
@@ -207,6 +249,10 @@ def test_reference_walk_is_lossless() -> None:
 
 def test_verify_tree_cell_by_cell() -> None:
     check_verify_tree_cell_by_cell()
+
+
+def test_verify_tree_discovered() -> None:
+    check_verify_tree_discovered()
 
 
 def test_chain_is_verify_tokens() -> None:
@@ -231,6 +277,10 @@ def test_paths_are_lossless() -> None:
 
 def test_verify_paths_cell_by_cell() -> None:
     check_verify_paths_cell_by_cell()
+
+
+def test_verify_paths_discovered() -> None:
+    check_verify_paths_discovered()
 
 
 if __name__ == "__main__":

@@ -84,6 +84,9 @@ class Discovery:
             fired).
         evaluations: rule evaluations made (rows).
         cuts: the number of cuts found per coordinate, summed over draft blocks.
+        positions: per coordinate, the grid indices of the cuts found (interior ones, sorted:
+            the first index of each new box), for ``discover_rows_law`` (one draft block);
+            empty for a block law summed over draft blocks and when no refinement ended.
     """
 
     status: Status
@@ -91,6 +94,7 @@ class Discovery:
     evidence: str
     evaluations: int
     cuts: tuple[int, ...]
+    positions: tuple[tuple[int, ...], ...] = ()
 
     @property
     def exact(self) -> bool:
@@ -161,8 +165,9 @@ def discover_rows_law(
         start = candidates(rows)
     status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
     counts = tuple(len(c) - 2 for c in cuts)
+    positions = tuple(tuple(c[1:-1]) for c in cuts)
     if outputs is None:
-        return Discovery(status, None, evidence, evaluate.evaluations, counts)
+        return Discovery(status, None, evidence, evaluate.evaluations, counts, positions)
     corners = outputs.reshape(-1, outputs.shape[-1])
     try:  # the audit's own check of emitted blocks
         check_emitted_blocks(
@@ -170,12 +175,12 @@ def discover_rows_law(
         )
     except ValueError as error:
         evidence = f"the rule's output is not an emitted block: {error}"
-        return Discovery("invalid-output", None, evidence, evaluate.evaluations, counts)
+        return Discovery("invalid-output", None, evidence, evaluate.evaluations, counts, positions)
     law: Law = {}
     for output, prob in box_volumes(cuts, outputs).items():
         block = tuple(token for token in output if token >= 0)
         law[block] = law.get(block, Fraction(0)) + prob
-    return Discovery("exact", law, evidence, evaluate.evaluations, counts)
+    return Discovery("exact", law, evidence, evaluate.evaluations, counts, positions)
 
 
 def discover_block_law(

@@ -2,7 +2,8 @@ r"""Exact laws of multi-draft and tree rules from their own decisions (the claim
 
 ``specdec.multi_law.rule_law`` and ``specdec.tree_law.tree_rule_law`` cut the uniforms where the
 *reference* rule decides; a rule that decides elsewhere (a known bug) needs its own cuts. This
-module binds a multi-draft rule to one candidate tuple, or a tree rule to one drafted tree, as
+module binds a multi-draft rule to one candidate tuple, a tree rule to one drafted tree, or a
+paths rule (``verify_paths``) to one set of drafted paths, as
 an evaluator of the grid engine of ``specdec.discover`` (``specdec._grid``): the cube of
 uniforms is refined on the ``2^-53`` grid until every box's corners agree, which for an
 interval-decided rule gives its exact law (``proofs/theory.md``, claim 14), with the same
@@ -12,7 +13,7 @@ guards and the same "cannot decide" statuses.
 (``specdec.discover.exact_verdict``: forbidden outcomes, then TV against float64 rounding).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -24,15 +25,18 @@ from specdec.discover import ExactVerdict, exact_verdict
 from specdec.exact import Law, cdf_steps, completion_law, target_law
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, candidate_law, recursive_steps
-from specdec.tree_law import tree_draft_law, tree_rows, tree_steps
+from specdec.tree_law import paths_draft_law, tree_draft_law, tree_rows, tree_steps
+from specdec.types import Verification
 from specdec.verify.multi import MultiDraftRule
 from specdec.verify.tree import TokenTree, TreeRule
 
 __all__ = [
     "MultiDiscovery",
     "discover_multi_law",
+    "discover_paths_law",
     "discover_tree_law",
     "multi_verdict",
+    "paths_verdict",
     "tree_verdict",
 ]
 
@@ -101,6 +105,24 @@ class _TreeCall(_Call):
             uniforms,
         )
         return out.tokens.long()
+
+
+class _PathsCall(_Call):
+    def __init__(
+        self, rule: Callable[..., Verification], tokens: Tensor, rows: tuple[Tensor, Tensor]
+    ) -> None:
+        self.rule, self.tokens = rule, tokens  # [K, L]
+        self.draft, self.target = rows  # [K, L, V], [K, L+1, V]
+
+    def __call__(self, uniforms: Tensor) -> Tensor:
+        n = uniforms.shape[0]
+        out = self.rule(
+            self.tokens.expand(n, -1, -1),
+            self.draft.expand(n, -1, -1, -1),
+            self.target.expand(n, -1, -1, -1),
+            uniforms,
+        )
+        return torch.as_tensor(out.tokens).long()
 
 
 def _explore(
@@ -185,6 +207,55 @@ def discover_tree_law(
             block = tuple(x for x in output if x >= 0)
             law[block] = law.get(block, Fraction(0)) + weight * prob
     return MultiDiscovery("exact", law, "every box's corners agree for every drafted tree")
+
+
+def discover_paths_law(
+    rule: Callable[..., Verification],
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    paths: int,
+    length: int,
+    *,
+    seed: int = 0,
+) -> MultiDiscovery:
+    """The exact law of the block a paths rule (``specdec.verify_paths``'s arguments) emits for
+    ``paths`` i.i.d. draft paths of ``length`` tokens after ``prefix``, from its own decisions.
+
+    No candidate cuts are given: refinement finds every decision of the ``paths * length + 1``
+    uniforms. ``paths_verdict`` compares the result with the target's law.
+    """
+    law: Law = {}
+    for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
+        contexts = [[(*prefix, *path[:d]) for d in range(length + 1)] for path in drawn]
+        draft_rows = torch.tensor(
+            [[[float(v) for v in draft.probs(c)] for c in row[:length]] for row in contexts],
+            dtype=torch.float64,
+        )
+        target_rows = torch.tensor(
+            [[[float(v) for v in target.probs(c)] for c in row] for row in contexts],
+            dtype=torch.float64,
+        )
+        tokens = torch.tensor([list(path) for path in drawn], dtype=torch.int64)
+        call = _PathsCall(rule, tokens, (draft_rows, target_rows))
+        start: list[list[Fraction]] = [[] for _ in range(paths * length + 1)]
+        status, evidence, found = _explore(call, paths * length + 1, length + 1, start, seed)
+        if found is None:
+            return MultiDiscovery(status, None, f"paths {drawn}: {evidence}")
+        for output, prob in found.items():
+            block = tuple(x for x in output if x >= 0)
+            law[block] = law.get(block, Fraction(0)) + weight * prob
+    return MultiDiscovery("exact", law, "every box's corners agree for every set of paths")
+
+
+def paths_verdict(
+    found: MultiDiscovery, target: ToyModel, prefix: Sequence[int], length: int
+) -> ExactVerdict:
+    """The discovered paths block law, completed from the target, against the target's law."""
+    if found.law is None:
+        raise ValueError(f"no exact law ({found.status}): {found.evidence}")
+    completed = completion_law(found.law, target, prefix, length)
+    return exact_verdict(completed, target_law(target, prefix, length + 1))
 
 
 def tree_verdict(

@@ -9,6 +9,11 @@ explicit folder, else ``$SPECDEC_PROOFS``, else the checkout beside the package
 A case family is named by its check's docstring summary (its first paragraph, whole), and the
 command ends with one line: ``N claims, M case families, F failed``.
 
+``--quick`` sets ``$SPECDEC_PROVE_QUICK`` to ``1`` while the checks run: the slow case families
+(the engine that reads a rule's own decisions, over many draft blocks) then check a stated first
+part of their cases, each count printed as usual (``proofs/README.md`` lists them). Everything
+is still checked by ``python -m pytest proofs`` and by each script run alone.
+
 ``add_parser`` builds the command's parser on the ``specdec`` command's subparsers, and ``run``
 runs it from the parsed arguments (exit 0 when every claim holds, 1 on a counter-example, 2
 without the proofs or without a matching script).
@@ -19,13 +24,15 @@ Example:
 """
 
 import argparse
+import contextlib
 import importlib.util
 import json
+import os
 import re
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +41,7 @@ from specdec.folders import checkout_root, locate_folder
 
 __all__ = [
     "PROOFS_VARIABLE",
+    "QUICK_VARIABLE",
     "CheckResult",
     "add_parser",
     "checkout_root",
@@ -42,6 +50,7 @@ __all__ = [
     "proof_scripts",
     "proofs_folder",
     "proofs_json",
+    "quick_mode",
     "run",
     "run_proofs",
     "run_script",
@@ -51,13 +60,18 @@ __all__ = [
 PROOFS_VARIABLE = "SPECDEC_PROOFS"
 """The environment variable naming the proofs folder (a folder of ``claim_*.py`` scripts)."""
 
+QUICK_VARIABLE = "SPECDEC_PROVE_QUICK"
+"""Set to ``1`` by ``specdec prove --quick``: the proof scripts (``proofs/_common.quick``) then
+run their slow case families on fewer cases."""
+
 DESCRIPTION = (
     "Run every check of proofs/claim_*.py (a checkout is needed). Exit 0 when every claim "
     "holds, 1 on a counter-example, 2 without the proofs."
 )
 EPILOG = """\
 examples:
-  specdec prove                   every claim (a minute or two)
+  specdec prove                   every claim (about a minute and a half)
+  specdec prove --quick           every claim, slow families on fewer cases (under a minute)
   specdec prove claim_03 claim_06 two claims
   specdec prove --json > proofs.json"""
 
@@ -67,6 +81,21 @@ def proofs_folder(folder: str | Path | None = None) -> Path | None:
     checkout beside the package; ``None`` when the chosen one is not a folder (the first one
     given decides: ``specdec.folders.locate_folder``)."""
     return locate_folder("proofs", PROOFS_VARIABLE, folder).folder
+
+
+@contextlib.contextmanager
+def quick_mode(enabled: bool = True) -> Iterator[None]:
+    """Within the block ``$SPECDEC_PROVE_QUICK`` is ``1`` (when ``enabled``); restored after."""
+    before = os.environ.get(QUICK_VARIABLE)
+    if enabled:
+        os.environ[QUICK_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(QUICK_VARIABLE, None)
+        else:
+            os.environ[QUICK_VARIABLE] = before
 
 
 @dataclass(frozen=True)
@@ -211,18 +240,25 @@ def add_parser(
     parser.add_argument("claims", nargs="*", help="only scripts whose name contains these")
     parser.add_argument("--json", action="store_true", help="a JSON report with a 'claims' list")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"slow case families on fewer cases (sets {QUICK_VARIABLE}=1; "
+        "python -m pytest proofs checks all)",
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """``specdec prove`` on parsed arguments (``claims``, ``json``, ``quiet``): a line per case
-    family on stdout and the summary (or the JSON report); the exit code (0 every claim holds,
-    1 a counter-example, 2 no proofs folder or no matching script)."""
+    """``specdec prove`` on parsed arguments (``claims``, ``json``, ``quiet``, ``quick``): a
+    line per case family on stdout and the summary (or the JSON report); the exit code (0 every
+    claim holds, 1 a counter-example, 2 no proofs folder or no matching script)."""
     lookup = locate_folder("proofs", PROOFS_VARIABLE)
     if lookup.folder is None:
         print(lookup.missing("specdec prove", "claim_*.py scripts"), file=sys.stderr)
         return 2
-    results = _run_with_progress(lookup.folder, args)
+    with quick_mode(getattr(args, "quick", False)):
+        results = _run_with_progress(lookup.folder, args)
     if not results:
         print(f"specdec prove: no proof script matches {args.claims}.", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ claim 08, whose family descriptions span two docstring lines.
 import argparse
 import contextlib
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,11 @@ from specdec.cli import main
 from specdec.folders import PACKAGE_PARENT
 from specdec.prove import (
     PROOFS_VARIABLE,
+    QUICK_VARIABLE,
     CheckResult,
     add_parser,
     proofs_folder,
+    quick_mode,
     run,
     run_proofs,
     summary_line,
@@ -121,4 +124,27 @@ def test_add_parser_builds_the_commands_parser() -> None:
         "claims": ["claim_03"],
         "json": True,
         "quiet": False,
+        "quick": False,
     }
+    assert built.parse_args(["--quick"]).quick
+
+
+def test_quick_mode_sets_the_variable_for_its_block_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--quick``: ``$SPECDEC_PROVE_QUICK`` is ``1`` while the checks run, as before after."""
+    monkeypatch.delenv(QUICK_VARIABLE, raising=False)
+    with quick_mode():
+        assert os.environ[QUICK_VARIABLE] == "1"
+    assert QUICK_VARIABLE not in os.environ
+    monkeypatch.setenv(QUICK_VARIABLE, "0")
+    with quick_mode(enabled=False):
+        assert os.environ[QUICK_VARIABLE] == "0"
+    with quick_mode():
+        assert os.environ[QUICK_VARIABLE] == "1"
+    assert os.environ[QUICK_VARIABLE] == "0"
+
+
+def test_quick_runs_fewer_cases_of_a_slow_family(capsys: pytest.CaptureFixture[str]) -> None:
+    """Claim 14's engine-against-enumeration family: 118 draft blocks, 48 with ``--quick``."""
+    assert main(["prove", "claim_14", "--quick", "--quiet"]) == 0
+    quick_lines = capsys.readouterr().out
+    assert "outright enumeration: 48 cases" in quick_lines, quick_lines
