@@ -4,7 +4,8 @@ Each command's parser and run live with what they run: ``specdec demo`` in ``spe
 ``specdec audit`` in ``specdec.testing.audit.arguments`` (its parser) and
 ``specdec.testing.audit.command`` (its run; exit codes in ``specdec.testing.audit.ExitCode``:
 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE / cannot decide, 4 NONDETERMINISTIC,
-5 INVALID-OUTPUT, 6 CRASH of the audited function, 7 SUBOPTIMAL with ``--fail-on-suboptimal``),
+5 INVALID-OUTPUT, 6 CRASH of the audited function, 7 SUBOPTIMAL with ``--fail-on-suboptimal``,
+8 INTERNAL-ERROR: specdec's own failure),
 ``specdec prove`` in ``specdec.prove`` and ``specdec bench`` in ``specdec.bench``. ``specdec
 --help`` imports only the parsers: no model, no transformers, no statistics.
 """

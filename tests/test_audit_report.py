@@ -42,9 +42,10 @@ def test_every_verdict_has_one_exit_code() -> None:
         "invalid-output",
         "crash",
         "cannot decide",
+        "internal-error",
     }
     assert VERDICT_EXIT["cannot decide"] == VERDICT_EXIT["inconclusive"] == ExitCode.INCONCLUSIVE
-    assert [int(code) for code in ExitCode] == list(range(8))
+    assert [int(code) for code in ExitCode] == list(range(9))
 
 
 @pytest.mark.parametrize(

@@ -57,8 +57,9 @@ def add_parser(
         description=(
             "Audit MODULE:FUNCTION. Exit 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE "
             "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, 7 "
-            "SUBOPTIMAL (with --fail-on-suboptimal). FUNCTION is fn(draft_tokens[k], "
-            "draft_probs[k,V], target_probs[k+1,V], generator) -> LongTensor[n]; with "
+            "SUBOPTIMAL (with --fail-on-suboptimal), 8 INTERNAL-ERROR (specdec's own). "
+            "FUNCTION is fn(draft_tokens[k], draft_probs[k,V], target_probs[k+1,V], "
+            "generator) -> LongTensor[n]; with "
             "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
             "draft_probs, target_probs, uniforms) -> Verification is detected; with --step "
             "fn(target_logits, draft_logits, prefix, k, generator, *, temperature, top_k, "
@@ -152,11 +153,14 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "finding about the law), 5 INVALID-OUTPUT (not a block, or more tokens per call than "
         "any lossless single step emits on average: the blocks are not one step's output; "
         "see --blocks-span-steps), "
-        "6 CRASH of the audited function, "
+        "6 CRASH of the audited function (or of a helper you gave: --target-warp, "
+        "--target-sampler; the message names it), "
         "7 SUBOPTIMAL (lossless, fewer tokens per step than rejection sampling; only with "
-        "--fail-on-suboptimal). Scenarios whose options the function rejects are NOT AUDITED: "
-        "the headline and --json's not_audited list them, and they leave the exit code "
-        "unchanged. Every option is checked before anything runs.",
+        "--fail-on-suboptimal), 8 INTERNAL-ERROR (specdec itself failed: please report it). "
+        "Scenarios whose options the function rejects (it raises NotImplementedError or "
+        "ValueError on the first call) are NOT AUDITED: the headline and --json's "
+        "not_audited list them, and they leave the exit code unchanged. Every option is "
+        "checked before anything runs.",
     )
     size = group.add_mutually_exclusive_group()
     size.add_argument(

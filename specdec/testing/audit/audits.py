@@ -23,9 +23,11 @@ and ``audit_tree`` are that call for one level, taking the options as keywords
 
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar, Unpack
 
 from specdec.multi_law import Draw
+from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.exact import audit_exact
@@ -72,6 +74,8 @@ def audit(
     """
     chosen = options or AuditOptions()
     subject.check(chosen)
+    if chosen.target_warp is not None:  # its errors are its own (``blame``)
+        chosen = replace(chosen, target_warp=blamed(chosen.target_warp, "target_warp"))
     if scenarios is not None and not scenarios:
         raise ValueError("scenarios must hold at least one scenario, got none.")
     with threads(chosen.num_threads):

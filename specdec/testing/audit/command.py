@@ -6,7 +6,9 @@ apply to it (from the subject's table, ``subject.APPLICABLE``), builds the ``Aud
 and the scenarios, imports the function, recognises it (``as_subject``) and runs
 ``audits.audit``: one report, printed (``--json``: as JSON), one exit code
 (``report.ExitCode``). A usage error exits 2 before the function is imported; what the
-function raises is its crash (6), what it returns that is not a block its invalid output (5).
+function raises is its crash (6), what it returns that is not a block (or rows it passes to
+specdec that specdec refuses) its invalid output (5); a helper's crash names the helper (6), and
+specdec's own failure is an internal error (8) (``blame``).
 """
 
 import argparse
@@ -21,6 +23,7 @@ from typing import Any
 
 from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
+from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.conventions import DTYPES
 from specdec.testing.audit.options import AuditOptions
@@ -263,9 +266,9 @@ def _print(text: str) -> None:
 def _guarded(
     args: argparse.Namespace, bar: ProgressBar, audit_run: Callable[[], AuditReport]
 ) -> AuditReport | int:
-    """``audit_run()``, or the exit code of the audited function's invalid output or crash,
-    reported (every option was validated before, so anything raised comes from the
-    function)."""
+    """``audit_run()``, or the exit code of what went wrong, reported where it arose
+    (``blame``): the audited function's invalid output (5) or crash (6), a crash of a helper
+    the user gave (6, naming it), or specdec's own failure (8, an internal error)."""
     returned = "result" if args.multi_draft or args.tree else "block"
     try:
         return audit_run()
@@ -278,9 +281,29 @@ def _guarded(
         return _failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
     except Exception as error:
         bar.close()
-        print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
+        role, message = origin(error), f"{type(error).__name__}: {error}"
+        if role == "function" and passed_invalid_rows(error):
+            print(
+                f"specdec audit: {args.function} passed invalid rows to specdec: {error}",
+                file=sys.stderr,
+            )
+            return _failure(args, "invalid-output", message, ExitCode.INVALID_OUTPUT)
+        if role == "function":
+            print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
+        elif role is not None:
+            helper = getattr(args, role, None) or role
+            print(f"specdec audit: {ROLES[role]} {helper} crashed:", file=sys.stderr)
+            message = f"{ROLES[role]} {helper}: {message}"
+        else:
+            print(
+                f"specdec audit: specdec failed inside the audit (not {args.function}); "
+                "please report it with this traceback:",
+                file=sys.stderr,
+            )
         traceback.print_exc()
-        return _failure(args, "crash", f"{type(error).__name__}: {error}", ExitCode.CRASH)
+        if role is None:
+            return _failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
+        return _failure(args, "crash", message, ExitCode.CRASH)
 
 
 def _failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:

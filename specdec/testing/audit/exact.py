@@ -28,6 +28,7 @@ import torch
 from specdec.discover import ROUNDING_BOUND, Discovery, discover_block_law, exact_verdict
 from specdec.exact import BlockRows, completion_law, rejection_breakpoints, target_law
 from specdec.testing.audit.battery import verifier_scenarios
+from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.catalogue import search_scenarios
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import (
@@ -144,10 +145,10 @@ def audit_exact(
     subject = as_subject(fn, level="verifier")
     per_block: Callable[[BlockRows], int] | None = None
     if subject.form == "rule":
-        rule = cast(VerifyRule, subject.fn)
+        rule = blamed(cast(VerifyRule, subject.fn), "function")
         signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
     else:  # a generator-drawing verifier: capture its uniform-type draws
-        drawing = cast(VerifierFn, subject.fn)
+        drawing = blamed(cast(VerifierFn, subject.fn), "function")
         rule = captured_rule(drawing, subject.batched)
         per_block = partial(_draws, drawing, subject.batched)
         signature = (

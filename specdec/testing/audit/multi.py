@@ -35,6 +35,7 @@ from specdec.discover_multi import (
 )
 from specdec.models.toy import make_toy_pair
 from specdec.multi_law import Draw
+from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
@@ -53,7 +54,7 @@ def _decide(
     subject: Subject, scenario: Any, seed: int
 ) -> tuple[MultiDiscovery, ExactVerdict | None]:
     """The scenario's discovered law and its verdict (``None`` without a law)."""
-    rule, draw = subject.fn, cast(Draw, subject.draw)
+    rule, draw = blamed(subject.fn, "function"), cast(Draw, subject.draw)
     if isinstance(scenario, PositionScenario):
         found = discover_multi_law(
             rule, scenario.target_row, scenario.draft_row, scenario.k, draw, seed=seed

@@ -47,6 +47,7 @@ from specdec.exact import target_law
 from specdec.models.toy import make_toy_pair
 from specdec.multi_law import Draw
 from specdec.noise import uniforms
+from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import chunk_sizes
@@ -108,7 +109,7 @@ def sample_position_counts(
     for size in chunk_sizes(samples, is_batch=True):
         draft, target = _rows(scenario.draft_row, size), _rows(scenario.target_row, size)
         tokens = draft_candidates(draft, k, draw, data)
-        out = rule(tokens, draft, target, uniforms(noise, (size, k + 1)))
+        out = blamed(rule, "function")(tokens, draft, target, uniforms(noise, (size, k + 1)))
         emitted = getattr(out, "token", None)
         if not isinstance(emitted, Tensor) or emitted.dtype not in (torch.int64, torch.int32):
             raise InvalidOutputError(
@@ -150,7 +151,7 @@ def sample_tree_counts(
     counts = torch.zeros(scenario.vocab ** (tree.depth + 1), dtype=torch.int64)
     for size in chunk_sizes(samples, is_batch=True):
         batch = draft_tree_batch(tree, pair.target, pair.draft, scenario.prefix, size, data)
-        out = rule(
+        out = blamed(rule, "function")(
             tree,
             batch.tokens,
             batch.draft_probs,

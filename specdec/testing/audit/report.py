@@ -81,9 +81,13 @@ class ExitCode(IntEnum):
     """The audited function returned something that is not an emitted block, or blocks above
     the optimum that are not one step's output (unless ``--blocks-span-steps``)."""
     CRASH = 6
-    """The audited function raised (its traceback is printed)."""
+    """The audited function raised (its traceback is printed), or a helper the user gave
+    beside it (the engine's warping or sampler: the message names it)."""
     SUBOPTIMAL = 7
     """Lossless but suboptimal, with ``--fail-on-suboptimal`` only."""
+    INTERNAL_ERROR = 8
+    """specdec itself failed (not the audited function, not a helper the user gave): its
+    traceback is printed with a request to report it."""
 
 
 VERDICT_EXIT = {
@@ -95,6 +99,7 @@ VERDICT_EXIT = {
     "invalid-output": ExitCode.INVALID_OUTPUT,
     "crash": ExitCode.CRASH,
     "cannot decide": ExitCode.INCONCLUSIVE,
+    "internal-error": ExitCode.INTERNAL_ERROR,
 }
 """The exit code of each verdict (``specdec audit``, statistical and exact)."""
 

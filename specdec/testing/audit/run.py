@@ -30,6 +30,7 @@ from torch import Tensor
 
 from specdec._checks import check_emitted_block, check_emitted_blocks
 from specdec.models.toy import ToyModel
+from specdec.testing.audit.blame import blamed, origin, passed_invalid_rows, refuses_options
 from specdec.testing.audit.plan import ScenarioPlan
 from specdec.testing.audit.ragged import ragged_rows
 from specdec.testing.audit.scenario import Scenario, scenario_logits, warped_rows
@@ -165,6 +166,7 @@ def _padded(block: object, k: int) -> Int[Tensor, " k_plus_1"]:
 def verifier_draw(fn: VerifierFn, is_batch: bool, *, inputs: Inputs | None = None) -> DrawBlocks:
     """Draft ``size`` blocks from the scenario's toy draft and let ``fn`` verify them."""
     given = inputs or Inputs()
+    fn = blamed(fn, "function")  # its errors are its own (``blame``)
 
     def moved(rows: Tensor) -> Tensor:
         return rows.to(dtype=given.dtype or rows.dtype, device=given.device)
@@ -233,7 +235,7 @@ def _model(model: ToyModel, scenario: Scenario, is_batch: bool, inputs: Inputs) 
 def step_draw(fn: StepFn, is_batch: bool, *, inputs: Inputs | None = None) -> DrawBlocks:
     """Run the step ``fn`` ``size`` times on the scenario's toy logits and sampling options."""
     given = inputs or Inputs()
-    call: Callable[..., Any] = fn
+    call: Callable[..., Any] = blamed(fn, "function")  # its errors are its own (``blame``)
 
     def draw_slice(plan: ScenarioPlan, size: int, noise: torch.Generator) -> Tensor:
         s = plan.scenario
@@ -274,9 +276,15 @@ def probe_options(
 ) -> str:
     """``""`` if one call of the scenario succeeds; else what the function raised.
 
-    A step scenario whose options the function rejects (an engine without top-p or without
-    temperature 0) is reported as such instead of ending the audit; the caller decides which
-    scenarios may be rejected (the plain one may not: its failure is a crash).
+    A step scenario whose options the function rejects the documented way (it raises
+    ``NotImplementedError`` or ``ValueError`` from its own code: an engine without top-p or
+    without temperature 0) is reported as such instead of ending the audit; the caller decides
+    which scenarios may be rejected (the plain one may not: its failure is a crash).
+
+    Raises:
+        InvalidOutputError: the function passed rows specdec's checks refuse (NaN logits from
+            a division by a temperature of 0, say): its invalid output, not a refusal.
+        Exception: any other error of the function (its crash) or of specdec (internal).
     """
     try:
         draw(
@@ -287,7 +295,11 @@ def probe_options(
         )
     except InvalidOutputError:
         raise
-    except Exception as error:  # the function refused the scenario's options
+    except Exception as error:
+        if origin(error) == "function" and passed_invalid_rows(error):
+            raise InvalidOutputError(f"it passed invalid rows to specdec: {error}") from error
+        if not refuses_options(error):  # a crash (or specdec's own failure), not a refusal
+            raise
         return f"{type(error).__name__}: {error}"
     return ""
 

@@ -42,6 +42,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
+from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.options import AuditOptions, Progress, SamplerFn
 from specdec.testing.audit.plan import (
     ScenarioPlan,
@@ -256,9 +257,9 @@ def audit_with_sampler(
     passed to ``verdict``.
     """
     start = time.perf_counter()
-    sampler = options.target_sampler
-    if sampler is None:
+    if options.target_sampler is None:
         raise ValueError("audit_with_sampler needs options.target_sampler.")
+    sampler = blamed(options.target_sampler, "target_sampler")
     inputs = inputs_of(options)
     draw = step_draw(subject.fn, subject.batched, inputs=inputs)
     false_pass_rate = options.false_pass_rate
