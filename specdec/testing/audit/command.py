@@ -243,8 +243,12 @@ def run(args: argparse.Namespace) -> int:
 
     total = len(scenarios or default_scenarios(level))
     bar = start_progress(total, "audit", enabled=not (args.quiet or args.json), unit="scenario")
+    hint = "" if subject.batched else (
+        f"hint: if {args.function} takes a leading batch axis N, mark it "
+        "@specdec.testing.signatures.batched or pass --batched"
+    )  # fmt: skip
     report = _guarded(args, bar, lambda: audit(subject, options, scenarios=scenarios,
-                                                progress=bar.advance))  # fmt: skip
+                                                progress=bar.advance), hint)  # fmt: skip
     if isinstance(report, int):
         return report
     bar.close()
@@ -264,11 +268,15 @@ def _print(text: str) -> None:
 
 
 def _guarded(
-    args: argparse.Namespace, bar: ProgressBar, audit_run: Callable[[], AuditReport]
+    args: argparse.Namespace,
+    bar: ProgressBar,
+    audit_run: Callable[[], AuditReport],
+    hint: str = "",
 ) -> AuditReport | int:
     """``audit_run()``, or the exit code of what went wrong, reported where it arose
-    (``blame``): the audited function's invalid output (5) or crash (6), a crash of a helper
-    the user gave (6, naming it), or specdec's own failure (8, an internal error)."""
+    (``blame``): the audited function's invalid output (5) or crash (6, with ``hint`` after
+    its traceback), a crash of a helper the user gave (6, naming it), or specdec's own failure
+    (8, an internal error)."""
     returned = "result" if args.multi_draft or args.tree else "block"
     try:
         return audit_run()
@@ -301,6 +309,8 @@ def _guarded(
                 file=sys.stderr,
             )
         traceback.print_exc()
+        if role == "function" and hint:
+            print(f"specdec audit: {hint}", file=sys.stderr)
         if role is None:
             return _failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
         return _failure(args, "crash", message, ExitCode.CRASH)
