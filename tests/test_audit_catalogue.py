@@ -25,7 +25,7 @@ def test_the_default_batteries_are_the_ones_the_audit_runs() -> None:
     assert [s.name for s in default_scenarios("step")] == [s.name for s in step_scenarios()]
     assert default_scenarios("position") == position_scenarios()
     assert default_scenarios("tree") == tree_scenarios()
-    assert len(verifier_scenarios()) == 8 and len(step_scenarios()) == 5
+    assert len(verifier_scenarios()) == 8 and len(step_scenarios()) == 6
 
 
 @pytest.mark.parametrize("level", LEVELS)

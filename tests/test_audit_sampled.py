@@ -75,11 +75,11 @@ def test_a_scenario_whose_options_the_engine_rejects_is_reported_not_audited() -
     assert [s.name for s in rejected] == ["topp-v5-k1"] and rejected[0].samples == 0
     assert "top_p is not supported" in rejected[0].rejected
     assert report.verdict == "lossless", report.format()
-    assert "1 of 5 scenarios NOT AUDITED" in report.format()
+    assert "1 of 6 scenarios NOT AUDITED" in report.format()
     assert "OPTIONS REJECTED" in report.format()
     # the headline and the JSON say so too; the exit code is the audited scenarios' verdict
     assert report.headline().endswith(
-        "; 1 of 5 scenario(s) NOT AUDITED (options rejected: topp-v5-k1)"
+        "; 1 of 6 scenario(s) NOT AUDITED (options rejected: topp-v5-k1)"
     )
     document = json.loads(report.to_json())
     assert document["not_audited"] == ["topp-v5-k1"] and document["exit_code"] == 0
@@ -156,3 +156,18 @@ def test_block_verification_beats_token_level_but_not_the_coupling_bound() -> No
         zoo.reference_step, min_power_tv=ANY_POWER, samples=5_000, scenarios=scenarios
     )
     assert not plain.scenarios[0].above_optimum and "ABOVE OPTIMUM" not in plain.format()
+
+
+def test_the_greedy_battery_shows_greedy_drafts_verified_by_the_sampling_rule() -> None:
+    """``greedy-differ-v5-k3`` reaches contexts where the draft's argmax is not the target's, so a
+    step verifying greedy drafts with ``min(1, p/q)`` on softmax rows emits outcomes the greedy
+    target forbids (a certain rejection: no false-pass rate); the control, ``greedy-v5-k3``
+    (the argmaxes always agree), cannot show it: LOSSLESS there."""
+    bug = zoo.greedy_by_sampling_rule
+    differ, agree = select_scenarios(["greedy-differ-v5-k3", "greedy-v5-k3"], "step")
+    caught = audit_step(bug, scenarios=[differ], samples=2_000, min_power_tv=ANY_POWER)
+    assert caught.verdict == "lossy" and caught.scenarios[0].impossible_outcomes > 0
+    hidden = audit_step(bug, scenarios=[agree], samples=2_000, min_power_tv=ANY_POWER)
+    assert hidden.verdict == "lossless", hidden.format()
+    control = audit_step(zoo.reference_step, scenarios=[differ], samples=2_000, min_power_tv=1.0)
+    assert control.lossless, control.format()

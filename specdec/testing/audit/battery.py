@@ -14,7 +14,7 @@ every scenario of every level, these and the large-vocabulary ones included.
 
 Example:
     >>> [len(verifier_scenarios()), len(step_scenarios())]
-    [8, 5]
+    [8, 6]
 """
 
 from fractions import Fraction
@@ -244,7 +244,11 @@ def step_scenarios() -> list[Scenario]:
     """The default step battery: each scenario also fixes the sampling options.
 
     Plain sampling, temperature with top-k (a tie at the top-k boundary two tokens on), top-p, a
-    hot temperature with top-k, and temperature 0 (greedy).
+    hot temperature with top-k, and temperature 0 (greedy) twice: on a path where the draft's
+    argmax is always the target's (every draft accepted, the bonus drawn), and on one where it
+    is not from the second draft on. The second shows a step that verifies greedy drafts with
+    the sampling rule on softmax rows (it accepts a draft the greedy target forbids), which a
+    scenario whose argmaxes always agree cannot.
     """
     pair = make_toy_pair(4, seed=21, closeness=Fraction(1, 2), one_hot_rate=0.0, zero_rate=0.1)
     sharp = make_toy_pair(5, seed=22, closeness=Fraction(1, 2), one_hot_rate=0.0, zero_rate=0.0)
@@ -254,6 +258,14 @@ def step_scenarios() -> list[Scenario]:
         Scenario("topp-v5-k1", "top-p 0.8", sharp, (0,), 1, 1.0, None, 0.8),
         Scenario("hot-v5-k3", "temperature 1.5, top-k 3", sharp, (3,), 3, 1.5, 3),
         Scenario("greedy-v5-k3", "temperature 0 (greedy), no ties", _greedy_pair(), (0,), 3, 0.0),
+        Scenario(
+            "greedy-differ-v5-k3",
+            "temperature 0; the draft's argmax differs from the target's after the first draft",
+            _greedy_pair(),
+            (1,),
+            3,
+            0.0,
+        ),
     ]
     check_exercises_acceptance(battery, step=True)
     return battery

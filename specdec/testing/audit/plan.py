@@ -259,7 +259,13 @@ def plan_verifier_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
 
 
 def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
-    """As ``plan_verifier_scenario`` for the *warped* target, in float64 (the draft warped too)."""
+    """As ``plan_verifier_scenario`` for the *warped* target, in float64 (the draft warped too).
+
+    At temperature 0 the bound on tokens per step is ``k+1`` (none): the greedy target's law is
+    a point mass, and a step whose draft samples at other options (a lossless choice) can follow
+    the target's greedy path where the greedy draft leaves it, so the coupling bound computed
+    from the greedy draft does not hold for every lossless step there.
+    """
     pair, k, vocab = scenario.pair, scenario.k, scenario.pair.target.vocab_size
     target_rows = warped_rows(pair.target, scenario)
     expected = joint_law_by_enumeration(target_rows, scenario.prefix, k + 1, vocab)
@@ -267,6 +273,8 @@ def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
     draft_rows = warped_rows(pair.draft, scenario)
     optimum = tail_sum_by_enumeration(target_rows, draft_rows, scenario.prefix, k, vocab)
     bound = _float_bound(target_rows, draft_rows, scenario.prefix, k, vocab)
+    if scenario.temperature == 0:  # no bound below k+1 (docstring)
+        bound = float(k + 1)
     return ScenarioPlan(scenario, vocab, mapping, pooled, optimum, bound)
 
 

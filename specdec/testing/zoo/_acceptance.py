@@ -99,3 +99,36 @@ def swapped_target_draft(
     target_row, draft_row, rejected = final_pair(draft, target, accepted)
     row = torch.where(rejected, residual(draft_row, target_row), target_row)
     return assemble(ids, accepted, inverse_cdf(row, checked[:, k]))
+
+
+def _ratio_then_target_argmax(
+    drafts: Tensor, draft_rows: Tensor, target_rows: Tensor, generator: torch.Generator
+) -> Tensor:
+    """Drafts accepted by ``u < min(1, p/q)`` on the rows given; the corrected or bonus token
+    is the target row's argmax (a greedy engine's final token)."""
+    k = drafts.shape[1]
+    noise = draw_uniforms(generator, (drafts.shape[0], k + 1))
+    chance = ratio(at(target_rows[:, :k], drafts), at(draft_rows, drafts))  # min(1, p/q)
+    accepted = first_rejection(noise[:, :k] < chance)
+    index = accepted[:, None, None].expand(-1, 1, target_rows.shape[-1])  # [N, 1, V]
+    final = target_rows.gather(1, index)[:, 0].argmax(dim=-1)  # [N]
+    return assemble(drafts, accepted, final).tokens
+
+
+@ZOO.register(family="acceptance", lossy=True, level="step")
+@from_laws
+def greedy_by_sampling_rule(temperature: float, top_k: int | None, top_p: float | None) -> StepLaws:
+    """Bug: at temperature 0, greedy drafts are verified by the sampling rule on softmax rows.
+
+    Family: a greedy path that reuses the sampling verifier: drafts are the draft's argmax,
+    accepted with ``min(1, p/q)`` of ``softmax`` rows (not ``x == argmax p``), the corrected or
+    bonus token the target's argmax. Where the draft's argmax is the target's it is accepted
+    or corrected to the same token, so a scenario whose argmaxes always agree cannot show it;
+    where they differ the draft is still accepted with probability ``p(x)/q(x) > 0``: an
+    outcome the greedy target forbids. Correct at ``T > 0``.
+    """
+    law = options_law(temperature, top_k, top_p)
+    if temperature != 0:
+        return StepLaws(law, law, law)
+    softmax = options_law(1.0, None, None)
+    return StepLaws(law, softmax, softmax, verify=_ratio_then_target_argmax)
