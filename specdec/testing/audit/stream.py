@@ -142,11 +142,19 @@ def stream_scenarios(
                 f"prompts[{index}] must be 1 or more token ids in [0, {vocab}), got {list(ids)}."
             )
         text = " ".join(map(str, ids))
-        description = f"prompt [{text}], {new_tokens} new tokens, {sampling}"
+        description = f"prompt [{text}], {new_tokens} new tokens, {_law(sampling)}"
         scenarios.append(
             StreamScenario(f"prompt-{index}", description, ids, new_tokens, model, sampling)
         )
     return scenarios
+
+
+def _law(sampling: SamplingOptions) -> str:
+    """The claimed law in words: ``temperature 0.5, top_k 3``."""
+    given = [("top_k", sampling.top_k), ("top_p", sampling.top_p), ("min_p", sampling.min_p)]
+    return ", ".join([f"temperature {sampling.temperature:g}"] + [
+        f"{name} {value:g}" for name, value in given if value is not None
+    ])  # fmt: skip
 
 
 def _heads(vocab: int, length: int) -> Int[Tensor, "heads length"]:
