@@ -232,3 +232,28 @@ def test_command(
 def test_command_refuses_stream_options_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "specdec:verify_tokens", "--prompts", "1"]) == ExitCode.USAGE_ERROR
     assert "applies to --stream audits only" in capsys.readouterr().err
+
+
+def test_transformers_target_is_wrapped() -> None:
+    """A transformers causal LM as the target (a tiny Llama, V = 8, built with a seed; wrapped
+    in ``HFModel`` by the audit) and specdec's loop with a noisy copy as the draft, T 0.8,
+    top-p 0.9, 2 new tokens: LOSSLESS at TV 0.05 (false-fail 1e-6, false-pass 1e-3; 12,506
+    draws, 0.6 s here)."""
+    from specdec.models import HFModel
+    from tests._tiny_models import noisy_copy, tiny_model
+
+    model = tiny_model("llama", vocab=8, seed=0)
+    target, draft = HFModel(model), HFModel(noisy_copy(model, scale=0.3, seed=1))
+    options = specdec.SamplingOptions(temperature=0.8, top_p=0.9)
+
+    @batched
+    def sample(prompts: Tensor, generator: torch.Generator) -> Tensor:
+        return specdec.generate_speculative(
+            target, draft, prompts, k=2, max_new_tokens=2, generator=generator,
+            target_options=options,
+        ).tokens  # fmt: skip
+
+    report = audit_stream(
+        sample, model, prompts=[[1, 2]], new_tokens=2, options=options, detect_tv=0.05
+    )
+    assert report.verdict == "lossless", report.format()
