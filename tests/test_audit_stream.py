@@ -257,3 +257,22 @@ def test_transformers_target_is_wrapped() -> None:
         sample, model, prompts=[[1, 2]], new_tokens=2, options=options, detect_tv=0.05
     )
     assert report.verdict == "lossless", report.format()
+
+
+def test_global_rng_sampler_is_nondeterministic_unless_allowed() -> None:
+    """An engine seeding itself from torch's global RNG gives other tokens under one seed:
+    NONDETERMINISTIC (exit 4); with ``allow_nondeterministic`` its law alone is judged:
+    LOSSLESS at TV 0.05 (false-fail 1e-6, false-pass 1e-3)."""
+
+    @batched
+    def sample(prompts: Tensor, generator: torch.Generator) -> Tensor:
+        own = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
+        return specdec.generate_speculative(
+            TARGET, DRAFT, prompts, k=2, max_new_tokens=2, generator=own, target_options=OPTIONS
+        ).tokens
+
+    common: dict[str, Any] = {"prompts": [[1]], "new_tokens": 2, "options": OPTIONS}
+    report = audit_stream(sample, TARGET, detect_tv=0.05, **common)
+    assert report.verdict == "nondeterministic" and report.exit_code == 4
+    allowed = audit_stream(sample, TARGET, detect_tv=0.05, allow_nondeterministic=True, **common)
+    assert allowed.verdict == "lossless", allowed.format()
