@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         audit,
         audit_multi_draft,
         audit_step,
+        audit_stream,
         audit_tree,
         audit_verifier,
     )
@@ -54,6 +55,7 @@ __all__ = [
     "audit",
     "audit_multi_draft",
     "audit_step",
+    "audit_stream",
     "audit_tree",
     "audit_verifier",
     "filtered_pairs",
@@ -79,6 +81,7 @@ _HOMES = {
             "audit",
             "audit_multi_draft",
             "audit_step",
+            "audit_stream",
             "audit_tree",
             "audit_verifier",
         )

@@ -33,8 +33,10 @@ the decision in ``results``) with one exit-code table (``ExitCode``). The engine
 and the error-rate split, ``run`` calls the function and completes its blocks), ``sampler``
 (a step against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's
 law from its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree
-rules, exactly or by sampling). ``audit_verifier``, ``audit_step``, ``audit_multi_draft`` and
-``audit_tree`` are ``audit`` for one level; ``command`` is ``specdec audit``.
+rules, exactly or by sampling), ``stream`` (an engine's whole generation against the target's
+law enumerated by teacher forcing: exact-law mode). ``audit_verifier``, ``audit_step``,
+``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are ``audit`` for one level;
+``command`` is ``specdec audit``.
 
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
 ``reserved`` (token ids kept out of the toy vocabularies), ``large`` (vocabularies in the
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         audit,
         audit_multi_draft,
         audit_step,
+        audit_stream,
         audit_tree,
         audit_verifier,
     )
@@ -110,6 +113,7 @@ __all__ = [
     "audit_exact",
     "audit_multi_draft",
     "audit_step",
+    "audit_stream",
     "audit_tree",
     "audit_verifier",
     "check_audit_options",
@@ -126,6 +130,7 @@ _HOMES = {
     "audit": "specdec.testing.audit.audits",
     "audit_multi_draft": "specdec.testing.audit.audits",
     "audit_step": "specdec.testing.audit.audits",
+    "audit_stream": "specdec.testing.audit.audits",
     "audit_tree": "specdec.testing.audit.audits",
     "audit_verifier": "specdec.testing.audit.audits",
     "Scenario": "specdec.testing.audit.scenario",

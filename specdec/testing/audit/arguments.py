@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specdec._checks import check_int
+from specdec._checks import check_finite, check_int
 from specdec.testing.audit.options import SEARCHED_PAIRS
 from specdec.testing.audit.subject import DRAWS
 
@@ -34,6 +34,9 @@ signatures FUNCTION may have (V: vocabulary size, k: drafts; blocks are token id
   --tree DRAW         fn(tree, draft_tokens[N,nodes], draft_probs[N,nodes+1,V],
                         target_probs[N,nodes+1,V], uniforms[N,nodes+1]) -> .tokens[N,depth+1]
                         (verify_tree's arguments), every node's children drawn DRAW
+  --stream            sample(prompt[L], generator) -> LongTensor[>= n]: an engine's whole
+                        generation (--batched: prompts[N,L] -> [N,>= n]), judged against
+                        --target's law of the first --new-tokens tokens (exact-law mode)
 
 examples:
   specdec audit specdec:verify_tokens                         the reference: LOSSLESS
@@ -44,7 +47,9 @@ examples:
   specdec audit my_engine.py:step --step                      a whole step, warping included
   specdec audit specdec.verify:verify_multi_iid --multi-draft iid   multi-draft, sampled
   specdec audit specdec.verify:verify_tree --tree point_mass --exact  a tree rule, exactly
-  specdec audit specdec.testing.zoo:resample_from_target --plot pictures/"""
+  specdec audit specdec.testing.zoo:resample_from_target --plot pictures/
+  specdec audit --stream engine.py:sample --target engine.py:target --prompts "1;2,3"
+                --new-tokens 3 --temperature 0.7 --batched     an engine's stream"""
 
 
 def add_parser(
@@ -109,6 +114,7 @@ def add_parser(
         "drawn DRAW: as --multi-draft (--scenarios two-then-one, two-branches)",
     )
     _add_audit_options(audit)
+    _add_stream_options(audit)
     _add_engine_options(audit)
     _add_audit_plot(audit)
     audit.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the epilog's lines
@@ -236,6 +242,62 @@ class _ListScenarios(argparse.Action):
             for name, (scenario, default) in scenario_catalogue(level).items():
                 print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
         parser.exit()
+
+
+def _add_stream_options(audit: argparse.ArgumentParser) -> None:
+    """``--stream`` and what it needs: the target, the prompts, the claimed sampling law."""
+    from specdec._checks import check_positive_int, check_probability_threshold
+
+    def temperature(name: str, value: float) -> float:
+        if not 0 <= check_finite(name, value):
+            raise ValueError(f"{name} must be >= 0, got {value}.")
+        return value
+
+    group = audit.add_argument_group(
+        "streams (--stream)",
+        "FUNCTION is an engine's whole generation, sample(prompt[L], generator) -> new tokens "
+        "(--batched: prompts[N,L] -> [N,n]); the first --new-tokens tokens after each prompt "
+        "are judged against the law --target gives them under the sampling options, "
+        "enumerated by teacher forcing (exact-law mode: V ** new-tokens at most 65536; above, "
+        "a usage error). One scenario per prompt (prompt-0, ...). Takes --batched, --samples, "
+        "--detect-tv, --min-power-tv, --false-fail-rate, --false-pass-rate, --seed, "
+        "--allow-nondeterministic, --json, --quiet.",
+    )
+    group.add_argument("--stream", action="store_true", help="FUNCTION is a stream sampler")
+    group.add_argument(
+        "--target",
+        default=None,
+        metavar="FILE:MODEL",
+        help="the target: a specdec CausalLM or transformers causal LM, or a function of no "
+        "arguments returning one",
+    )
+    group.add_argument(
+        "--prompts",
+        default=None,
+        help="ID,...;ID,... the prompts, token ids separated by commas, prompts by semicolons",
+    )
+    group.add_argument(
+        "--new-tokens",
+        type=_option(check_positive_int, int),
+        default=None,
+        metavar="N",
+        help="new tokens judged after each prompt (default 2)",
+    )
+    group.add_argument(
+        "--temperature",
+        type=_option(temperature, float),
+        default=None,
+        help="the claimed law's temperature (default 1; 0: greedy)",
+    )
+    group.add_argument(
+        "--top-k", type=_option(check_positive_int, int), default=None, help="its top-k"
+    )
+    group.add_argument(
+        "--top-p", type=_option(check_probability_threshold, float), default=None, help="its top-p"
+    )
+    group.add_argument(
+        "--min-p", type=_option(check_probability_threshold, float), default=None, help="its min-p"
+    )
 
 
 def _add_engine_options(audit: argparse.ArgumentParser) -> None:

@@ -13,10 +13,13 @@ step                 ``sampled.sample_audit`` (with a     (not available: a step
                      sampler: ``sampler.audit_with_       own drafts)
                      sampler``)
 position, tree       ``multi_sampled.sampled_audit``      ``multi.exact_multi_audit``
+stream               ``stream.stream_audit`` (exact-law   (not available: the engine draws
+                     mode: sampled streams against the    its own randomness)
+                     target's enumerated law)
 ===================  ===================================  ===================================
 
-Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``
-and ``audit_tree`` are that call for one level, taking the options as keywords
+Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``,
+``audit_tree`` and ``audit_stream`` are that call for one level, taking the options as keywords
 (``AuditKeywords``): ``audit_verifier(fn, detect_tv=0.05)`` is
 ``audit(as_subject(fn, level="verifier"), AuditOptions(detect_tv=0.05))``.
 """
@@ -25,6 +28,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar, Unpack
+
+from torch import Tensor
 
 from specdec.multi_law import Draw
 from specdec.testing.audit.blame import blamed
@@ -39,12 +44,21 @@ from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
-from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.scenario import Scenario, StreamScenario
+from specdec.testing.audit.stream import stream_audit, stream_scenarios
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
+from specdec.warp import SamplingOptions
 
-__all__ = ["audit", "audit_multi_draft", "audit_step", "audit_tree", "audit_verifier"]
+__all__ = [
+    "audit",
+    "audit_multi_draft",
+    "audit_step",
+    "audit_stream",
+    "audit_tree",
+    "audit_verifier",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,7 +75,8 @@ def audit(
     Args:
         subject: what is audited (``as_subject(fn, ...)``).
         options: the audit's options (default ``AuditOptions()``: statistical).
-        scenarios: the battery (default: the subject level's, ``default_scenarios``).
+        scenarios: the battery (default: the subject level's, ``default_scenarios``; a
+            stream's are its prompts, ``stream.stream_scenarios``: it has no default).
         progress: called with one line per finished scenario.
 
     Returns:
@@ -79,6 +94,14 @@ def audit(
     if scenarios is not None and not scenarios:
         raise ValueError("scenarios must hold at least one scenario, got none.")
     with threads(chosen.num_threads):
+        if subject.level == "stream":
+            prompts = [s for s in scenarios or () if isinstance(s, StreamScenario)]
+            if not prompts:
+                raise ValueError(
+                    "a stream audit needs its prompts as scenarios (stream_scenarios, or "
+                    "audit_stream(sample, target, prompts=..., new_tokens=...))."
+                )
+            return stream_audit(subject, chosen, prompts, progress)
         if subject.level in ("position", "tree"):
             battery = list(scenarios or default_scenarios(subject.level))
             multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
@@ -302,3 +325,76 @@ def audit_tree(
     """
     subject = as_subject(rule, level="tree", draw=draw)
     return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)
+
+
+@_with_options
+def audit_stream(
+    sample: Callable[..., Any],
+    target: object,
+    *,
+    prompts: Sequence[Sequence[int] | Tensor],
+    new_tokens: int,
+    options: SamplingOptions | None = None,
+    batched: bool | None = None,
+    progress: Progress | None = None,
+    **audit_options: Unpack[AuditKeywords],
+) -> AuditReport:
+    r"""Audit an engine's whole generation: do its new tokens have the target's law?
+
+    The criterion: after each prompt, the engine's first ``n = new_tokens`` tokens must have
+    the target's warped law (speculation changes speed, never the law; ``proofs/theory.md``
+    claim 2, by induction over steps),
+
+    .. math:: \Pr(x_{1:n}) = \prod_{i=1}^{n} \pi(x_i \mid \text{prompt}, x_{<i}),
+
+    ``pi`` the target's rows warped by ``options``. Exact-law mode: ``V ** new_tokens`` at
+    most ``stream.EXACT_LAW_SEQUENCES``, the law enumerated from the target by teacher
+    forcing, the engine's streams sampled and judged per prompt (``specdec.testing.audit.
+    stream``: pooled cells, L1 and G tests with Holm across prompts, the e-process, forbidden
+    outcomes as certain rejections, the power in TV).
+
+    Args:
+        sample: ``sample(prompt [L], generator) -> LongTensor [>= n]`` new tokens (prompt
+            excluded), or with ``@batched`` (or ``batched=True``) ``sample(prompts [N, L],
+            generator) -> [N, >= n]``; only the first ``n`` are judged.
+        target: the target, a specdec ``CausalLM`` (``specdec.models.ToyLM``, ``HFModel``)
+            or a transformers causal LM (wrapped in ``HFModel``).
+        prompts: the prompts (token id lists or 1-D tensors), one scenario each.
+        new_tokens: ``n``, the new tokens judged after each prompt.
+        options: the law the engine claims (default: temperature 1, no filter).
+        batched: override the ``@batched`` marker.
+        progress: called with one line per finished prompt.
+        **audit_options: ``samples`` or ``detect_tv`` (default 0.01 batched, 0.05 single),
+            ``min_power_tv``, ``false_fail_rate`` (family-wise, over the prompts),
+            ``false_pass_rate``, ``seed``, ``num_threads``, ``allow_nondeterministic``.
+
+    Returns:
+        An ``AuditReport`` (``level`` ``"stream"``), one row per prompt. Exceptions raised by
+        ``sample`` propagate; an output that is not ``n`` token ids raises
+        ``InvalidOutputError``.
+
+    Raises:
+        ValueError, TypeError: an option that does not apply to a stream, an invalid prompt,
+            ``V ** new_tokens`` too large for exact-law mode (it says so; no verdict), before
+            ``sample`` is ever called.
+
+    Example:
+        >>> import torch, specdec
+        >>> from specdec.models import ToyLM, make_toy_pair
+        >>> from specdec.testing.signatures import batched
+        >>> pair = make_toy_pair(4, seed=0)
+        >>> target, draft = ToyLM(pair.target), ToyLM(pair.draft)
+        >>> @batched
+        ... def sample(prompts, generator):
+        ...     return specdec.generate_speculative(
+        ...         target, draft, prompts, k=2, max_new_tokens=2, generator=generator
+        ...     ).tokens
+        >>> report = audit_stream(sample, target, prompts=[[1]], new_tokens=2, detect_tv=0.05)
+        >>> report.verdict, report.level, report.scenarios[0].name
+        ('lossless', 'stream', 'prompt-0')
+    """
+    subject = as_subject(sample, level="stream", batched=batched)
+    chosen = AuditOptions.of(**audit_options)
+    subject.check(chosen)
+    scenarios = stream_scenarios(prompts, new_tokens, target, options)
+    return audit(subject, chosen, scenarios=scenarios, progress=progress)

@@ -1,7 +1,8 @@
 """Whose error is it: the audited function's, a helper the user gave, or specdec's own.
 
 An audit runs three kinds of code: the audited function, helpers the user hands in beside it
-(an engine's warping, ``target_warp``; its sampler, ``target_sampler``) and specdec itself. An
+(an engine's warping, ``target_warp``; its sampler, ``target_sampler``; the target model of a
+stream audit, ``target``) and specdec itself. An
 error is reported where it arose, so every call into user code goes through ``calling(role)``
 (or a function wrapped by ``blamed``), which marks an exception escaping it with its origin,
 without changing its type or message: the Python API still raises what the user's code raised.
@@ -52,6 +53,7 @@ ROLES = {
     "function": "the audited function",
     "target_warp": "the engine's warping (--target-warp)",
     "target_sampler": "the engine's sampler (--target-sampler)",
+    "target": "the target model (--target)",
 }
 """The roles of user code in an audit, and how the command names each."""
 

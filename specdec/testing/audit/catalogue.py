@@ -37,7 +37,7 @@ from specdec.testing.audit.multi_battery import (
     position_scenarios,
     tree_scenarios,
 )
-from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.scenario import Scenario, StreamScenario
 
 __all__ = [
     "LEVELS",
@@ -48,8 +48,8 @@ __all__ = [
     "select_scenarios",
 ]
 
-AnyScenario = Scenario | PositionScenario | TreeScenario
-"""A scenario of any level."""
+AnyScenario = Scenario | PositionScenario | TreeScenario | StreamScenario
+"""A scenario of any level (a stream's are its prompts: it has no catalogue)."""
 
 LEVELS = ("verifier", "step", "position", "tree")
 """The levels whose catalogues there are (``specdec.testing.audit.subject.Level``)."""
@@ -79,7 +79,7 @@ def scenario_catalogue(level: str) -> dict[str, tuple[AnyScenario, bool]]:
         default = tree_scenarios()
     else:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}.")
-    catalogue = {s.name: (s, True) for s in default}
+    catalogue: dict[str, tuple[AnyScenario, bool]] = {s.name: (s, True) for s in default}
     catalogue.update({s.name: (s, False) for s in extra})
     return catalogue
 

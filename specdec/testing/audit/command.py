@@ -1,9 +1,9 @@
 """``specdec audit MODULE:FUNCTION``: the command, one path for every form and mode.
 
 From the parsed arguments (``arguments.add_parser``) it derives the level (``--step``,
-``--multi-draft DRAW``, ``--tree DRAW``, else a verifier), refuses the options that do not
-apply to it (from the subject's table, ``subject.APPLICABLE``), builds the ``AuditOptions``
-and the scenarios, imports the function, recognises it (``as_subject``) and runs
+``--multi-draft DRAW``, ``--tree DRAW``, ``--stream``, else a verifier), refuses the options
+that do not apply to it (from the subject's table, ``subject.APPLICABLE``), builds the
+``AuditOptions`` and the scenarios, imports the function, recognises it (``as_subject``) and runs
 ``audits.audit``: one report, printed (``--json``: as JSON), one exit code
 (``report.ExitCode``). A usage error exits 2 before the function is imported; what the
 function raises is its crash (6), what it returns that is not a block (or rows it passes to
@@ -31,7 +31,7 @@ from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.subject import APPLICABLE, as_subject
 
-__all__ = ["FLAGS", "load_function", "run"]
+__all__ = ["FLAGS", "load_attribute", "load_function", "run"]
 
 FLAGS = {
     "samples": "--samples",
@@ -55,7 +55,18 @@ _FORMS = {
     "step": ("batched step", "single step"),
     "position": ("multi-draft rule",),
     "tree": ("tree rule",),
+    "stream": ("stream sampler", "batched stream sampler"),
 }
+_STREAM_FLAGS = {
+    "target": "--target",
+    "prompts": "--prompts",
+    "new_tokens": "--new-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "min_p": "--min-p",
+}
+"""The options of ``--stream`` alone (not ``AuditOptions``: they make its scenarios)."""
 _SAMPLING = ("samples", "detect_tv", "min_power_tv")
 _ENGINE = ("reserved_ids", "dtype", "device", "ragged", "model_interface", "target_warp")
 
@@ -66,6 +77,14 @@ def load_function(spec: str) -> Callable[..., Any]:
     A ``.py`` path is imported with its folder first on ``sys.path``, as ``python path.py``
     would run it, so a module beside it imports.
     """
+    target = load_attribute(spec)
+    if not callable(target):
+        raise ValueError(f"{spec} is not callable.")
+    return target  # type: ignore[no-any-return]
+
+
+def load_attribute(spec: str) -> Any:
+    """Resolve ``MODULE:NAME`` as ``load_function`` does, callable or not (a model object)."""
     if ":" not in spec:
         raise ValueError(f"expected MODULE:FUNCTION, got {spec!r}.")
     module_name, _, attribute = spec.rpartition(":")
@@ -88,9 +107,7 @@ def load_function(spec: str) -> Callable[..., Any]:
     target: Any = module
     for part in attribute.split("."):
         target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"{spec} is not callable.")
-    return target  # type: ignore[no-any-return]
+    return target
 
 
 def _level(args: argparse.Namespace) -> str:
@@ -98,6 +115,8 @@ def _level(args: argparse.Namespace) -> str:
         return "position"
     if args.tree is not None:
         return "tree"
+    if args.stream:
+        return "stream"
     return "step" if args.step else "verifier"
 
 
@@ -111,6 +130,18 @@ def _usage(args: argparse.Namespace, level: str) -> str:
     subject's table: an option none of the level's forms takes is refused."""
     applicable = frozenset().union(*(APPLICABLE[form] for form in _FORMS[level]))
     refused = [FLAGS[name] for name in _given(args) if name not in applicable]
+    streamed = [flag for name, flag in _STREAM_FLAGS.items() if getattr(args, name) is not None]
+    if level != "stream" and streamed:
+        return f"{', '.join(streamed)} applies to --stream audits only."
+    if level == "stream":
+        flags = [("--step", args.step), ("--exact", args.exact), ("--scenarios", args.scenarios)]
+        flags += [("--plot", args.plot), ("--multi-draft", args.multi_draft)]
+        refused = [flag for flag, value in flags if value] + refused
+        if refused:
+            return f"--stream takes none of {', '.join(refused)}."
+        if args.target is None or args.prompts is None:
+            return "--stream needs --target FILE:MODEL and --prompts ID,...;ID,..."
+        return ""
     if level in ("position", "tree"):
         option = "--multi-draft" if level == "position" else "--tree"
         extra = [
@@ -196,6 +227,8 @@ def _options(args: argparse.Namespace) -> AuditOptions:
 def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None:
     """The scenarios named by ``--scenarios`` (the exact verifier audit adds its searched
     pairs); ``None``: the level's default battery."""
+    if level == "stream":
+        return _stream_scenarios(args)
     chosen: list[AnyScenario] | None = None
     if args.scenarios is not None:
         names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
@@ -211,6 +244,37 @@ def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None
         raise ValueError(f"--exact needs exact rational rows; {', '.join(inexact)} is float-only.")
     search = args.search if args.search is not None else AuditOptions.search
     return [*battery, *search_scenarios(search, seed=args.seed)]
+
+
+def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
+    """``--stream``'s prompts as scenarios (``stream.stream_scenarios``), the target loaded.
+
+    Raises:
+        ValueError: malformed prompts, an unloadable target or one that is not a model,
+            invalid sampling options, ``V ** new_tokens`` too large for exact-law mode.
+    """
+    from specdec.testing.audit.stream import as_causal_lm, stream_scenarios
+    from specdec.warp import SamplingOptions
+
+    prompts = [_ids(text, "--prompts") for text in args.prompts.split(";") if text.strip()]
+    try:
+        target = load_attribute(args.target)
+        try:
+            model = as_causal_lm(target)
+        except TypeError:
+            if not callable(target):
+                raise
+            model = as_causal_lm(target())  # a function returning the model
+    except Exception as error:
+        raise ValueError(f"cannot load --target {args.target}: {error}") from None
+    sampling = SamplingOptions(
+        temperature=1.0 if args.temperature is None else args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+    )
+    new_tokens = 2 if args.new_tokens is None else args.new_tokens
+    return list(stream_scenarios(prompts, new_tokens, model, sampling))
 
 
 def run(args: argparse.Namespace) -> int:

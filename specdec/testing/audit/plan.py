@@ -61,6 +61,7 @@ Example:
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol, TypeVar
 
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -85,6 +86,7 @@ __all__ = [
     "DETECT_TV_BATCHED",
     "DETECT_TV_SINGLE",
     "MIN_POWER_TV",
+    "CellPlan",
     "ErrorBudget",
     "PlanScenario",
     "ScenarioPlan",
@@ -202,6 +204,46 @@ class ScenarioPlan:
         return self.optimal_tokens if self.max_tokens is None else self.max_tokens
 
 
+class Labelled(Protocol):
+    """What a result needs of any scenario: its name, its description and ``k`` (an outcome
+    is ``k+1`` tokens)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def k(self) -> int: ...
+
+
+class CellPlan(Protocol):
+    """What drawing, the e-process and ``results.scenario_result`` read of a plan: a
+    ``ScenarioPlan``, or a stream's (``specdec.testing.audit.stream.StreamPlan``)."""
+
+    @property
+    def scenario(self) -> Labelled: ...
+
+    @property
+    def vocab(self) -> int: ...
+
+    @property
+    def mapping(self) -> Int[Tensor, " sequences"]: ...
+
+    @property
+    def pooled(self) -> Float[Tensor, " cells"]: ...
+
+    @property
+    def optimal_tokens(self) -> float: ...
+
+    @property
+    def max_tokens(self) -> float | None: ...
+
+    @property
+    def tokens_bound(self) -> float: ...
+
+
 def coupling_bound(tvs: Sequence[float]) -> float:
     r"""The most tokens per step a lossless single step can emit on average.
 
@@ -290,7 +332,7 @@ def _float_bound(
     return coupling_bound(tvs)
 
 
-def cell_sequence(plan: ScenarioPlan, cell: int) -> tuple[int, ...]:
+def cell_sequence(plan: CellPlan, cell: int) -> tuple[int, ...]:
     """The sequence a cell stands for when it holds exactly one possible sequence, else ``()``."""
     codes = (plan.mapping == cell).nonzero().flatten()
     if float(plan.pooled[cell]) <= 0 or codes.numel() != 1:
@@ -299,11 +341,13 @@ def cell_sequence(plan: ScenarioPlan, cell: int) -> tuple[int, ...]:
 
 
 PlanScenario = Callable[[Scenario, int], ScenarioPlan]
+S = TypeVar("S")
+P = TypeVar("P", bound=CellPlan)
 
 
 def samples_for_tv(
-    plan_scenario: PlanScenario, scenario: Scenario, tv: float, budget: ErrorBudget
-) -> tuple[int, ScenarioPlan]:
+    plan_scenario: Callable[[S, int], P], scenario: S, tv: float, budget: ErrorBudget
+) -> tuple[int, P]:
     r"""The smallest sample size whose own cells detect ``TV >= tv``, and the plan at that size.
 
     Iterates ``n -> m(n) -> n'`` with ``m(n)`` the cells pooled at ``n`` and
@@ -330,8 +374,8 @@ def samples_for_tv(
 
 
 def smallest_sufficient(
-    plan_scenario: PlanScenario, scenario: Scenario, needed: Callable[[int], int]
-) -> tuple[int, ScenarioPlan]:
+    plan_scenario: Callable[[S, int], P], scenario: S, needed: Callable[[int], int]
+) -> tuple[int, P]:
     """The smallest ``n`` whose plan's cells need no more than ``n`` samples: iterate
     ``n -> cells(n) -> needed(cells(n))`` from one cell upwards (it terminates: the cells only
     grow with ``n`` and are bounded)."""
@@ -356,7 +400,7 @@ def plan_battery(
     return [size(scenario) for scenario in scenarios]
 
 
-def planned_power(plan: ScenarioPlan, samples: int, budget: ErrorBudget) -> float:
+def planned_power(plan: CellPlan, samples: int, budget: ErrorBudget) -> float:
     """The total variation ``plan``'s cells detect at ``samples`` draws (``budget.test_level``)."""
     return min_detectable_tv_by_l1(
         plan.pooled.numel(), samples, budget.test_level, budget.false_pass_rate

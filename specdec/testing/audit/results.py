@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from specdec.discover import ROUNDING_BOUND
-from specdec.testing.audit.plan import ErrorBudget, ScenarioPlan, cell_sequence
+from specdec.testing.audit.plan import CellPlan, ErrorBudget, ScenarioPlan, cell_sequence
 from specdec.testing.audit.run import ScenarioEvidence
 from specdec.testing.stats import (
     g_test,
@@ -210,7 +210,7 @@ def _text(value: Fraction | None) -> str | None:
 
 
 def scenario_result(
-    plan: ScenarioPlan, evidence: ScenarioEvidence, budget: ErrorBudget
+    plan: CellPlan, evidence: ScenarioEvidence, budget: ErrorBudget
 ) -> ScenarioResult:
     """The scenario's statistics; ``lossy`` here only from the e-process or a forbidden outcome.
 

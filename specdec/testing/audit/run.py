@@ -22,7 +22,7 @@ the models behind plain logits callables or transformers-like models
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from jaxtyping import Int
@@ -31,7 +31,7 @@ from torch import Tensor
 from specdec._checks import check_emitted_block, check_emitted_blocks
 from specdec.models.toy import ToyModel
 from specdec.testing.audit.blame import blamed, origin, passed_invalid_rows, refuses_options
-from specdec.testing.audit.plan import ScenarioPlan
+from specdec.testing.audit.plan import CellPlan, ScenarioPlan
 from specdec.testing.audit.ragged import ragged_rows
 from specdec.testing.audit.scenario import Scenario, scenario_logits, warped_rows
 from specdec.testing.hf_like import ToyCausalLM
@@ -326,10 +326,13 @@ def complete_step(plan: ScenarioPlan, blocks: Tensor, data: torch.Generator) -> 
     return _complete_in_slices(plan, warped_rows(s.pair.target, s), blocks, data)
 
 
+P = TypeVar("P", bound=CellPlan)
+
+
 def collect_evidence(
-    plan: ScenarioPlan,
-    draw: DrawBlocks,
-    complete: Complete,
+    plan: P,
+    draw: Callable[[P, int, torch.Generator, torch.Generator], Tensor],
+    complete: Callable[[P, Tensor, torch.Generator], Tensor],
     *,
     index: int,
     seed: int,
@@ -339,7 +342,8 @@ def collect_evidence(
 ) -> ScenarioEvidence:
     """DrawBlocks ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice.
 
-    The function's generator lives on ``device`` (default CPU), as engines on it expect.
+    The function's generator lives on ``device`` (default CPU), as engines on it expect; a
+    ``DrawBlocks`` and a ``Complete`` for a ``ScenarioPlan``, or a stream's for its plan.
     """
     on = device or torch.device("cpu")
     data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
@@ -363,8 +367,8 @@ def collect_evidence(
 
 
 def is_deterministic(
-    plan: ScenarioPlan,
-    draw: DrawBlocks,
+    plan: P,
+    draw: Callable[[P, int, torch.Generator, torch.Generator], Tensor],
     *,
     index: int,
     seed: int,

@@ -3,7 +3,9 @@
 ``NamedScenario`` is the base of the three scenario types, one per level:
 ``battery.Scenario`` (verifiers and steps: a toy pair, a prefix, ``k``, sampling options),
 ``multi_battery.PositionScenario`` (multi-draft rules: exact rows at one position) and
-``multi_battery.TreeScenario`` (tree rules: a toy pair and a tree shape). Each type adds its
+``multi_battery.TreeScenario`` (tree rules: a toy pair and a tree shape), ``StreamScenario``
+(a stream: one prompt of the caller's, the target model, the claimed sampling law, the number
+of new tokens judged). Each type adds its
 own ``description`` (what the scenario stresses); ``specdec.testing.audit.catalogue`` gathers
 them all by name.
 """
@@ -15,13 +17,15 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from specdec.models.base import CausalLM
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.testing.stats import RowFn
-from specdec.warp import warp_probs
+from specdec.warp import SamplingOptions, warp_probs
 
 __all__ = [
     "NamedScenario",
     "Scenario",
+    "StreamScenario",
     "WarpFn",
     "acceptance_mass",
     "check_exercises_acceptance",
@@ -81,6 +85,31 @@ class Scenario(NamedScenario):
     logits_dtype: torch.dtype | None = field(default=None, compare=False)
     warping: WarpFn | None = field(default=None, compare=False)
     known_tv: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class StreamScenario(NamedScenario):
+    """One prompt of a stream audit (``specdec.testing.audit.stream``).
+
+    Attributes:
+        name: ``prompt-<i>``, printed in reports.
+        description: the prompt's ids, as reports print them.
+        prompt: the prompt's token ids (``L >= 1``).
+        new_tokens: how many new tokens are judged (the first ``n`` the engine emits).
+        target: the target model (a ``CausalLM``) whose warped law the stream must have.
+        sampling: the law the engine claims (``SamplingOptions``).
+    """
+
+    description: str
+    prompt: tuple[int, ...]
+    new_tokens: int
+    target: CausalLM = field(compare=False, repr=False)
+    sampling: SamplingOptions = field(default_factory=SamplingOptions)
+
+    @property
+    def k(self) -> int:
+        """``new_tokens - 1``: the outcome has ``k+1`` tokens, as a completed block has."""
+        return self.new_tokens - 1
 
 
 def scenario_logits(model: ToyModel, scenario: Scenario, contexts: Tensor) -> Tensor:

@@ -20,11 +20,15 @@ form                   level        signature                                   
                                     target_probs [N,V], uniforms [N,k+1]) -> .token [N]``
 ``tree rule``          tree         ``(tree, draft_tokens [N,nodes], draft_probs, ...,     yes
                                     uniforms [N,nodes+1]) -> .tokens [N,depth+1]``
+``batched stream       stream       ``(prompts [N,L], generator) -> [N,n]``: an engine's   no
+sampler``                           whole generation (``@batched``)
+``stream sampler``     stream       ``(prompt [L], generator) -> [n]``                     no
 =====================  ===========  ====================================================  =======
 
 A step is recognised by its parameters (``is_step``), a rule by its fourth parameter's name
 (``takes_uniforms``), a batched function by the ``@batched`` marker (or ``batched=True``); a
-multi-draft or tree rule is named by the caller with the candidate draw it assumes. Each form
+multi-draft or tree rule is named by the caller with the candidate draw it assumes, a stream
+sampler by the caller (``level="stream"``). Each form
 states which options apply to it (``APPLICABLE``); ``Subject.check`` refuses the others before
 the function is ever called, and the command's usage messages come from the same table.
 """
@@ -53,9 +57,10 @@ __all__ = [
     "is_step",
 ]
 
-Level = Literal["verifier", "step", "position", "tree"]
+Level = Literal["verifier", "step", "position", "tree", "stream"]
 """What one call of the audited function does: verify a block, run a whole step, pick one
-token among candidates at one position, or verify a draft tree."""
+token among candidates at one position, verify a draft tree, or generate a whole
+continuation of a prompt (a stream)."""
 
 DRAWS = ("iid", "without_replacement", "point_mass")
 """The candidate draws of multi-draft and tree rules (``specdec.multi_law.Draw``)."""
@@ -68,6 +73,9 @@ FORMS = {
     "single step": "single-sequence step (logits callables and generator in)",
     "multi-draft rule": "multi-draft rule (uniforms in, .token out)",
     "tree rule": "tree rule (verify_tree's arguments, uniforms in, .tokens out)",
+    "batched stream sampler": "batched stream sampler (prompts [N, L] and generator in, "
+    "[N, n] new tokens out)",
+    "stream sampler": "stream sampler (prompt [L] and generator in, new tokens out)",
 }
 """Each form and the words the report's ``run as:`` line uses for it."""
 
@@ -76,6 +84,7 @@ _COMMON = ("exact", "seed", "num_threads", *_STATISTICAL)
 _JUDGED = ("allow_nondeterministic", "blocks_span_steps")
 _ENGINE = ("reserved_ids", "dtype", "device")
 _STEP = ("model_interface", "target_warp", "target_sampler")
+_STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
     "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
@@ -85,6 +94,8 @@ APPLICABLE: dict[str, frozenset[str]] = {
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "multi-draft rule": frozenset(_COMMON),
     "tree rule": frozenset(_COMMON),
+    "batched stream sampler": frozenset((*_STREAM,)),
+    "stream sampler": frozenset((*_STREAM,)),
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
@@ -131,6 +142,11 @@ class Subject:
         """
         if options.exact and self.level == "step":
             raise ValueError("exact=True audits verification rules, not steps.")
+        if options.exact and self.level == "stream":
+            raise ValueError(
+                "exact=True enumerates a rule's uniforms; a stream is judged by sampling "
+                "against the target's exact law (leave exact out)."
+            )
         given = options.given()
         if options.exact:
             refused = [n for n in given if n not in _EXACT or n not in APPLICABLE[self.form]]
@@ -181,7 +197,8 @@ def as_subject(
     Args:
         fn: the user's function.
         level: what it does (default: ``"step"`` if ``is_step(fn)``, else ``"verifier"``);
-            ``"position"`` and ``"tree"`` need ``draw``.
+            ``"position"`` and ``"tree"`` need ``draw``; ``"stream"`` is an engine's whole
+            generation (``sample(prompt, generator)``, batched with ``@batched``).
         batched: override the ``@batched`` marker (ignored for a rule: rules are batched).
         draw: the candidate draw of a multi-draft or tree rule (``DRAWS``).
 
@@ -210,12 +227,18 @@ def as_subject(
         form = "multi-draft rule" if chosen == "position" else "tree rule"
         short = str(getattr(fn, "__name__", type(fn).__name__))
         return Subject(fn, chosen, form, short, True, draw)
-    if chosen not in ("verifier", "step"):
-        raise ValueError(f"level must be 'verifier', 'step', 'position' or 'tree', got {chosen!r}.")
+    if chosen not in ("verifier", "step", "stream"):
+        raise ValueError(
+            f"level must be 'verifier', 'step', 'position', 'tree' or 'stream', got {chosen!r}."
+        )
     if draw is not None:
         raise ValueError(f"draw applies to multi-draft and tree rules, not to a {chosen}.")
     if chosen == "verifier" and takes_uniforms(fn):
         return Subject(fn, "verifier", "rule", name, True)
     is_batch = is_batched(fn) if batched is None else batched
+    if chosen == "stream":
+        return Subject(
+            fn, "stream", f"{'batched ' if is_batch else ''}stream sampler", name, is_batch
+        )
     form = f"{'batched' if is_batch else 'single'} {chosen}"
     return Subject(fn, chosen, form, name, is_batch)

@@ -1,0 +1,330 @@
+r"""The stream audit, exact-law mode: an engine's whole generation against the target's law.
+
+An engine that speculates is lossless iff its new tokens have the law of target-only
+sampling (``proofs/theory.md`` claim 2, by induction over steps). Here the engine is a
+``sample(prompt [L], generator) -> [n]`` (or batched, ``[N, L] -> [N, n]``) and the target a
+model; the audit judges the first ``n = new_tokens`` tokens after each prompt. When ``V^n`` is
+small (at most ``EXACT_LAW_SEQUENCES``) their exact law is enumerated from the target itself,
+
+.. math:: P(x_{1:n} \mid \text{prompt}) = \prod_{i=1}^{n}
+    \pi\big(x_i \mid \text{prompt}, x_{<i}\big),
+    \qquad \pi = \mathrm{warp}(\text{logits}; T, \text{top-}k, \text{top-}p, \text{min-}p),
+
+by teacher forcing: one forward pass over every ``(n-1)``-token head after the prompt
+(batched, ``STREAM_BATCH`` sequences at a time) gives the ``n`` warped rows of each head
+(``SamplingOptions.probs``: specdec's ``warp_probs``), and the law is their product. Each
+prompt is one scenario (``prompt-<i>``) and is judged like every sampled audit: its ``n``-token
+outcomes are pooled by expected count (``plan``), drawn in chunks with the e-process watched
+(``run.collect_evidence``), an outcome the target forbids is a certain rejection, the L1 and G
+tests are decided by Holm across the prompts (``results``), and the sample size is the one
+``detect_tv`` needs on the pooled cells (default 0.01 batched, 0.05 single), or ``samples``
+fixed with the power it bought printed. The same generator seed must give the same tokens
+(``nondeterministic`` otherwise, unless allowed).
+
+What a verdict covers: the first ``new_tokens`` tokens after the given prompts, with the
+law the engine claims (``options``), at the printed distance over pooled cells. A bug that
+shows only later in a generation, or after other prompts, is not seen. The target's law is
+computed from its logits on full sequences; an engine scoring with a KV cache may differ by
+float rounding (far below any detectable distance, except where a top-k or top-p boundary
+ties: then the rounding can move a token in or out of the kept set).
+
+Vocabularies: ``V^n`` above ``EXACT_LAW_SEQUENCES`` is refused with a usage error saying
+exact-law mode does not apply (a large-vocabulary mode is not built here): the audit never
+claims more than it enumerated. An engine that stops early (EOS) must still return
+``new_tokens`` tokens for the prompts audited: fewer is an invalid output.
+"""
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from specdec._checks import check_positive_int
+from specdec.models.base import CausalLM, empty_context, extend
+from specdec.testing.audit.blame import blamed, calling
+from specdec.testing.audit.options import AuditOptions, Progress
+from specdec.testing.audit.plan import chunk_sizes, samples_for_tv, split_error_rate
+from specdec.testing.audit.report import AuditReport
+from specdec.testing.audit.results import (
+    ScenarioResult,
+    decide_by_holm,
+    progress_line,
+    scenario_result,
+)
+from specdec.testing.audit.run import InvalidOutputError, collect_evidence
+from specdec.testing.audit.sampled import power_of, sampled_report
+from specdec.testing.audit.scenario import StreamScenario
+from specdec.testing.audit.subject import Subject
+from specdec.testing.stats import pool_law_by_expected_count
+from specdec.warp import SamplingOptions
+
+__all__ = [
+    "EXACT_LAW_SEQUENCES",
+    "STREAM_BATCH",
+    "StreamPlan",
+    "as_causal_lm",
+    "stream_audit",
+    "stream_draw",
+    "stream_law",
+    "stream_scenarios",
+]
+
+EXACT_LAW_SEQUENCES = 1 << 16
+"""The most ``n``-token continuations (``V^n``) exact-law mode enumerates per prompt."""
+
+STREAM_BATCH = 4096
+"""Sequences per teacher-forced forward pass, and prompts per call of a batched sampler."""
+
+
+def as_causal_lm(target: object) -> CausalLM:
+    """``target`` as a ``CausalLM``: a transformers causal LM is wrapped in ``HFModel``.
+
+    Raises:
+        TypeError: neither a specdec model (``vocab_size`` and ``forward``) nor a transformers
+            ``PreTrainedModel``.
+    """
+    if hasattr(target, "get_output_embeddings") and hasattr(target, "config"):
+        from specdec.models.hf import HFModel
+
+        return HFModel(target)  # type: ignore[arg-type]
+    if hasattr(target, "vocab_size") and callable(getattr(target, "forward", None)):
+        return target  # type: ignore[return-value]
+    raise TypeError(
+        "target must be a specdec CausalLM (specdec.models.ToyLM, HFModel) or a transformers "
+        f"causal LM, got {type(target).__name__}."
+    )
+
+
+def stream_scenarios(
+    prompts: Sequence[Sequence[int] | Tensor],
+    new_tokens: int,
+    target: object,
+    options: SamplingOptions | None = None,
+) -> list[StreamScenario]:
+    """One scenario per prompt (``prompt-0``, ``prompt-1``, ...), checked for exact-law mode.
+
+    Raises:
+        TypeError: a target that is not a model, options that are not ``SamplingOptions``.
+        ValueError: no prompt, an empty prompt, ids outside ``[0, V)``, ``new_tokens < 1``,
+            or ``V ** new_tokens`` above ``EXACT_LAW_SEQUENCES`` (exact-law mode does not
+            apply).
+
+    Example:
+        >>> from specdec.models import ToyLM, make_toy_model
+        >>> model = ToyLM(make_toy_model(4, seed=0))
+        >>> [(s.name, s.prompt) for s in stream_scenarios([[1, 2], [3]], 2, model)]
+        [('prompt-0', (1, 2)), ('prompt-1', (3,))]
+    """
+    model = as_causal_lm(target)
+    sampling = options if options is not None else SamplingOptions()
+    if not isinstance(sampling, SamplingOptions):
+        raise TypeError(f"options must be a SamplingOptions, got {type(sampling).__name__}.")
+    check_positive_int("new_tokens", new_tokens)
+    vocab = int(model.vocab_size)
+    if vocab**new_tokens > EXACT_LAW_SEQUENCES:
+        raise ValueError(
+            f"exact-law mode does not apply: V ** new_tokens = {vocab}^{new_tokens} = "
+            f"{vocab**new_tokens} continuations, above the {EXACT_LAW_SEQUENCES} it enumerates "
+            "per prompt; judge fewer new tokens or a smaller vocabulary (no large-vocabulary "
+            "mode here, so no verdict is given)."
+        )
+    if len(prompts) < 1:
+        raise ValueError("prompts must hold at least one prompt, got none.")
+    scenarios = []
+    for index, prompt in enumerate(prompts):
+        ids = tuple(int(t) for t in (prompt.tolist() if isinstance(prompt, Tensor) else prompt))
+        if not ids or any(not 0 <= t < vocab for t in ids):
+            raise ValueError(
+                f"prompts[{index}] must be 1 or more token ids in [0, {vocab}), got {list(ids)}."
+            )
+        text = " ".join(map(str, ids))
+        description = f"prompt [{text}], {new_tokens} new tokens, {_law(sampling)}"
+        scenarios.append(
+            StreamScenario(f"prompt-{index}", description, ids, new_tokens, model, sampling)
+        )
+    return scenarios
+
+
+def _law(sampling: SamplingOptions) -> str:
+    """The claimed law in words: ``temperature 0.5, top_k 3``."""
+    given = [("top_k", sampling.top_k), ("top_p", sampling.top_p), ("min_p", sampling.min_p)]
+    return ", ".join([f"temperature {sampling.temperature:g}"] + [
+        f"{name} {value:g}" for name, value in given if value is not None
+    ])  # fmt: skip
+
+
+def _heads(vocab: int, length: int) -> Int[Tensor, "heads length"]:
+    """Every ``length``-token sequence, in ``encode_sequences`` order (first token highest)."""
+    if length == 0:
+        return torch.zeros(1, 0, dtype=torch.int64)
+    return torch.tensor(list(itertools.product(range(vocab), repeat=length)), dtype=torch.int64)
+
+
+def stream_law(scenario: StreamScenario) -> Float[Tensor, " sequences"]:
+    """The target's warped law of the ``n`` new tokens after the prompt, over ``V^n`` codes.
+
+    Example:
+        >>> from specdec.models import ToyLM, make_toy_model
+        >>> [scenario] = stream_scenarios([[0]], 2, ToyLM(make_toy_model(3, seed=1)))
+        >>> law = stream_law(scenario)
+        >>> tuple(law.shape), round(float(law.sum()), 12)
+        ((9,), 1.0)
+    """
+    model, n = scenario.target, scenario.new_tokens
+    vocab = int(model.vocab_size)
+    heads = _heads(vocab, n - 1)  # [V^(n-1), n-1]
+    prompt = torch.tensor(scenario.prompt, dtype=torch.int64)
+    parts = []
+    with torch.no_grad():
+        for start in range(0, heads.shape[0], STREAM_BATCH):
+            head = heads[start : start + STREAM_BATCH]  # [m, n-1]
+            ids = torch.cat([prompt.expand(head.shape[0], -1), head], dim=1)  # [m, L+n-1]
+            logits, _ = extend(model, empty_context(head.shape[0]), ids, logits_to_keep=n)
+            rows = scenario.sampling.probs(logits.cpu()).to(torch.float64)  # [m, n, V]
+            seen = rows[:, :-1].gather(2, head[:, :, None])[:, :, 0]  # [m, n-1] head tokens
+            parts.append(seen.prod(dim=1)[:, None] * rows[:, -1])  # [m, V]
+    return torch.cat(parts).reshape(-1)  # code = head code * V + last token
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """A prompt's plan: its target law pooled at the planned sample size (``plan.CellPlan``).
+
+    Attributes:
+        scenario: the prompt.
+        vocab: ``V``.
+        mapping: ``[V^n]`` sequence code to pooled cell.
+        pooled: ``[cells]`` the target's law of the pooled cells.
+        optimal_tokens: ``n``: every draw is ``n`` tokens (a stream's efficiency is not judged).
+        max_tokens: ``n`` likewise.
+    """
+
+    scenario: StreamScenario
+    vocab: int
+    mapping: Int[Tensor, " sequences"]
+    pooled: Float[Tensor, " cells"]
+    optimal_tokens: float
+    max_tokens: float | None = None
+
+    @property
+    def tokens_bound(self) -> float:
+        """``n``: a stream always yields ``n`` tokens."""
+        return self.optimal_tokens
+
+
+def _planner(laws: dict[str, Tensor]) -> Callable[[StreamScenario, int], StreamPlan]:
+    """Plans from the laws computed once per prompt (keyed by scenario name)."""
+
+    def plan(scenario: StreamScenario, samples: int) -> StreamPlan:
+        mapping, pooled = pool_law_by_expected_count(laws[scenario.name], samples)
+        vocab, n = int(scenario.target.vocab_size), float(scenario.new_tokens)
+        return StreamPlan(scenario, vocab, mapping, pooled, n, n)
+
+    return plan
+
+
+def _first(out: object, rows: int, n: int, vocab: int) -> Int[Tensor, "rows n"]:
+    """The first ``n`` tokens of each of ``rows`` generations, checked."""
+    if not isinstance(out, Tensor) or out.dtype not in (torch.int64, torch.int32):
+        raise InvalidOutputError(f"expected an integer tensor of new tokens, got {out!r:.80}.")
+    tokens = out.cpu().long()
+    if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.shape[1] < n:
+        raise InvalidOutputError(
+            f"expected {rows} generation(s) of at least {n} new tokens, got shape "
+            f"{tuple(tokens.shape)} (an engine that stopped early must still return new_tokens "
+            "tokens for the audited prompts)."
+        )
+    first = tokens[:, :n]
+    if bool((first < 0).any() or (first >= vocab).any()):
+        raise InvalidOutputError(
+            f"new tokens must be ids in [0, {vocab}) (no -1 padding within the first {n})."
+        )
+    return first
+
+
+def stream_draw(
+    sample: Callable[..., Any], is_batch: bool
+) -> Callable[[StreamPlan, int, torch.Generator, torch.Generator], Tensor]:
+    """Run the engine ``size`` times on the plan's prompt: ``[size, n]`` new tokens."""
+
+    def draw(plan: StreamPlan, size: int, data: torch.Generator, noise: torch.Generator) -> Tensor:
+        del data  # the engine draws everything itself, from noise
+        s, vocab = plan.scenario, plan.vocab
+        prompt = torch.tensor(s.prompt, dtype=torch.int64)
+        if not is_batch:
+            rows = [_first(sample(prompt.clone(), noise)[None], 1, s.new_tokens, vocab)
+                    for _ in range(size)]  # fmt: skip
+            return torch.cat(rows)
+        parts = []
+        for start in range(0, size, STREAM_BATCH):
+            count = min(STREAM_BATCH, size - start)
+            out = sample(prompt.expand(count, -1).clone(), noise)
+            parts.append(_first(out, count, s.new_tokens, vocab))
+        return torch.cat(parts)
+
+    return draw
+
+
+def _as_drawn(plan: StreamPlan, tokens: Tensor, data: torch.Generator) -> Tensor:
+    """A stream's outcome is its ``n`` tokens as drawn: nothing to complete."""
+    del plan, data
+    return tokens
+
+
+def stream_audit(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[StreamScenario],
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Judge every prompt's stream against the target's exact law (module docstring).
+
+    Exceptions raised by the engine propagate; an output that is not ``n`` new token ids
+    raises ``InvalidOutputError``.
+    """
+    start = time.perf_counter()
+    budget = split_error_rate(
+        options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
+    )
+    target_tv, minimum = power_of(options, subject.batched)
+    with calling("target"):  # the target model is the user's: its errors are its own
+        plan = _planner({s.name: stream_law(s) for s in scenarios})
+    draw = stream_draw(blamed(subject.fn, "function"), subject.batched)  # ``blame``
+    results: list[ScenarioResult] = []
+    for index, scenario in enumerate(scenarios):
+        if options.samples is not None:
+            n, planned = options.samples, plan(scenario, options.samples)
+        else:
+            n, planned = samples_for_tv(plan, scenario, target_tv or 0.0, budget)
+        evidence = collect_evidence(
+            planned,
+            draw,
+            _as_drawn,
+            index=index,
+            seed=options.seed,
+            chunks=chunk_sizes(n, subject.batched),
+            e_log_threshold=budget.e_log_threshold,
+        )
+        result = scenario_result(planned, evidence, budget)
+        results.append(replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None))
+        if progress is not None:
+            progress(progress_line(index, len(scenarios), results[-1]))
+    decided = tuple(
+        r
+        if r.lossy or r.detectable_tv <= minimum
+        else replace(r, samples_to_decide=samples_for_tv(plan, s, minimum, budget)[0])
+        for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
+    )
+    return sampled_report(
+        subject,
+        options,
+        decided,
+        seconds=time.perf_counter() - start,
+        power=(target_tv, minimum),
+        signature=subject.signature,
+    )
