@@ -20,6 +20,9 @@ measurements into the numbers of its table and JSON, the same way in every progr
   width and the seconds inside it; the rest of a generation's time is the library's own work.
 * ``chat_prompts``: chat questions as token ids through a tokenizer's chat template.
 * ``write_json``: a results dictionary as indented JSON, parent folders created.
+* ``OUT_DIR``: where the programs write by default: ``benchmarks/out/`` in a checkout; from the
+  copy a wheel installs (no ``pyproject.toml`` above ``benchmarks/``), ``specdec-bench-out/`` in
+  the current folder, never inside the installed package.
 """
 
 import json
@@ -37,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "OUT_DIR",
     "Ledger",
     "chat_prompts",
     "environment",
@@ -50,6 +54,9 @@ __all__ = [
 
 Result = TypeVar("Result")
 CONFIDENCE = 0.95
+_HERE = Path(__file__).resolve().parent
+_CHECKOUT = (_HERE.parent / "pyproject.toml").is_file()
+OUT_DIR = _HERE / "out" if _CHECKOUT else Path("specdec-bench-out")  # module docstring
 
 
 def timed(call: Callable[..., Result], *call_args: Any, **call_kwargs: Any) -> tuple[Result, float]:

@@ -19,7 +19,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
 from benchmarks._charts import chart_audit, write_chart
-from benchmarks._measure import load_average, timed, write_json
+from benchmarks._measure import OUT_DIR, load_average, timed, write_json
 from specdec.progressbar import progress
 from specdec.testing import zoo
 from specdec.testing.audit import AuditReport, audit_step, audit_verifier
@@ -28,7 +28,7 @@ from specdec.testing.transformers_adapter import (
     transformers_speculative_sampling_batched,
 )
 
-OUT = Path(__file__).resolve().parent / "out"
+OUT = OUT_DIR
 QUICK_SAMPLES, QUICK_SINGLE_SAMPLES = 2_000, 100
 LOSSY_SAMPLES, LOSSLESS_TV, SINGLE_SAMPLES = 200_000, 0.05, 6_000
 

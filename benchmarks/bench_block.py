@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
 from benchmarks._charts import chart_block, write_chart
-from benchmarks._measure import chat_prompts, environment, load_average, write_json
+from benchmarks._measure import OUT_DIR, chat_prompts, environment, load_average, write_json
 from specdec.models import HFModel
 from specdec.models.base import CausalLM
 from specdec.models.drafts import (
@@ -48,7 +48,7 @@ from specdec.types import VerifyRule
 SEED = 0
 QUESTION = "Tell me a story about a dragon."
 DEFAULT_KS = (2, 3, 4, 5, 6, 7, 8)
-DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bench_block.json"
+DEFAULT_OUT = OUT_DIR / "bench_block.json"
 RULES: dict[str, VerifyRule] = {"tokens": specdec.verify_tokens, "block": specdec.verify_block}
 Z_95 = 1.959963984540054
 DRAFTS: dict[str, Any] = {  # drafts made from the target (specdec.models.drafts)

@@ -129,7 +129,7 @@ from benchmarks._generate_sweep import (
     sweep,
     warm_up,
 )
-from benchmarks._measure import environment, load_average, write_json
+from benchmarks._measure import OUT_DIR, environment, load_average, write_json
 
 # -- constants ---------------------------------------------------------------------------------
 NEW_TOKENS = 64
@@ -137,7 +137,7 @@ KS = tuple(range(1, 9))
 MEMORY_K = 8
 COST_REPEATS = 15
 QUICK_NEW_TOKENS, QUICK_KS, QUICK_COST_REPEATS = 6, (2,), 3  # --quick: two k values, few tokens
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
+DEFAULT_OUT_DIR = OUT_DIR
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Settings:

@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
-from benchmarks._measure import environment, load_average, timed, write_json
+from benchmarks._measure import OUT_DIR, environment, load_average, timed, write_json
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.noise import uniforms
 from specdec.plots import (
@@ -63,7 +63,7 @@ LOSSY_RULE = "resample_from_target"
 LENGTH_K = 4
 KS = tuple(range(1, 9))
 FALSE_FAIL_RATE, FALSE_PASS_RATE = 1e-6, 1e-3
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "out"
+DEFAULT_OUT_DIR = OUT_DIR
 # a context-free pair (V = 6): one target row, one draft row, for every context
 IID_TARGET = tuple(Fraction(n, 24) for n in (8, 6, 4, 3, 2, 1))
 IID_DRAFT = tuple(Fraction(n, 24) for n in (5, 5, 5, 4, 3, 2))

@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - Windows
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
 from benchmarks._charts import chart_verify, write_chart
-from benchmarks._measure import environment, load_average, timed, write_json
+from benchmarks._measure import OUT_DIR, environment, load_average, timed, write_json
 from specdec.progressbar import progress
 
 # -- constants ---------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ QUICK_WARMUP, QUICK_REPEATS = 1, 3
 GOAL_ROWS_PER_SECOND = 1e6  # (a)
 GOAL_CLONE_RATIO = 2.0  # (b)
 GOAL_BLOCK_RATIO = 2.0  # (c)
-DEFAULT_OUT = Path(__file__).resolve().parent / "out" / "bench_verify.json"
+DEFAULT_OUT = OUT_DIR / "bench_verify.json"
 Block = tuple[Tensor, Tensor, Tensor, Tensor]  # draft_tokens, draft_probs, target_probs, uniforms
 PAGE_MIB = (resource.getpagesize() if resource else 0) / 2**20
 

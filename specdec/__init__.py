@@ -56,4 +56,4 @@ __all__ = [
     "verify_tree",
     "warp_probs",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

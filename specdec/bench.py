@@ -1,11 +1,11 @@
-"""``specdec bench``: run one benchmark of a checkout's ``benchmarks/`` folder.
+"""``specdec bench``: run one benchmark of the ``benchmarks/`` folder.
 
-The benchmarks are programs of a checkout, not part of the package: ``benchmarks/NAME.py``,
-each with ``main(argv) -> int``, importing its helpers as the ``benchmarks`` package.
-``benchmarks_folder`` says which folder is used: an explicit folder, else
-``$SPECDEC_BENCHMARKS``, else the checkout beside the package (``specdec.folders``); without
-one the command says where it looked and exits 2. The folder is imported as the ``benchmarks``
-package from its parent, so it must be named ``benchmarks``.
+The benchmarks are programs of a checkout, ``benchmarks/NAME.py``, each with ``main(argv) ->
+int``, importing its helpers as the ``benchmarks`` package; a wheel or an sdist ships a copy
+inside the package. ``benchmarks_folder`` says which folder is used: an explicit folder, else
+``$SPECDEC_BENCHMARKS``, else the checkout beside the package, else the installed copy
+(``specdec.folders``); without one the command says where it looked and exits 2. The folder
+is imported as the ``benchmarks`` package from its parent, so it must be named ``benchmarks``.
 
 ``add_parser`` builds the command's parser on the ``specdec`` command's subparsers, and ``run``
 runs it from the parsed arguments (the benchmark's exit code; 2 without the folder or for an
@@ -37,8 +37,9 @@ BENCHMARKS_VARIABLE = "SPECDEC_BENCHMARKS"
 """The environment variable naming the benchmarks folder."""
 
 DESCRIPTION = (
-    "Run benchmarks/NAME.py (a checkout is needed) with the remaining arguments, e.g. --quick "
-    "for a smoke run of seconds, --quiet for no progress. Timings are reported, never asserted."
+    "Run benchmarks/NAME.py (a checkout's, or the copy installed with specdec) with the "
+    "remaining arguments, e.g. --quick for a smoke run of seconds, --quiet for no progress. "
+    "Timings are reported, never asserted."
 )
 EPILOG = """\
 benchmarks (each writes JSON and PNG; --quiet: no progress):
@@ -48,7 +49,8 @@ benchmarks (each writes JSON and PNG; --quiet: no progress):
                   pass against k with the theory's curve (JSON, md, PNGs)
   bench_laws      observed against exact laws on toy pairs, seconds: laws.json and
                   laws_audit.png, laws_accepted_length.png, laws_acceptance_vs_k.png
-  (by default in benchmarks/out/; --out / --out-dir elsewhere)
+  (by default in benchmarks/out/ of a checkout, ./specdec-bench-out/ from an installed
+  copy; --out / --out-dir elsewhere)
 
 examples:
   specdec bench bench_laws --quick --out-dir pictures/

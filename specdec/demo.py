@@ -18,9 +18,10 @@ import argparse
 import importlib.util
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,6 +41,9 @@ from specdec.sampling import sample
 from specdec.theory import accepted_length_tail
 from specdec.verify.tokens import verify_tokens
 
+if TYPE_CHECKING:
+    from specdec.generate import Generation
+
 __all__ = [
     "DESCRIPTION",
     "DOCUMENT_DRAFTS",
@@ -50,6 +54,7 @@ __all__ = [
     "WORDS",
     "StepInputs",
     "add_parser",
+    "generation_summary",
     "model_installed",
     "run",
     "run_demo",
@@ -316,18 +321,9 @@ def run_model_demo(seed: int | None = None, *, color: bool = False) -> str:
         temperature=MODEL_TEMPERATURE,
         eos_token_id=tokenizer.eos_token_id,
     )
-    tokens = out.tokens[0][out.tokens[0] >= 0].tolist()
-    accepted = [int(a) for a in out.accepted[:, 0] if a >= 0]
-    verified = [int(v) for v in out.verified[:, 0] if v >= 0]
-    opening, closing = ("\033[32m", "\033[0m") if color else ("[", "]")
-    pieces, position = [], 0
-    for drafts in accepted:  # each target pass: its accepted drafts, then its own token
-        block = tokens[position : position + drafts + 1]
-        head = str(tokenizer.decode(block[:drafts], skip_special_tokens=True))
-        tail = str(tokenizer.decode(block[drafts:], skip_special_tokens=True))
-        pieces.append((f"{opening}{head}{closing}" if head else "") + tail)
-        position += len(block)
-    rate = sum(accepted) / max(1, sum(verified))
+    answer, counts = generation_summary(
+        out, lambda ids: str(tokenizer.decode(ids, skip_special_tokens=True)), color=color
+    )
     return "\n".join(
         [
             f"SmolLM2-135M-Instruct (float32) drafted by its bfloat16 copy, k = {MODEL_K}, "
@@ -335,13 +331,43 @@ def run_model_demo(seed: int | None = None, *, color: bool = False) -> str:
             "drafts in brackets:",
             "",
             f"  Q: {MODEL_QUESTION}",
-            f"  A: {''.join(pieces)}",
+            f"  A: {answer}",
             "",
-            f"  {sum(accepted)} of {sum(verified)} drafts accepted ({rate:.0%}); {len(tokens)} "
-            f"tokens in {out.num_steps} target passes ({len(tokens) / out.num_steps:.2f} per "
-            "pass); the law is the target's whatever the draft (proofs/theory.md, claim 2)",
+            f"  {counts}; the law is the target's whatever the draft (proofs/theory.md, claim 2)",
         ]
     )
+
+
+def generation_summary(
+    out: "Generation", decode: Callable[[list[int]], str], *, color: bool = False
+) -> tuple[str, str]:
+    """Row 0 of a speculative generation as the demo prints it: the answer and its counts.
+
+    The answer is the decoded tokens pass by pass, each pass's accepted drafts in brackets
+    (green with ``color``) before the target's own token. The counts read ``"A of V drafts
+    accepted (R%); N tokens in S target passes, EOS included (N/S per pass)"``, where ``N``
+    counts every emitted token, the EOS too, and ``A`` the accepted drafts among them: a pass
+    emits its ``accepted`` drafts and then the target's token, except a pass cut at an accepted
+    EOS draft, which emits its drafts up to the EOS only (``Generation.accepted``), so
+    ``N = A + S`` less one per cut pass.
+    """
+    tokens = out.tokens[0][out.tokens[0] >= 0].tolist()
+    accepted = [int(a) for a in out.accepted[:, 0] if a >= 0]
+    verified = [int(v) for v in out.verified[:, 0] if v >= 0]
+    opening, closing = ("\033[32m", "\033[0m") if color else ("[", "]")
+    pieces, position = [], 0
+    for drafts in accepted:  # each target pass: its accepted drafts, then its own token
+        block = tokens[position : position + drafts + 1]  # the last pass may end at its EOS
+        head, tail = decode(block[:drafts]), decode(block[drafts:])
+        pieces.append((f"{opening}{head}{closing}" if head else "") + tail)
+        position += len(block)
+    rate = sum(accepted) / max(1, sum(verified))
+    passes = max(1, len(accepted))
+    counts = (
+        f"{sum(accepted)} of {sum(verified)} drafts accepted ({rate:.0%}); {len(tokens)} tokens "
+        f"in {len(accepted)} target passes, EOS included ({len(tokens) / passes:.2f} per pass)"
+    )
+    return "".join(pieces), counts
 
 
 # -- specdec demo: its parser and its run ------------------------------------------------------

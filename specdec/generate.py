@@ -70,11 +70,16 @@ class Generation:
     Attributes:
         tokens: ``[b, n]`` new tokens only (prompt excluded), ``-1`` where a row stopped early;
             ``n = max_new_tokens``.
-        accepted: ``[steps, b]`` drafts accepted per speculative step (``-1`` once a row has
-            stopped); empty for autoregressive generation.
+        accepted: ``[steps, b]`` drafts accepted and emitted per speculative step (``-1`` once
+            a row has stopped); empty for autoregressive generation. A step emits
+            ``accepted + 1`` tokens (its drafts, then the target's corrected or bonus token),
+            except a step cut at an accepted EOS draft: it emits ``accepted`` tokens, the EOS
+            last, and the drafts the rule accepted after the EOS are not counted.
         verified: ``[steps, b]`` drafts verified per step: ``k``, fewer (down to 0) at the
-            budget's end or where the ``stopping`` rule ended the block; ``-1`` once a row has
-            stopped.
+            budget's end or where the ``stopping`` rule ended the block, and only up to the
+            EOS in a step cut there (then ``verified == accepted``); ``-1`` once a row has
+            stopped. ``accepted.sum() / verified.sum()`` over the non-negative entries is the
+            acceptance rate of the drafts the output could contain.
         draft_seconds: per-step time inside the draft model's calls.
         verify_seconds: per-step time inside the target model's calls (per-token forward time
             for autoregressive generation).
@@ -354,9 +359,14 @@ def speculative_loop(
             lengths,
         )
         verdict = outcome.verification
-        accepted_per_step.append(torch.where(out.done, -1, verdict.num_accepted))
-        verified_per_step.append(torch.where(out.done, -1, outcome.lengths))
-        out = out.append(verdict.tokens, verdict.num_accepted + 1, eos_token_id)
+        after = out.append(verdict.tokens, verdict.num_accepted + 1, eos_token_id)
+        emitted = after.produced - out.produced  # num_accepted + 1, or fewer when cut at EOS
+        cut = emitted <= verdict.num_accepted  # an accepted draft was EOS: the step ends there
+        accepted_per_step.append(torch.where(out.done, -1, verdict.num_accepted.clamp(max=emitted)))
+        verified_per_step.append(
+            torch.where(out.done, -1, torch.where(cut, emitted, outcome.lengths))
+        )
+        out = after
         state = outcome.state
         drafting, verifying = timed_draft.lap(), timed_target.lap()
         times.append((drafting, verifying, time.perf_counter() - start - drafting - verifying))

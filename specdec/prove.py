@@ -1,10 +1,11 @@
 """``specdec prove``: run every proof script and report each claim.
 
-The proofs are scripts of a checkout, not part of the package: ``proofs/claim_NN_*.py``, each
-with a ``CHECKS`` list of functions that return their number of exact cases and raise
-``AssertionError`` on a counter-example. ``proofs_folder`` says which folder is used: an
-explicit folder, else ``$SPECDEC_PROOFS``, else the checkout beside the package
-(``specdec.folders``); without one the command says where it looked and exits 2.
+The proofs are scripts of a checkout, ``proofs/claim_NN_*.py`` (a wheel or an sdist ships a
+copy inside the package), each with a ``CHECKS`` list of functions that return their number of
+exact cases and raise ``AssertionError`` on a counter-example. ``proofs_folder`` says which
+folder is used: an explicit folder, else ``$SPECDEC_PROOFS``, else the checkout beside the
+package, else the installed copy (``specdec.folders``); without one the command says where it
+looked and exits 2.
 
 A case family is named by its check's docstring summary (its first paragraph, whole), and the
 command ends with one line: ``N claims, M case families, F failed``.
@@ -65,8 +66,8 @@ QUICK_VARIABLE = "SPECDEC_PROVE_QUICK"
 run their slow case families on fewer cases."""
 
 DESCRIPTION = (
-    "Run every check of proofs/claim_*.py (a checkout is needed). Exit 0 when every claim "
-    "holds, 1 on a counter-example, 2 without the proofs."
+    "Run every check of proofs/claim_*.py (a checkout's, or the copy installed with specdec). "
+    "Exit 0 when every claim holds, 1 on a counter-example, 2 without the proofs."
 )
 EPILOG = """\
 examples:
@@ -252,13 +253,22 @@ def add_parser(
 def run(args: argparse.Namespace) -> int:
     """``specdec prove`` on parsed arguments (``claims``, ``json``, ``quiet``, ``quick``): a
     line per case family on stdout and the summary (or the JSON report); the exit code (0 every
-    claim holds, 1 a counter-example, 2 no proofs folder or no matching script)."""
+    claim holds, 1 a counter-example, 2 no proofs folder, no matching script or a module the
+    scripts import missing)."""
     lookup = locate_folder("proofs", PROOFS_VARIABLE)
     if lookup.folder is None:
         print(lookup.missing("specdec prove", "claim_*.py scripts"), file=sys.stderr)
         return 2
-    with quick_mode(getattr(args, "quick", False)):
-        results = _run_with_progress(lookup.folder, args)
+    try:
+        with quick_mode(getattr(args, "quick", False)):
+            results = _run_with_progress(lookup.folder, args)
+    except ModuleNotFoundError as missing:  # a script's import: say what to install
+        print(
+            f"specdec prove: the proofs in {lookup.folder} import {missing.name!r}, which is not "
+            "installed; pip install 'specdec[test]' installs what they use (z3-solver, sympy).",
+            file=sys.stderr,
+        )
+        return 2
     if not results:
         print(f"specdec prove: no proof script matches {args.claims}.", file=sys.stderr)
         return 2

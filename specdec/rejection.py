@@ -32,8 +32,8 @@ def acceptance_probs(
         ``[*batch]`` float64 acceptance probabilities in ``[0, 1]``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows, shape mismatch, ids out of range,
-        or ``q(x) = 0``.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows, shape mismatch, ids out of range, or ``q(x) = 0``.
 
     Example:
         >>> import torch, specdec
@@ -72,7 +72,8 @@ def residual_probs(
         ``[*batch, V]`` float64 rows summing to 1.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows or shape mismatch.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows or shape mismatch.
 
     Example:
         >>> import torch, specdec

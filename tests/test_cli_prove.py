@@ -43,6 +43,18 @@ def test_prove_without_a_match_is_a_usage_error() -> None:
     assert main(["prove", "no_such_claim"]) == 2
 
 
+def test_a_module_the_proofs_import_missing_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "claim_99_needs.py").write_text("import no_such_module_for_specdec\nCHECKS = []\n")
+    monkeypatch.setenv("SPECDEC_PROOFS", str(tmp_path))
+    assert main(["prove", "--quiet"]) == 2
+    assert (
+        "import 'no_such_module_for_specdec', which is not installed; pip install 'specdec[test]'"
+        in capsys.readouterr().err
+    )
+
+
 def test_bench_runs_a_benchmark_and_refuses_unknown_ones(tmp_path: Path) -> None:
     assert checkout_root() is not None
     assert main(["bench", "bench_verify", "--quick", "--out", str(tmp_path / "v.json")]) == 0

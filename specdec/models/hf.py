@@ -63,13 +63,13 @@ class HFModel:
         with torch.no_grad():
             output = self.model(
                 input_ids=input_ids,
-                past_key_values=past,
+                cache=past,  # transformers >= 5.24 (``past_key_values`` before, removed in 5.40)
                 attention_mask=attention_mask.long(),
                 position_ids=position_ids,
                 use_cache=True,
                 logits_to_keep=0 if logits_to_keep is None else logits_to_keep,
             )
-        new_cache = output.past_key_values
+        new_cache = output.cache
         if not isinstance(new_cache, DynamicCache):
             raise TypeError(f"expected a DynamicCache back, got {type(new_cache).__name__}.")
         return output.logits, new_cache

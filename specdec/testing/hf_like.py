@@ -2,10 +2,14 @@
 
 Engines' speculative steps call their models as transformers does::
 
-    out = model(input_ids, past_key_values=cache, use_cache=True)
+    out = model(input_ids, cache=cache, use_cache=True)
     out.logits            # [N, L_new, V]: next-token logits after each new position
-    out.past_key_values   # a transformers DynamicCache holding every token seen so far
+    out.cache             # a transformers DynamicCache holding every token seen so far
     model.config.vocab_size
+
+transformers renamed ``past_key_values`` to ``cache`` in 5.24 (the old name is deprecated and
+removed in 5.40); the toy takes both names, as transformers 5.24 does, and its output answers to
+both (``out.past_key_values`` is ``out.cache``), so a step written against either API runs.
 
 ``ToyCausalLM`` gives that interface over a ``specdec.models.toy.ToyModel``: its logits are
 ``log`` of the toy rows (``-inf`` for a zero probability) in the chosen dtype and device, after
@@ -23,9 +27,9 @@ Example:
     >>> from specdec.models.toy import make_toy_model
     >>> lm = ToyCausalLM(make_toy_model(3, seed=0))
     >>> out = lm(torch.tensor([[0, 2]]), use_cache=True)
-    >>> out.logits.shape, out.past_key_values.get_seq_length(), lm.config.vocab_size
+    >>> out.logits.shape, out.cache.get_seq_length(), lm.config.vocab_size
     (torch.Size([1, 2, 3]), 2, 3)
-    >>> step = lm(torch.tensor([[1]]), past_key_values=out.past_key_values, use_cache=True)
+    >>> step = lm(torch.tensor([[1]]), cache=out.cache, use_cache=True)
     >>> torch.equal(step.logits[0, -1], lm(torch.tensor([[0, 2, 1]])).logits[0, -1])
     True
 """
@@ -55,7 +59,12 @@ class CausalLMOutput:
     """``logits [N, L_new, V]`` and the cache (``None`` without ``use_cache``)."""
 
     logits: Float[Tensor, "batch new vocab"]
-    past_key_values: Any = None
+    cache: Any = None
+
+    @property
+    def past_key_values(self) -> Any:
+        """``cache`` under its name before transformers 5.24."""
+        return self.cache
 
 
 def _new_cache() -> Any:
@@ -65,7 +74,7 @@ def _new_cache() -> Any:
 
 
 class ToyCausalLM:
-    """``model(input_ids, past_key_values=None, use_cache=...)`` over a toy model (module doc).
+    """``model(input_ids, cache=None, use_cache=...)`` over a toy model (module doc).
 
     Args:
         model: the toy model.
@@ -88,16 +97,20 @@ class ToyCausalLM:
     def __call__(
         self,
         input_ids: Int[Tensor, "batch new"],
-        past_key_values: Any = None,
+        cache: Any = None,
         use_cache: bool | None = None,
+        past_key_values: Any = None,
         **ignored: Any,
     ) -> CausalLMOutput:
-        """Logits after each new position, given the cached tokens before them."""
+        """Logits after each new position, given the cached tokens before them (``cache``, or
+        ``past_key_values``: its name before transformers 5.24; not both)."""
         del ignored
         ids = input_ids.long().cpu()
         if ids.dim() != 2:
             raise ValueError(f"input_ids must be [N, L], got shape {tuple(input_ids.shape)}.")
-        cache = past_key_values
+        if cache is not None and past_key_values is not None:
+            raise ValueError("pass the cache once: cache=... (past_key_values is its old name).")
+        cache = past_key_values if cache is None else cache
         if cache is None and use_cache is not False:
             cache = _new_cache()
         if cache is not None:

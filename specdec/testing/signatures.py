@@ -25,8 +25,9 @@ zero rows past it; at most ``k_n + 1`` tokens out): ``specdec.testing.audit.ragg
 
 A step whose models follow transformers (``audit_step(fn, model_interface="transformers")``)
 gets ``target_model`` and ``draft_model`` in place of the logits callables:
-``model(input_ids [N, L'], past_key_values=None, use_cache=...)`` returning ``.logits
-[N, L', V]`` and ``.past_key_values`` (a ``DynamicCache``), and ``model.config.vocab_size``
+``model(input_ids [N, L'], cache=None, use_cache=...)`` returning ``.logits [N, L', V]``
+and ``.cache`` (a ``DynamicCache``; ``past_key_values`` before transformers 5.24: the toy
+models take and answer to both names), and ``model.config.vocab_size``
 (``specdec.testing.hf_like``). An engine's warping or target-only sampler, given to
 ``audit_step`` as ``target_warp`` or ``target_sampler``::
 

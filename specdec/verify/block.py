@@ -124,8 +124,9 @@ def verify_block(
         (``-1``-padded).
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows, shape or vocabulary mismatch,
-        ``k = 0``, ids out of range, uniforms outside ``[0, 1)``, a draft with ``q(x) = 0``.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows, shape or vocabulary mismatch, ``k = 0``, ids out of range,
+            uniforms outside ``[0, 1)``, a draft with ``q(x) = 0``.
 
     Example:
         The paper's binary example (``p = (1/3, 2/3)``, ``q = (2/3, 1/3)`` at every context):

@@ -35,8 +35,9 @@ def verify_exact_match(
         ``Verification``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows, shape mismatch, ``k = 0``, ids out of
-        range, uniforms outside ``[0, 1)``.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows, shape mismatch, ``k = 0``, ids out of range, uniforms outside
+            ``[0, 1)``.
 
     Example:
         >>> import torch, specdec

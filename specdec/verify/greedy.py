@@ -29,8 +29,8 @@ def verify_greedy(
         ``Verification`` (``tokens`` ``-1``-padded after the emitted block).
 
     Raises:
-        TypeError: wrong dtypes. ValueError: shape mismatch, ``k = 0``, ids out of range,
-        invalid logits.
+        TypeError: wrong dtypes.
+        ValueError: shape mismatch, ``k = 0``, ids out of range, invalid logits.
 
     Example:
         >>> import torch, specdec

@@ -112,7 +112,7 @@ def typical_acceptance_rule(
 
     Raises:
         TypeError, ValueError: invalid rows, shapes, ids or uniforms (as ``verify_tokens``),
-        ``epsilon`` outside ``[0, 1]``, ``delta`` negative or not finite.
+            ``epsilon`` outside ``[0, 1]``, ``delta`` negative or not finite.
 
     Example:
         >>> import torch
@@ -171,7 +171,7 @@ def lenient_rule(
 
     Raises:
         TypeError, ValueError: as ``verify_tokens`` (a draft with ``q(x) = 0`` included), or
-        ``lenience`` outside ``(0, 1]``.
+            ``lenience`` outside ``(0, 1]``.
 
     Example:
         >>> import torch
@@ -234,7 +234,7 @@ def ratio_threshold_rule(
 
     Raises:
         TypeError, ValueError: as ``verify_tokens`` (a draft with ``q(x) = 0`` included), or
-        ``threshold`` negative or not finite.
+            ``threshold`` negative or not finite.
 
     Example:
         >>> import torch

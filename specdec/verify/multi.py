@@ -156,8 +156,9 @@ def verify_multi_iid(
         ``MultiDraftVerification`` (accepted index or ``-1``, emitted token), shapes ``[*batch]``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows, shapes, ids out of range, uniforms
-        outside ``[0, 1)``, a candidate with ``q(x) = 0``.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows, shapes, ids out of range, uniforms outside ``[0, 1)``, a candidate
+            with ``q(x) = 0``.
 
     Example:
         >>> import torch
@@ -202,7 +203,8 @@ def verify_multi_without_replacement(
         ``MultiDraftVerification``, shapes ``[*batch]``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: as ``verify_multi_iid``, and repeated candidates.
+        TypeError: wrong dtypes.
+        ValueError: as ``verify_multi_iid``, and repeated candidates.
 
     Example:
         >>> import torch
@@ -245,7 +247,8 @@ def verify_multi_point_mass(
         ``MultiDraftVerification``, shapes ``[*batch]``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows, shapes, ids, uniforms.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows, shapes, ids, uniforms.
 
     Example:
         >>> import torch
@@ -356,8 +359,9 @@ def verify_multi_kseq(
         ``MultiDraftVerification``, shapes ``[*batch]``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: as ``verify_multi_iid``; ``rho`` of the wrong shape,
-        below 1, or with a negative residual numerator.
+        TypeError: wrong dtypes.
+        ValueError: as ``verify_multi_iid``; ``rho`` of the wrong shape, below 1, or with a negative
+            residual numerator.
 
     Example:
         >>> import torch

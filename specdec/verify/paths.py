@@ -92,8 +92,8 @@ def verify_paths(
         ``Verification`` with ``num_accepted [*batch]`` and ``tokens [*batch, L+1]``.
 
     Raises:
-        TypeError: wrong dtypes. ValueError: shapes, rows, ids, uniforms, ``L = 0``, a token
-        with ``q = 0`` under its row.
+        TypeError: wrong dtypes.
+        ValueError: shapes, rows, ids, uniforms, ``L = 0``, a token with ``q = 0`` under its row.
 
     Example:
         >>> import torch

@@ -50,8 +50,9 @@ def verify_tokens(
         (``-1``-padded).
 
     Raises:
-        TypeError: wrong dtypes. ValueError: invalid rows, shape or vocabulary mismatch,
-        ``k = 0``, ids out of range, uniforms outside ``[0, 1)``, a draft with ``q(x) = 0``.
+        TypeError: wrong dtypes.
+        ValueError: invalid rows, shape or vocabulary mismatch, ``k = 0``, ids out of range,
+            uniforms outside ``[0, 1)``, a draft with ``q(x) = 0``.
 
     Example:
         >>> import torch, specdec

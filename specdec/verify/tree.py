@@ -234,9 +234,10 @@ def verify_tree(
         ``TreeVerification`` (accepted length, path, emitted tokens).
 
     Raises:
-        TypeError: ``tree`` not a ``TokenTree``; wrong dtypes. ValueError: shapes, rows, ids,
-        uniforms; ``draft_probs`` missing for sampled children; a node with ``q(x) = 0`` under
-        its parent's row; repeated siblings drawn without replacement.
+        TypeError: ``tree`` not a ``TokenTree``; wrong dtypes.
+        ValueError: shapes, rows, ids, uniforms; ``draft_probs`` missing for sampled children; a
+            node with ``q(x) = 0`` under its parent's row; repeated siblings drawn without
+            replacement.
 
     Example:
         >>> import torch

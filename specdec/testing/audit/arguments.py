@@ -355,7 +355,7 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         choices=("logits", "transformers"),
         default=None,
         help="(--step) hand the step plain logits callables (default) or transformers-like "
-        "models: model(input_ids, past_key_values=..., use_cache=...).logits, .config",
+        "models: model(input_ids, cache=..., use_cache=...).logits, .config",
     )
 
 

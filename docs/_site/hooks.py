@@ -1,0 +1,84 @@
+"""mkdocs hooks: the site's pages are the checkout's documents, each at its own path.
+
+The documents link to each other as files of the checkout (the README to ``docs/audit.md``,
+``docs/audit.md`` to ``../proofs/theory.md``), so the site keeps the checkout's layout: the
+README is the home page (``README.md`` at the top is the index), ``docs/*.md`` stay under
+``docs/``, and the theory, the proofs' map, the benchmarks and the changelog join at their
+paths, with the files they link to (the proof scripts, the benchmarks' figures) served as they
+are. Two pages are written here: ``docs/index.md`` (the README links the folder ``docs/``) and
+``api.md``, the reference generated from the docstrings by mkdocstrings.
+"""
+
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = (
+    "README.md",
+    "CHANGELOG.md",
+    "proofs/theory.md",
+    "proofs/README.md",
+    "benchmarks/README.md",
+)
+LINKED = ("proofs/claim_*.py", "benchmarks/figures/*.png", "mkdocs.yml")  # files pages link to
+API_MODULES = (  # the reference page: the stable API (docs/stability.md), module by module
+    ("specdec", ()),
+    ("specdec.testing", ()),
+    (
+        "specdec.testing.audit",  # its entry points (the helpers below them are not stable)
+        (
+            "audit",
+            "as_subject",
+            "Subject",
+            "AuditOptions",
+            "AuditReport",
+            "ExitCode",
+            "audit_verifier",
+            "audit_step",
+            "audit_multi_draft",
+            "audit_tree",
+        ),
+    ),
+    ("specdec.models", ()),
+    ("specdec.stopping", ()),
+    ("specdec.verify.lossy", ()),
+    ("specdec.folders", ()),
+)
+DOCS_INDEX = """# The reference
+
+- [Installing specdec](install.md): wheels, the CPU build of torch, the extras.
+- [The audit](audit.md): every option, the scenarios, engines' conventions, reading a report.
+- [Error rates](error-rates.md): sample sizes and what a pass guarantees.
+- [Conventions](conventions.md): the edge cases decided once.
+- [Generation](generation.md): real models, another vocabulary, stopping early, draft paths.
+- [Stability](stability.md): what a minor release keeps.
+- [The API reference](../api.md), generated from the docstrings.
+"""
+
+
+def api_page() -> str:
+    """The API reference: one mkdocstrings block per module of ``API_MODULES`` (all its public
+    members, or the ones listed)."""
+    blocks = []
+    for name, members in API_MODULES:
+        only = f"    options:\n      members: [{', '.join(members)}]\n" if members else ""
+        blocks.append(f"## `{name}`\n\n::: {name}\n{only}")
+    return "# API reference\n\nGenerated from the docstrings.\n\n" + "\n".join(blocks)
+
+
+def on_files(files: Files, config: Any) -> Files:
+    """The checkout's documents at their paths, ``docs/``'s pages under ``docs/``."""
+    site = Files([])
+    for file in files:
+        site.append(File.generated(config, f"docs/{file.src_uri}", abs_src_path=file.abs_src_path))
+    for path in PAGES:
+        site.append(File.generated(config, path, abs_src_path=str(ROOT / path)))
+    for pattern in LINKED:
+        for path in sorted(ROOT.glob(pattern)):
+            uri = path.relative_to(ROOT).as_posix()
+            site.append(File.generated(config, uri, abs_src_path=str(path)))
+    site.append(File.generated(config, "docs/index.md", content=DOCS_INDEX))
+    site.append(File.generated(config, "api.md", content=api_page()))
+    return site
