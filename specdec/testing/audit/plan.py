@@ -389,11 +389,11 @@ def smallest_sufficient(
 
 
 def plan_battery(
-    plan_scenario: PlanScenario,
-    scenarios: Sequence[Scenario],
+    plan_scenario: Callable[[S, int], P],
+    scenarios: Sequence[S],
     samples: int | None,
-    size: Callable[[Scenario], tuple[int, ScenarioPlan]],
-) -> list[tuple[int, ScenarioPlan]]:
+    size: Callable[[S], tuple[int, P]],
+) -> list[tuple[int, P]]:
     """Every scenario's sample size and plan: ``samples`` each when fixed, else ``size``'s."""
     if samples is not None:
         return [(samples, plan_scenario(scenario, samples)) for scenario in scenarios]

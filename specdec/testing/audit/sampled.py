@@ -8,8 +8,9 @@ the package docstring and ``specdec.testing.audit.plan``.
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
 from specdec.testing.audit.options import AuditOptions, Progress
@@ -17,6 +18,7 @@ from specdec.testing.audit.plan import (
     DETECT_TV_BATCHED,
     DETECT_TV_SINGLE,
     MIN_POWER_TV,
+    ErrorBudget,
     PlanScenario,
     ScenarioPlan,
     chunk_sizes,
@@ -49,7 +51,17 @@ from specdec.testing.audit.run import (
 from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject
 
-__all__ = ["inputs_of", "is_plain", "power_of", "rejected_by", "sample_audit", "sampled_report"]
+S = TypeVar("S")
+
+__all__ = [
+    "decide_battery",
+    "inputs_of",
+    "is_plain",
+    "power_of",
+    "rejected_by",
+    "sample_audit",
+    "sampled_report",
+]
 
 
 def inputs_of(options: AuditOptions) -> Inputs:
@@ -161,11 +173,12 @@ def sample_audit(
         results.append(result)
         if progress is not None:
             progress(progress_line(index, len(sized), results[-1]))
-    decided = tuple(
-        r
-        if r.lossy or r.rejected or r.detectable_tv <= minimum
-        else replace(r, samples_to_decide=samples_for_tv(plan_scenario, s, minimum, budget)[0])
-        for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
+    decided = decide_battery(
+        results,
+        scenarios,
+        budget,
+        minimum,
+        lambda s: samples_for_tv(plan_scenario, s, minimum, budget)[0],
     )
     return sampled_report(
         subject,
@@ -174,6 +187,24 @@ def sample_audit(
         seconds=time.perf_counter() - start,
         power=(target_tv, minimum),
         signature=subject.signature,
+    )
+
+
+def decide_battery(
+    results: Sequence[ScenarioResult],
+    scenarios: Sequence[S],
+    budget: ErrorBudget,
+    minimum: float,
+    size_for: Callable[[S], int],
+) -> tuple[ScenarioResult, ...]:
+    """The scenarios decided by Holm (``results.decide_by_holm``); a passing one that detects
+    only a distance above ``minimum`` gets ``samples_to_decide = size_for(its scenario)`` (the
+    sample size that detects ``minimum``, computed only where needed)."""
+    return tuple(
+        r
+        if r.lossy or r.rejected or r.detectable_tv <= minimum
+        else replace(r, samples_to_decide=size_for(s))
+        for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
     )
 
 

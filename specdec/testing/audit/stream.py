@@ -48,16 +48,20 @@ from specdec._checks import check_positive_int
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.testing.audit.blame import blamed, calling
 from specdec.testing.audit.options import AuditOptions, Progress
-from specdec.testing.audit.plan import chunk_sizes, samples_for_tv, split_error_rate
+from specdec.testing.audit.plan import (
+    chunk_sizes,
+    plan_battery,
+    samples_for_tv,
+    split_error_rate,
+)
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import (
     ScenarioResult,
-    decide_by_holm,
     progress_line,
     scenario_result,
 )
 from specdec.testing.audit.run import InvalidOutputError, collect_evidence
-from specdec.testing.audit.sampled import power_of, sampled_report
+from specdec.testing.audit.sampled import decide_battery, power_of, sampled_report
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import pool_law_by_expected_count
@@ -296,11 +300,13 @@ def stream_audit(
         plan = _planner({s.name: stream_law(s) for s in scenarios})
     draw = stream_draw(blamed(subject.fn, "function"), subject.batched)  # ``blame``
     results: list[ScenarioResult] = []
-    for index, scenario in enumerate(scenarios):
-        if options.samples is not None:
-            n, planned = options.samples, plan(scenario, options.samples)
-        else:
-            n, planned = samples_for_tv(plan, scenario, target_tv or 0.0, budget)
+    sized = plan_battery(
+        plan,
+        scenarios,
+        options.samples,
+        lambda s: samples_for_tv(plan, s, target_tv or 0.0, budget),
+    )
+    for index, (n, planned) in enumerate(sized):
         evidence = collect_evidence(
             planned,
             draw,
@@ -314,11 +320,12 @@ def stream_audit(
         results.append(replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None))
         if progress is not None:
             progress(progress_line(index, len(scenarios), results[-1]))
-    decided = tuple(
-        r
-        if r.lossy or r.detectable_tv <= minimum
-        else replace(r, samples_to_decide=samples_for_tv(plan, s, minimum, budget)[0])
-        for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
+    decided = decide_battery(
+        results,
+        scenarios,
+        budget,
+        minimum,
+        lambda s: samples_for_tv(plan, s, minimum, budget)[0],
     )
     return sampled_report(
         subject,
