@@ -25,7 +25,7 @@ from specdec.discover import ExactVerdict, exact_verdict
 from specdec.exact import Law, cdf_steps, completion_law, target_law
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, candidate_law, recursive_steps
-from specdec.tree_law import paths_draft_law, tree_draft_law, tree_rows, tree_steps
+from specdec.tree_law import paths_draft_law, paths_rows, tree_draft_law, tree_rows, tree_steps
 from specdec.types import Verification
 from specdec.verify.multi import MultiDraftRule
 from specdec.verify.tree import TokenTree, TreeRule
@@ -203,10 +203,15 @@ def discover_tree_law(
         status, evidence, found = _explore(call, tree.size + 1, tree.depth + 1, start, seed)
         if found is None:
             return MultiDiscovery(status, None, f"tree tokens {tokens}: {evidence}")
-        for output, prob in found.items():
-            block = tuple(x for x in output if x >= 0)
-            law[block] = law.get(block, Fraction(0)) + weight * prob
+        _add_blocks(law, found, weight)
     return MultiDiscovery("exact", law, "every box's corners agree for every drafted tree")
+
+
+def _add_blocks(law: Law, found: Law, weight: Fraction) -> None:
+    """Add ``weight`` times ``found`` (padded outputs) to ``law`` (emitted blocks, padding off)."""
+    for output, prob in found.items():
+        block = tuple(x for x in output if x >= 0)
+        law[block] = law.get(block, Fraction(0)) + weight * prob
 
 
 def discover_paths_law(
@@ -227,24 +232,13 @@ def discover_paths_law(
     """
     law: Law = {}
     for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
-        contexts = [[(*prefix, *path[:d]) for d in range(length + 1)] for path in drawn]
-        draft_rows = torch.tensor(
-            [[[float(v) for v in draft.probs(c)] for c in row[:length]] for row in contexts],
-            dtype=torch.float64,
-        )
-        target_rows = torch.tensor(
-            [[[float(v) for v in target.probs(c)] for c in row] for row in contexts],
-            dtype=torch.float64,
-        )
-        tokens = torch.tensor([list(path) for path in drawn], dtype=torch.int64)
+        tokens, draft_rows, target_rows = paths_rows(target, draft, prefix, drawn, length)
         call = _PathsCall(rule, tokens, (draft_rows, target_rows))
         start: list[list[Fraction]] = [[] for _ in range(paths * length + 1)]
         status, evidence, found = _explore(call, paths * length + 1, length + 1, start, seed)
         if found is None:
             return MultiDiscovery(status, None, f"paths {drawn}: {evidence}")
-        for output, prob in found.items():
-            block = tuple(x for x in output if x >= 0)
-            law[block] = law.get(block, Fraction(0)) + weight * prob
+        _add_blocks(law, found, weight)
     return MultiDiscovery("exact", law, "every box's corners agree for every set of paths")
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "expected_accepted",
     "paths_block_law",
     "paths_draft_law",
+    "paths_rows",
     "paths_rule_law",
     "tree_block_law",
     "tree_draft_law",
@@ -180,6 +181,27 @@ def tree_rows(
         return torch.tensor(rows, dtype=torch.float64)
 
     return as_tensor(draft), as_tensor(target)
+
+
+def paths_rows(
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    drawn: Sequence[Sequence[int]],
+    length: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``verify_paths``' inputs for the drawn paths: tokens ``[K, L]``, float64 ``draft_probs
+    [K, L, V]`` and ``target_probs [K, L+1, V]`` at every path's contexts."""
+    contexts = [[(*prefix, *path[:d]) for d in range(length + 1)] for path in drawn]
+    draft_rows = torch.tensor(
+        [[[float(v) for v in draft.probs(c)] for c in row[:length]] for row in contexts],
+        dtype=torch.float64,
+    )
+    target_rows = torch.tensor(
+        [[[float(v) for v in target.probs(c)] for c in row] for row in contexts],
+        dtype=torch.float64,
+    )
+    return torch.tensor([list(path) for path in drawn], dtype=torch.int64), draft_rows, target_rows
 
 
 def tree_rule_law(
@@ -333,16 +355,7 @@ def paths_rule_law(
     for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
         cuts: list[list[Fraction]] = [[] for _ in range(paths * length + 1)]
         _paths_walk(target, draft, prefix, drawn, 0, tuple(range(paths)), cuts)
-        contexts = [[(*prefix, *path[:d]) for d in range(length + 1)] for path in drawn]
-        draft_rows = torch.tensor(
-            [[[float(v) for v in draft.probs(c)] for c in row[:length]] for row in contexts],
-            dtype=torch.float64,
-        )
-        target_rows = torch.tensor(
-            [[[float(v) for v in target.probs(c)] for c in row] for row in contexts],
-            dtype=torch.float64,
-        )
-        ids = torch.tensor([list(path) for path in drawn], dtype=torch.int64)
+        ids, draft_rows, target_rows = paths_rows(target, draft, prefix, drawn, length)
 
         def evaluate(
             uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_rows, t: Tensor = target_rows
