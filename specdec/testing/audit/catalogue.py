@@ -24,7 +24,7 @@ Example:
 """
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from specdec._checks import check_int
@@ -55,9 +55,32 @@ LEVELS = ("verifier", "step", "position", "tree")
 """The levels whose catalogues there are (``specdec.testing.audit.subject.Level``)."""
 
 
+def _no_extra() -> list[AnyScenario]:
+    return []
+
+
+_BATTERIES: dict[str, tuple[Callable[[], Sequence[AnyScenario]], ...]] = {
+    "verifier": (verifier_scenarios, large_verifier_scenarios),
+    "step": (step_scenarios, extra_step_scenarios, large_step_scenarios),
+    "position": (position_scenarios, _no_extra),
+    "tree": (tree_scenarios, _no_extra),
+}
+"""Each level's default battery, then the functions of its scenarios chosen by name only."""
+
+
+def _batteries(level: str) -> tuple[Callable[[], Sequence[AnyScenario]], ...]:
+    if level not in _BATTERIES:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}.")
+    return _BATTERIES[level]
+
+
 def default_scenarios(level: str) -> list[AnyScenario]:
-    """The default battery of ``level``."""
-    return [s for s, default in scenario_catalogue(level).values() if default]
+    """The default battery of ``level`` (built alone: the scenarios chosen by name are not).
+
+    Raises:
+        ValueError: an unknown level.
+    """
+    return list(_batteries(level)[0]())
 
 
 def scenario_catalogue(level: str) -> dict[str, tuple[AnyScenario, bool]]:
@@ -67,20 +90,9 @@ def scenario_catalogue(level: str) -> dict[str, tuple[AnyScenario, bool]]:
     Raises:
         ValueError: an unknown level.
     """
-    default: Sequence[AnyScenario]
-    extra: Sequence[AnyScenario] = ()
-    if level == "step":
-        default, extra = step_scenarios(), [*extra_step_scenarios(), *large_step_scenarios()]
-    elif level == "verifier":
-        default, extra = verifier_scenarios(), large_verifier_scenarios()
-    elif level == "position":
-        default = position_scenarios()
-    elif level == "tree":
-        default = tree_scenarios()
-    else:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}.")
-    catalogue: dict[str, tuple[AnyScenario, bool]] = {s.name: (s, True) for s in default}
-    catalogue.update({s.name: (s, False) for s in extra})
+    default, *extras = _batteries(level)
+    catalogue: dict[str, tuple[AnyScenario, bool]] = {s.name: (s, True) for s in default()}
+    catalogue.update({s.name: (s, False) for extra in extras for s in extra()})
     return catalogue
 
 

@@ -305,13 +305,15 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitCode.USAGE_ERROR)
     from specdec.testing.audit.catalogue import default_scenarios
 
-    total = len(scenarios or default_scenarios(level))
-    bar = start_progress(total, "audit", enabled=not (args.quiet or args.json), unit="scenario")
+    battery = scenarios or default_scenarios(level)  # built once: the audit runs these
+    bar = start_progress(
+        len(battery), "audit", enabled=not (args.quiet or args.json), unit="scenario"
+    )
     hint = "" if subject.batched else (
         f"hint: if {args.function} takes a leading batch axis N, mark it "
         "@specdec.testing.signatures.batched or pass --batched"
     )  # fmt: skip
-    report = _guarded(args, bar, lambda: audit(subject, options, scenarios=scenarios,
+    report = _guarded(args, bar, lambda: audit(subject, options, scenarios=battery,
                                                 progress=bar.advance), hint)  # fmt: skip
     if isinstance(report, int):
         return report
