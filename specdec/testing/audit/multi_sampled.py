@@ -105,11 +105,12 @@ def sample_position_counts(
         (1000, 0)
     """
     vocab, k = len(scenario.target_row), scenario.k
+    call = blamed(rule, "function")  # its errors are its own (``blame``)
     counts = torch.zeros(vocab, dtype=torch.int64)
     for size in chunk_sizes(samples, is_batch=True):
         draft, target = _rows(scenario.draft_row, size), _rows(scenario.target_row, size)
         tokens = draft_candidates(draft, k, draw, data)
-        out = blamed(rule, "function")(tokens, draft, target, uniforms(noise, (size, k + 1)))
+        out = call(tokens, draft, target, uniforms(noise, (size, k + 1)))
         emitted = getattr(out, "token", None)
         if not isinstance(emitted, Tensor) or emitted.dtype not in (torch.int64, torch.int32):
             raise InvalidOutputError(
@@ -147,11 +148,12 @@ def sample_tree_counts(
         ((27,), 500)
     """
     pair = make_toy_pair(scenario.vocab, seed=scenario.seed, closeness=scenario.closeness)
+    call = blamed(rule, "function")  # its errors are its own (``blame``)
     tree = TokenTree(parents=scenario.parents, draw=draw)
     counts = torch.zeros(scenario.vocab ** (tree.depth + 1), dtype=torch.int64)
     for size in chunk_sizes(samples, is_batch=True):
         batch = draft_tree_batch(tree, pair.target, pair.draft, scenario.prefix, size, data)
-        out = blamed(rule, "function")(
+        out = call(
             tree,
             batch.tokens,
             batch.draft_probs,
