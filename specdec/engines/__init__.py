@@ -1,0 +1,29 @@
+"""Engines' own verification conventions, bit for bit: references to test a kernel against.
+
+specdec's rules fix specdec's conventions (which uniform decides what), so an engine can compare
+*laws* with specdec (the audit) but not *tokens*. A kernel bug that keeps the law but breaks the
+engine's own contract (a shifted coin, a wrong row read under a rare branch) needs a reference
+that takes the engine's inputs and random numbers and returns the tokens the engine must emit.
+Each module here re-implements one engine's convention from its public description (no code is
+copied), states its exact law for the given float inputs (``rows_law``: lossless, or the exact
+mass by which the convention deviates), and is tested token for token against a second,
+independent implementation, with a shifted-coin control that must fail.
+
+* ``specdec.engines.vllm_v1``: vLLM V1's rejection sampler (random, greedy and point-mass
+  draft paths; float64 uniforms with ``>=``, one exponential race per request).
+* ``specdec.engines.hf``: transformers' ``_speculative_sampling`` (float32 uniforms with
+  ``<=``, the final token by ``torch.multinomial``'s exponential race).
+
+The recipe for an engine's own test suite (``docs/engines.md``): draw the coins once, feed them
+to the kernel and to the reference, assert equal tokens; then compare the reference's
+``rows_law`` with the target's law to see what the convention costs.
+
+Example:
+    >>> from specdec.engines import hf, vllm_v1
+    >>> vllm_v1.PLACEHOLDER
+    -1
+"""
+
+from specdec.engines import hf, vllm_v1
+
+__all__ = ["hf", "vllm_v1"]

@@ -1,0 +1,77 @@
+"""Exact laws of float decisions: uniforms on a dyadic grid and exponential races.
+
+An engine's kernel decides with float numbers drawn by torch. Two facts make its law exact in
+rational arithmetic:
+
+* ``torch.rand`` draws ``u = j / 2^b`` with ``j`` uniform on ``0 .. 2^b - 1`` (``b = 24`` in
+  float32, ``53`` in float64), so a test ``u <= r`` passes with probability
+  ``min(1, (floor(r 2^b) + 1) / 2^b)`` and ``u < r`` with ``min(1, ceil(r 2^b) / 2^b)``; in
+  particular ``u <= 0`` passes with probability ``2^-b`` (a token the target forbids accepted).
+* An exponential race ``argmax_i w_i / E_i`` over i.i.d. ``E_i ~ Exp(1)`` picks ``i`` with
+  probability ``w_i / sum(w)`` (``torch.multinomial(w, 1)`` on the CPU is exactly this race,
+  and vLLM's recovered-token kernel is one); when every ``w_i`` is 0 every ratio is 0 and
+  ``argmax`` returns the first index, 0. The law treats the ``E_i`` as real numbers: ties, which
+  float exponentials make possible with probability of the order of ``2^-24`` per pair, are not
+  modelled (say so where a law is used).
+
+``exact`` turns a float tensor into the rational numbers it holds, so a law computed here is
+the law of the engine's own float inputs, rounding included.
+
+Example:
+    >>> from fractions import Fraction as F
+    >>> grid_at_most(F(0), 24) == F(1, 2**24)
+    True
+    >>> race_law([F(1), F(0), F(3)])
+    {0: Fraction(1, 4), 2: Fraction(3, 4)}
+"""
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import torch
+from torch import Tensor
+
+__all__ = ["exact", "grid_at_most", "race_law", "uniform_bits"]
+
+
+def uniform_bits(dtype: torch.dtype) -> int:
+    """The number of random bits of ``torch.rand`` in ``dtype`` (its grid is ``2^-bits``).
+
+    Raises:
+        ValueError: a dtype torch does not draw uniforms in as assumed here.
+    """
+    bits = {torch.float32: 24, torch.float64: 53}
+    if dtype not in bits:
+        raise ValueError(f"uniforms must be float32 or float64, got {dtype}")
+    return bits[dtype]
+
+
+def exact(values: Tensor) -> list[Fraction]:
+    """The exact rational values of a 1-D float tensor (``Fraction(float)`` is exact)."""
+    return [Fraction(value) for value in values.double().tolist()]
+
+
+def grid_at_most(ratio: Fraction, bits: int) -> Fraction:
+    """``P(u <= ratio)`` for ``u = j / 2^bits``, ``j`` uniform on ``0 .. 2^bits - 1``."""
+    if ratio < 0:
+        return Fraction(0)
+    count = min(2**bits, math.floor(ratio * 2**bits) + 1)
+    return Fraction(count, 2**bits)
+
+
+def race_law(weights: Sequence[Fraction]) -> dict[int, Fraction]:
+    """The law of ``argmax_i weights[i] / E_i``, ``E_i`` i.i.d. Exp(1) (real-valued).
+
+    Tokens of weight 0 are left out; all weights 0 gives index 0 with probability 1 (every ratio
+    is 0 and ``argmax`` returns the first).
+
+    Raises:
+        ValueError: a negative weight.
+    """
+    if any(weight < 0 for weight in weights):
+        raise ValueError("race weights must be >= 0")
+    total = sum(weights, Fraction(0))
+    if total == 0:
+        return {0: Fraction(1)}
+    return {i: weight / total for i, weight in enumerate(weights) if weight > 0}

@@ -1,0 +1,92 @@
+"""Second, independent implementations of the engine conventions in ``specdec.engines``.
+
+Written as scalar loops in the shape of the engines' kernels (a program per request, a loop over
+its positions), from the same written convention and not from the vectorised references, so
+that an equal-tokens test between the two is a real check of each. Float32 arithmetic is done on
+0-d float32 tensors (the kernels compute in float32); comparisons with float64 uniforms are
+done in float64, as a float32 value promotes exactly.
+"""
+
+import torch
+from torch import Tensor
+
+
+def vllm_v1_loop(
+    draft_token_ids: Tensor,
+    cu_num_draft_tokens: Tensor,
+    draft_probs: Tensor | None,
+    target_probs: Tensor,
+    bonus_token_ids: Tensor,
+    uniform_probs: Tensor,
+    exponentials: Tensor,
+    is_greedy: Tensor | None,
+    max_spec_len: int,
+) -> Tensor:
+    batch, vocab = cu_num_draft_tokens.shape[0], target_probs.shape[1]
+    out = torch.full((batch, max_spec_len + 1), -1, dtype=torch.int32)
+    for request in range(batch):
+        start = 0 if request == 0 else int(cu_num_draft_tokens[request - 1])
+        end = int(cu_num_draft_tokens[request])
+        greedy = is_greedy is not None and bool(is_greedy[request])
+        rejected = False
+        for pos in range(end - start):
+            if rejected:
+                break
+            t = start + pos
+            draft = int(draft_token_ids[t])
+            if greedy:
+                best = max(range(vocab), key=lambda v: (float(target_probs[t, v]), -v))
+                out[request, pos] = best
+                rejected = best != draft
+                continue
+            draft_prob = torch.tensor(1.0) if draft_probs is None else draft_probs[t, draft]
+            target_prob = target_probs[t, draft]
+            ok = float(draft_prob) > 0 and float(target_prob / draft_prob) >= float(
+                uniform_probs[t]
+            )
+            if ok:
+                out[request, pos] = draft
+                continue
+            rejected = True
+            best_v, best_score = 0, -1.0
+            for v in range(vocab):
+                if draft_probs is None:
+                    weight = 0.0 if v == draft else float(target_probs[t, v])
+                else:
+                    weight = max(float(target_probs[t, v] - draft_probs[t, v]), 0.0)
+                score = float(torch.tensor(weight) / exponentials[request, v])
+                if score > best_score:
+                    best_v, best_score = v, score
+            out[request, pos] = best_v
+        if not rejected:
+            out[request, end - start] = int(bonus_token_ids[request, 0])
+    return out
+
+
+def hf_loop(
+    drafts: list[int],
+    candidate_logits: Tensor,
+    new_logits: Tensor,
+    uniforms: Tensor,
+    exponentials: Tensor,
+) -> list[int]:
+    draft_rows = torch.softmax(candidate_logits[0], dim=-1)
+    target_rows = torch.softmax(new_logits[0], dim=-1)
+    emitted: list[int] = []
+    for i, draft in enumerate(drafts):
+        ratio = target_rows[i, draft] / draft_rows[i, draft]
+        if bool(uniforms[i] <= ratio):
+            emitted.append(draft)
+            continue
+        pairs = zip(target_rows[i], draft_rows[i], strict=True)
+        weights = [max(float(a - b), 0.0) for a, b in pairs]
+        total = float(torch.tensor(weights, dtype=target_rows.dtype).sum())
+        row = [torch.tensor(w, dtype=target_rows.dtype) / total for w in weights]
+        return [*emitted, _race(row, exponentials[0])]
+    row = list(target_rows[len(drafts)])
+    return [*emitted, _race(row, exponentials[0])]
+
+
+def _race(row: list[Tensor], exponentials: Tensor) -> int:
+    scores = [float(w / e) for w, e in zip(row, exponentials, strict=True)]
+    return max(range(len(scores)), key=lambda v: (scores[v], -v))
