@@ -45,6 +45,8 @@ API_MODULES = (  # the reference page: the stable API (docs/stability.md), modul
     ("specdec.stopping", ()),
     ("specdec.verify.lossy", ()),
     ("specdec.folders", ()),
+    ("specdec.engines.vllm_v1", ()),
+    ("specdec.engines.hf", ()),
 )
 DOCS_INDEX = """# The reference
 
@@ -52,6 +54,7 @@ DOCS_INDEX = """# The reference
 - [The audit](audit.md): every option, the scenarios, engines' conventions, reading a report.
 - [Error rates](error-rates.md): sample sizes and what a pass guarantees.
 - [Conventions](conventions.md): the edge cases decided once.
+- [Engines' conventions](engines.md): references an engine's kernel can match token for token.
 - [Generation](generation.md): real models, another vocabulary, stopping early, draft paths.
 - [Stability](stability.md): what a minor release keeps.
 - [The API reference](../api.md), generated from the docstrings.
