@@ -90,3 +90,70 @@ def hf_loop(
 def _race(row: list[Tensor], exponentials: Tensor) -> int:
     scores = [float(w / e) for w, e in zip(row, exponentials, strict=True)]
     return max(range(len(scores)), key=lambda v: (scores[v], -v))
+
+
+def sglang_loop(
+    candidates: Tensor,
+    retrive_index: Tensor,
+    next_token: Tensor,
+    next_sibling: Tensor,
+    coins: Tensor,
+    final_coins: Tensor,
+    target_probs: Tensor,
+    draft_probs: Tensor,
+    depth: int,
+    threshold_single: float = 1.0,
+    threshold_acc: float = 1.0,
+) -> tuple[list[int], list[list[int]], list[int]]:
+    """SGLang's kernel as one program per request in numpy float32, mutating its own copy of the
+    draft rows as the kernel does; undefined outputs are -1."""
+    import numpy as np
+
+    batch, nodes = candidates.shape
+    target = target_probs.numpy().astype(np.float32)
+    draft = draft_probs.numpy().astype(np.float32).copy()
+    u_all = coins.numpy().astype(np.float32)
+    predicts = [-1] * (batch * nodes)
+    accept_index = [[-1] * depth for _ in range(batch)]
+    accept_num = [0] * batch
+    t_single, t_acc = np.float32(threshold_single), np.float32(max(threshold_acc, 1e-9))
+    for b in range(batch):
+        coin = u_all[b, 0]
+        last = int(retrive_index[b, 0])
+        accept_index[b][0] = last
+        accepted, cur, prob_acc = 0, 0, np.float32(0.0)
+        for _ in range(1, depth):
+            cur_child = int(next_token[b, cur])
+            while cur_child != -1:
+                token = int(candidates[b, cur_child])
+                single = target[b, cur, token]
+                prob_acc = np.float32(prob_acc + single)
+                if coin <= np.float32(prob_acc / t_acc) or single >= t_single:
+                    prob_acc = np.float32(0.0)
+                    cur = cur_child
+                    coin = u_all[b, cur]
+                    predicts[last] = token
+                    accepted += 1
+                    last = int(retrive_index[b, cur])
+                    accept_index[b][accepted] = last
+                    break
+                draft[b, cur, token] = target[b, cur, token]
+                cur_child = int(next_sibling[b, cur_child])
+            if cur_child == -1:
+                break
+        accept_num[b] = accepted
+        row_p = target[b, cur]
+        row_q = draft[b, cur] if accepted != depth - 1 else np.zeros_like(row_p)
+        relu = np.maximum(row_p - row_q, np.float32(0.0)).astype(np.float32)
+        total = np.float32(0.0)
+        for value in relu:
+            total = np.float32(total + value)
+        threshold = np.float32(np.float32(final_coins[b]) * total)
+        chosen, running = relu.shape[0] - 1, np.float32(0.0)
+        for v, value in enumerate(relu):
+            running = np.float32(running + value)
+            if value > 0 and running > threshold:
+                chosen = v
+                break
+        predicts[last] = chosen
+    return predicts, accept_index, accept_num

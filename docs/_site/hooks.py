@@ -47,6 +47,7 @@ API_MODULES = (  # the reference page: the stable API (docs/stability.md), modul
     ("specdec.folders", ()),
     ("specdec.engines.vllm_v1", ()),
     ("specdec.engines.hf", ()),
+    ("specdec.engines.sglang", ()),
 )
 DOCS_INDEX = """# The reference
 

@@ -13,6 +13,9 @@ independent implementation, with a shifted-coin control that must fail.
   draft paths; float64 uniforms with ``>=``, one exponential race per request).
 * ``specdec.engines.hf``: transformers' ``_speculative_sampling`` (float32 uniforms with
   ``<=``, the final token by ``torch.multinomial``'s exponential race).
+* ``specdec.engines.sglang``: SGLang's target-only tree sampling (one float32 coin per node,
+  siblings walked by a running sum, the final token by inverse CDF; ``tree_law`` for one
+  request's tree).
 
 The recipe for an engine's own test suite (``docs/engines.md``): draw the coins once, feed them
 to the kernel and to the reference, assert equal tokens; then compare the reference's
@@ -24,6 +27,6 @@ Example:
     -1
 """
 
-from specdec.engines import hf, vllm_v1
+from specdec.engines import hf, sglang, vllm_v1
 
-__all__ = ["hf", "vllm_v1"]
+__all__ = ["hf", "sglang", "vllm_v1"]
