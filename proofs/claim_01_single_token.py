@@ -25,6 +25,7 @@ from _common import (
     z3_min,
     z3_simplex,
 )
+from _machine import check as machine_proof
 
 import specdec
 
@@ -164,12 +165,24 @@ def check_acceptance_and_residual_decisions() -> int:
     return cases
 
 
+def check_machine_proof_every_vocabulary() -> int:
+    """Emitted law == p for every V: machine proof `single_token` (z3, induction on V),
+    control refuted.
+
+    See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
+    sums over the vocabulary and the lengths joined by induction; the count is the number of
+    obligations decided, the proof's and its control's.
+    """
+    return machine_proof("single_token")
+
+
 CHECKS = [
     check_grid,
     check_z3_all_real_distributions,
     check_sympy_sign_patterns,
     check_verify_tokens_law,
     check_acceptance_and_residual_decisions,
+    check_machine_proof_every_vocabulary,
 ]
 
 
@@ -191,6 +204,10 @@ def test_verify_tokens_law() -> None:
 
 def test_acceptance_and_residual_decisions() -> None:
     check_acceptance_and_residual_decisions()
+
+
+def test_machine_proof_every_vocabulary() -> None:
+    check_machine_proof_every_vocabulary()
 
 
 if __name__ == "__main__":

@@ -1,15 +1,19 @@
-"""``proofs/README.md`` renders: every row of its tables has the header's number of cells.
+"""``proofs/README.md`` renders, and its depth labels are true.
 
 GitHub's Markdown drops a table whose delimiter row has another cell count than its header, and
 shows a body row's extra cells nowhere; the claim table once had a 4-cell header over a 5-cell
-delimiter and did not render at all.
+delimiter and did not render at all. A "**proved for every V**" (every ``k``, every dimension)
+label names a machine proof of ``proofs/_machine.py`` with its number of obligations: the proof
+is run, its scope and count compared with the label, and its control must be refuted.
 """
 
 import itertools
 import re
+import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "proofs" / "README.md"
+PROOFS_FOLDER = Path(__file__).resolve().parents[1] / "proofs"
+README = PROOFS_FOLDER / "README.md"
 
 
 def cells(line: str) -> list[str]:
@@ -48,3 +52,28 @@ def test_every_row_has_the_header_cell_count() -> None:
         assert len(cells(delimiter)) == width, (header, delimiter)
         for row in rows:
             assert len(cells(row)) == width, (width, row[:80])
+
+
+def claim_rows() -> list[tuple[str, str]]:
+    """``(claim, how deep)`` for each row of the claim table."""
+    (table,) = [t for t in tables(README.read_text()) if "how deep" in t[0]]
+    return [(cells(row)[0].strip(), cells(row)[-1]) for row in table[2:]]
+
+
+def test_every_proved_for_every_label_names_a_machine_proof_that_holds_and_can_fail() -> None:
+    if str(PROOFS_FOLDER) not in sys.path:
+        sys.path.insert(0, str(PROOFS_FOLDER))
+    from _machine import PROOFS
+
+    named: list[str] = []
+    for claim, depth in claim_rows():
+        scopes = re.findall(r"\*\*proved for (every [^*]+)\*\*", depth)
+        proofs = re.findall(r"machine proof `(\w+)`, (\d+) obligations", depth)
+        assert bool(scopes) == bool(proofs), (claim, depth[:80])
+        for name, count in proofs:
+            proof = PROOFS[name]
+            assert (proof.claim, proof.scope) == (claim, scopes[0]), (claim, name, scopes)
+            assert proof.prove().obligations == int(count), (name, count)
+            assert proof.refute_control().refuted, name
+            named.append(name)
+    assert sorted(named) == sorted(PROOFS), "every machine proof is labelled in its claim's row"
