@@ -2,7 +2,9 @@
 from a right one: each is compared with a known-wrong rational law written here, which it must
 not equal, and K-SEQ below SpecTr's ``rho*`` is refused (its residual would be negative)."""
 
-from fractions import Fraction as F
+from fractions import Fraction
+
+F = Fraction
 
 import pytest
 from _common import constant_model
