@@ -4,11 +4,11 @@ not equal, and K-SEQ below SpecTr's ``rho*`` is refused (its residual would be n
 
 from fractions import Fraction
 
-F = Fraction
-
 import pytest
 from _common import constant_model
 from _oracles import kseq_law, multi_draft_law, multi_draft_tuple_law, paths_law, tree_law
+
+F = Fraction
 
 P = (F(1, 6), F(1, 3), F(1, 2), F(0))
 Q = (F(1, 2), F(1, 6), F(1, 6), F(1, 6))
