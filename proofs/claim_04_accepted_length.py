@@ -129,10 +129,9 @@ def check_closed_form_symbolically() -> int:
 
 
 def check_machine_proof_every_length() -> int:
-    """Tails and E[tokens] for every k and V: machine proof `accepted_length` (sympy over a
-    symbolic k, z3 induction on V, i and k), control refuted.
+    """Tails and E[tokens] for every V and k: machine proof `accepted_length`, control refuted.
 
-    See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
+    sympy over a symbolic k, z3 induction on V, i and k. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
     sums over the vocabulary and the lengths joined by induction; the count is the number of
     obligations decided, the proof's and its control's.
     """

@@ -202,10 +202,9 @@ def check_non_strict_acceptance_puts_mass_on_forbidden_tokens() -> int:
 
 
 def check_machine_proof_every_dimension() -> int:
-    """Corner lemma in every dimension: machine proof `corner_lemma` (z3, induction on the
-    dimension), control with one corner removed refuted.
+    """Corner lemma, every dimension: machine proof `corner_lemma`, one-corner control refuted.
 
-    See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
+    z3, induction on the dimension. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
     sums over the vocabulary and the lengths joined by induction; the count is the number of
     obligations decided, the proof's and its control's.
     """
