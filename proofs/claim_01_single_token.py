@@ -172,9 +172,9 @@ def check_acceptance_and_residual_decisions() -> int:
 def check_machine_proof_every_vocabulary() -> int:
     """Emitted law == p for every V: machine proof `single_token`, control refuted.
 
-    z3, induction on V. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
-    sums over the vocabulary and the lengths joined by induction; the count is the number of
-    obligations decided, the proof's and its control's.
+    z3, induction on V. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a
+    sympy identity), the sums over the vocabulary and the lengths joined by induction; the count
+    is the number of obligations decided, the proof's and its control's.
     """
     return machine_proof("single_token")
 

@@ -72,9 +72,9 @@ def check_verify_tokens_rejection_probability() -> int:
 def check_machine_proof_every_vocabulary() -> int:
     """The three statements for every V: machine proof `acceptance_rate`, control refuted.
 
-    z3, induction on V. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
-    sums over the vocabulary and the lengths joined by induction; the count is the number of
-    obligations decided, the proof's and its control's.
+    z3, induction on V. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a
+    sympy identity), the sums over the vocabulary and the lengths joined by induction; the count
+    is the number of obligations decided, the proof's and its control's.
     """
     return machine_proof("acceptance_rate")
 

@@ -131,9 +131,10 @@ def check_closed_form_symbolically() -> int:
 def check_machine_proof_every_length() -> int:
     """Tails and E[tokens] for every V and k: machine proof `accepted_length`, control refuted.
 
-    sympy over a symbolic k, z3 induction on V, i and k. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
-    sums over the vocabulary and the lengths joined by induction; the count is the number of
-    obligations decided, the proof's and its control's.
+    sympy over a symbolic k, z3 induction on V, i and k. See ``proofs/_machine.py``: each
+    obligation is a z3 ``unsat`` (or a sympy identity), the sums over the vocabulary and the
+    lengths joined by induction; the count is the number of obligations decided, the proof's and
+    its control's.
     """
     return machine_proof("accepted_length")
 

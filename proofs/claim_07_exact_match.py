@@ -140,9 +140,9 @@ def check_acceptance_z3() -> int:
 def check_machine_proof_every_vocabulary() -> int:
     """First token ~ p, sum p q <= sum min(p, q), every V: machine proof `exact_match`.
 
-    z3, induction on V; its control is refuted. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
-    sums over the vocabulary and the lengths joined by induction; the count is the number of
-    obligations decided, the proof's and its control's.
+    z3, induction on V; its control is refuted. See ``proofs/_machine.py``: each obligation is a
+    z3 ``unsat`` (or a sympy identity), the sums over the vocabulary and the lengths joined by
+    induction; the count is the number of obligations decided, the proof's and its control's.
     """
     return machine_proof("exact_match")
 

@@ -204,9 +204,9 @@ def check_non_strict_acceptance_puts_mass_on_forbidden_tokens() -> int:
 def check_machine_proof_every_dimension() -> int:
     """Corner lemma, every dimension: machine proof `corner_lemma`, one-corner control refuted.
 
-    z3, induction on the dimension. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
-    sums over the vocabulary and the lengths joined by induction; the count is the number of
-    obligations decided, the proof's and its control's.
+    z3, induction on the dimension. See ``proofs/_machine.py``: each obligation is a z3
+    ``unsat`` (or a sympy identity), the sums over the vocabulary and the lengths joined by
+    induction; the count is the number of obligations decided, the proof's and its control's.
     """
     return machine_proof("corner_lemma")
 

@@ -253,8 +253,9 @@ def check_library_discovered_law(rule: VerifyRule = verify_block) -> int:
 def check_machine_proof_every_length() -> int:
     """Lemma, lossless, tails for every V and k: machine proof `block_verification`.
 
-    z3, backward induction on i, induction on V; its control is refuted. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the
-    sums over the vocabulary and the lengths joined by induction; the count is the number of
+    z3, backward induction on i, induction on V; its control is refuted. See
+    ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the sums
+    over the vocabulary and the lengths joined by induction; the count is the number of
     obligations decided, the proof's and its control's.
     """
     return machine_proof("block_verification")
