@@ -28,6 +28,7 @@ runs every proof the table names, and its control.
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import sympy
 import z3
@@ -45,8 +46,8 @@ __all__ = [
 
 SCALE = 0.999  # the mutants' threshold scale (``_common.scaled_threshold`` uses it too)
 TIMEOUT_MS = 20_000
-Real = z3.ArithRef
-Fn = z3.FuncDeclRef
+Real: TypeAlias = z3.ArithRef
+Fn: TypeAlias = z3.FuncDeclRef
 
 
 # ---------------------------------------------------------------------------------------------
