@@ -333,6 +333,34 @@ def single_token(mutant: bool) -> list[Step]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Claim 2: the completion law, every V and k
+# ---------------------------------------------------------------------------------------------
+
+
+def completion(mutant: bool) -> list[Step]:
+    """Claim 1's obligations (the first token's mass is ``p_1(y_1)``: accepted ``a`` plus
+    resampled ``b``, every ``V``), then the step of the induction on ``k``: with ``T_k`` the
+    target's law of ``k`` tokens after ``c y_1``, the completion of an accepted ``y_1`` (a step
+    with ``k − 1`` drafts from ``c y_1``) has law ``T_k`` by the hypothesis, the completion after
+    a rejection samples ``T_k``, so ``a T_k + b T_k = p_1(y_1) T_k = T_{k+1}``. The base, the
+    bonus alone at ``k = 0``, is the target's row by definition."""
+    first, accepted, resampled = z3.Reals("c2_p c2_a c2_b")
+    after_accept, after_reject, target = z3.Reals("c2_Tacc c2_Trej c2_T")
+    step = Obligation(
+        "k - 1 => k: a T_acc + b T_rej = p_1(y_1) T_k(y_2 .. | c y_1)",
+        (
+            accepted >= 0,
+            resampled >= 0,
+            accepted + resampled == first,  # claim 1 (the obligations above)
+            after_accept == target,  # the hypothesis at the context c y_1
+            after_reject == target,  # the completion samples the target
+        ),
+        accepted * after_accept + resampled * after_reject == first * target,
+    )
+    return [*single_token(mutant), step]
+
+
+# ---------------------------------------------------------------------------------------------
 # Claim 3: α = Σ min(p, q) = 1 − TV, residual mass 1 − α, α = 1 iff p = q, every V
 # ---------------------------------------------------------------------------------------------
 
@@ -713,6 +741,14 @@ PROOFS: dict[str, MachineProof] = {
             "the emitted law is p, every V",
             "acceptance min(1, 0.999 p/q)",
             single_token,
+        ),
+        MachineProof(
+            "2",
+            "completion_law",
+            "every V and k",
+            "one step completed from the target has the target's law, every V and k",
+            "acceptance min(1, 0.999 p/q)",
+            completion,
         ),
         MachineProof(
             "3",
