@@ -361,6 +361,53 @@ def completion(mutant: bool) -> list[Step]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Claims 16 (a)-(c) and 17: recursive rejection and tree walks, every V, k and depth
+# ---------------------------------------------------------------------------------------------
+
+
+def multi_draft(mutant: bool) -> list[Step]:
+    """Recursive rejection with ``k`` candidates emits ``p``, by induction on ``k``: the first
+    candidate ``x ~ q`` (``q`` any distribution: the draft's row for i.i.d. candidates, the row
+    without the earlier candidates renormalized, a point mass) is accepted with mass
+    ``q min(1, p/q)`` at ``y = x``; after a rejection (``1 − α``) the other ``k − 1`` run on the
+    target ``r = norm(max(0, p − q))`` (and their own draw), so by the hypothesis they emit
+    ``r``; claim 1's obligations (every ``V``) with ``r`` the hypothesis' law instead of a
+    resample give ``p``. Base ``k = 0``: the token is drawn from the target row."""
+    r = rows("c16")
+    y = z3.Int("c16_y")
+    accepted = Sum(function("c16_A"), lambda i: r.accepted(i, SCALE if mutant else 1.0))
+    excess = Sum(function("c16_M"), lambda i: z3_max(r.p(i) - r.q(i), z3.RealVal(0)))
+    mass = Sum(function("c16_P"), r.p)
+    rest = z3.Real("c16_rest")  # P(the other k - 1 emit y) = r(y), the hypothesis
+    total = excess.total(r.vocab)
+    step = Obligation(
+        "k - 1 => k: P(emit y) = q min(1, p/q)(y) + (1 - α) r(y) = p(y)",
+        (
+            in_range(y, r.vocab),
+            *r.facts(y),
+            mass.total(r.vocab) == 1,
+            accepted.total(r.vocab) + total == 1,  # claim 1's induction on V, at V
+            total >= 0,
+            total >= excess.term(y),  # claim 1's dominance, at V
+            z3.Implies(total > 0, rest * total == excess.term(y)),
+        ),
+        accepted.term(y) + z3.If(total > 0, (1 - accepted.total(r.vocab)) * rest, 0) == r.p(y),
+    )
+    return [*single_token(mutant), step]
+
+
+def token_trees(mutant: bool) -> list[Step]:
+    """Walking a tree is lossless, by induction on its depth: at the root, recursive rejection
+    over the children emits ``y`` with ``p(y)`` in total (claim 16 (a)-(c), above), split into
+    ``a`` (a child with token ``y`` accepted, its subtree walked from ``c y``: the hypothesis
+    gives the target's law ``T_d`` of the rest) and ``b`` (all rejected, ``y`` from the
+    residual, the rest sampled from the target): ``a T_d + b T_d = p(y) T_d``, claim 2's step.
+    A leaf's bonus is the target's row (base)."""
+    steps = multi_draft(mutant)
+    return [*steps, completion(mutant)[-1]]
+
+
+# ---------------------------------------------------------------------------------------------
 # Claim 3: α = Σ min(p, q) = 1 − TV, residual mass 1 − α, α = 1 iff p = q, every V
 # ---------------------------------------------------------------------------------------------
 
@@ -790,6 +837,22 @@ PROOFS: dict[str, MachineProof] = {
             " every V and k",
             "threshold 0.999 h_i",
             block_verification,
+        ),
+        MachineProof(
+            "16",
+            "multi_draft",
+            "every V and k",
+            "(a)-(c) recursive rejection (i.i.d., without replacement, point masses) emits p",
+            "acceptance min(1, 0.999 p/q)",
+            multi_draft,
+        ),
+        MachineProof(
+            "17",
+            "token_trees",
+            "every V and depth",
+            "walking a tree with recursive rejection at every node is lossless",
+            "acceptance min(1, 0.999 p/q)",
+            token_trees,
         ),
     )
 }

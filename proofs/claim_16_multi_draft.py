@@ -19,6 +19,7 @@ from functools import partial
 
 import torch
 from _common import quick, run_checks
+from _machine import check as machine_proof
 from _oracles import kseq_law, kseq_tuple_law, multi_draft_law, multi_draft_tuple_law
 
 from specdec.discover_multi import discover_multi_law, multi_verdict
@@ -400,6 +401,16 @@ def check_known_bugs_are_lossy() -> int:
     return cases
 
 
+def check_machine_proof_every_length() -> int:
+    """(a)-(c) emit p for every V and k: machine proof `multi_draft`, control refuted.
+
+    Claim 1's obligations for every V (z3, induction on V), then the step of the induction on
+    the number of candidates. See ``proofs/_machine.py``; the count is the number of obligations
+    decided, the proof's and its control's.
+    """
+    return machine_proof("multi_draft")
+
+
 CHECKS: list[Callable[[], int]] = [
     check_recursive_rules_emit_p,
     check_kseq_emits_p,
@@ -412,6 +423,7 @@ CHECKS: list[Callable[[], int]] = [
     check_acceptance_at_one_candidate,
     check_kseq_on_disjoint_supports,
     check_known_bugs_are_lossy,
+    check_machine_proof_every_length,
 ]
 
 
@@ -457,6 +469,10 @@ def test_kseq_on_disjoint_supports() -> None:
 
 def test_known_bugs_are_lossy() -> None:
     check_known_bugs_are_lossy()
+
+
+def test_machine_proof_every_length() -> None:
+    check_machine_proof_every_length()
 
 
 if __name__ == "__main__":

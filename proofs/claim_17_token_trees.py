@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from _common import quick, run_checks
+from _machine import check as machine_proof
 from _oracles import paths_law, tree_law
 
 import specdec
@@ -250,6 +251,16 @@ def check_verify_paths_discovered(rule: Any = verify_paths) -> int:
     return cases
 
 
+def check_machine_proof_every_depth() -> int:
+    """Tree walks lossless for every V and depth: machine proof `token_trees`, control refuted.
+
+    Claim 16 (a)-(c)'s obligations, then claim 2's step as the induction on the depth. See
+    ``proofs/_machine.py``; the count is the number of obligations decided, the proof's and its
+    control's.
+    """
+    return machine_proof("token_trees")
+
+
 CHECKS: list[Callable[[], int]] = [
     check_reference_walk_is_lossless,
     check_verify_tree_cell_by_cell,
@@ -261,6 +272,7 @@ CHECKS: list[Callable[[], int]] = [
     check_paths_are_lossless,
     check_verify_paths_cell_by_cell,
     check_verify_paths_discovered,
+    check_machine_proof_every_depth,
 ]
 
 
@@ -302,6 +314,10 @@ def test_verify_paths_cell_by_cell() -> None:
 
 def test_verify_paths_discovered() -> None:
     check_verify_paths_discovered()
+
+
+def test_machine_proof_every_depth() -> None:
+    check_machine_proof_every_depth()
 
 
 if __name__ == "__main__":
