@@ -14,9 +14,12 @@ import z3
 from _common import (
     Row,
     as_law,
+    assert_discovered_law,
+    constant_model,
     first_token_law,
     grid_pairs,
     min_row,
+    quick,
     residual_row,
     run_checks,
     single_step_laws,
@@ -25,8 +28,10 @@ from _common import (
     z3_min,
     z3_simplex,
 )
+from _machine import check as machine_proof
 
 import specdec
+from specdec.types import VerifyRule
 
 GRID = ((2, 6), (3, 6), (4, 4))  # (V, max denominator): 169 + 3025 + 2601 ordered pairs
 LIBRARY_GRID = ((2, 6), (3, 6))  # the torch rule is checked cell by cell on these 3194 pairs
@@ -164,12 +169,44 @@ def check_acceptance_and_residual_decisions() -> int:
     return cases
 
 
+def check_machine_proof_every_vocabulary() -> int:
+    """Emitted law == p for every V: machine proof `single_token`, control refuted.
+
+    z3, induction on V. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a
+    sympy identity), the sums over the vocabulary and the lengths joined by induction; the count
+    is the number of obligations decided, the proof's and its control's.
+    """
+    return machine_proof("single_token")
+
+
+DISCOVERED_PAIRS = [  # every third V = 3 grid pair (d <= 3) with a threshold strictly in (0, 1)
+    pair for pair in grid_pairs([(3, 3)]) if any(0 < p < q for p, q in zip(*pair, strict=True))
+][::3]
+
+
+def check_verify_tokens_discovered_law(rule: VerifyRule = specdec.verify_tokens) -> int:
+    """specdec.verify_tokens, k = 1, law from its own decisions (claim 14) == the formula
+
+    Within float64 rounding (``2^-40``), no outcome the formula forbids, on V = 3 grid pairs
+    where some draft has acceptance strictly between 0 and 1 (where a moved threshold shows:
+    ``proofs/test_mutants.py``).
+    """
+    pairs = quick(DISCOVERED_PAIRS, 6)
+    for target_row, draft_row in pairs:
+        target, draft = constant_model(target_row), constant_model(draft_row)
+        reference = one_step_law(target_row, draft_row)
+        assert_discovered_law(rule, target, draft, (0,), 1, reference)
+    return len(pairs)
+
+
 CHECKS = [
     check_grid,
     check_z3_all_real_distributions,
     check_sympy_sign_patterns,
     check_verify_tokens_law,
     check_acceptance_and_residual_decisions,
+    check_machine_proof_every_vocabulary,
+    check_verify_tokens_discovered_law,
 ]
 
 
@@ -191,6 +228,14 @@ def test_verify_tokens_law() -> None:
 
 def test_acceptance_and_residual_decisions() -> None:
     check_acceptance_and_residual_decisions()
+
+
+def test_machine_proof_every_vocabulary() -> None:
+    check_machine_proof_every_vocabulary()
+
+
+def test_verify_tokens_discovered_law() -> None:
+    check_verify_tokens_discovered_law()
 
 
 if __name__ == "__main__":

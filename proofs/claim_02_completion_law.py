@@ -15,6 +15,7 @@ rounding, which a rule with its acceptance threshold scaled by 0.999 or 1.001 fa
 from fractions import Fraction
 
 from _common import assert_discovered_law, completion, quick, reference_block_law, run_checks
+from _machine import check as machine_proof
 
 import specdec
 from specdec.exact import block_law, completion_law, rejection_breakpoints, target_law
@@ -95,11 +96,22 @@ def check_cases_cover_the_edge_cases() -> int:
     return len(pairs)
 
 
+def check_machine_proof_every_length() -> int:
+    """One step's completion law for every V and k: machine proof `completion_law`.
+
+    Claim 1's obligations for every V (z3, induction on V), then the induction step on k; its
+    control (threshold 0.999) is refuted. See ``proofs/_machine.py``; the count is the number of
+    obligations decided, the proof's and its control's.
+    """
+    return machine_proof("completion_law")
+
+
 CHECKS = [
     check_recursion_is_lossless,
     check_verify_tokens_block_law,
     check_verify_tokens_discovered_law,
     check_cases_cover_the_edge_cases,
+    check_machine_proof_every_length,
 ]
 
 
@@ -117,6 +129,10 @@ def test_verify_tokens_discovered_law() -> None:
 
 def test_cases_cover_the_edge_cases() -> None:
     check_cases_cover_the_edge_cases()
+
+
+def test_machine_proof_every_length() -> None:
+    check_machine_proof_every_length()
 
 
 if __name__ == "__main__":

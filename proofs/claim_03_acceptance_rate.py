@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import z3
 from _common import grid_pairs, run_checks, single_step_laws, z3_holds, z3_max, z3_min, z3_simplex
+from _machine import check as machine_proof
 
 import specdec
 from specdec import theory
@@ -68,11 +69,22 @@ def check_verify_tokens_rejection_probability() -> int:
     return len(pairs)
 
 
+def check_machine_proof_every_vocabulary() -> int:
+    """The three statements for every V: machine proof `acceptance_rate`, control refuted.
+
+    z3, induction on V. See ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a
+    sympy identity), the sums over the vocabulary and the lengths joined by induction; the count
+    is the number of obligations decided, the proof's and its control's.
+    """
+    return machine_proof("acceptance_rate")
+
+
 CHECKS = [
     check_grid,
     check_z3_all_real_distributions,
     check_theory_functions,
     check_verify_tokens_rejection_probability,
+    check_machine_proof_every_vocabulary,
 ]
 
 
@@ -90,6 +102,10 @@ def test_theory_functions() -> None:
 
 def test_verify_tokens_rejection_probability() -> None:
     check_verify_tokens_rejection_probability()
+
+
+def test_machine_proof_every_vocabulary() -> None:
+    check_machine_proof_every_vocabulary()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from _common import (
     z3_min,
     z3_simplex,
 )
+from _machine import check as machine_proof
 
 from specdec import theory
 from specdec.exact import (
@@ -136,12 +137,23 @@ def check_acceptance_z3() -> int:
     return len(SYMBOLIC_VOCABS) + 1
 
 
+def check_machine_proof_every_vocabulary() -> int:
+    """First token ~ p, sum p q <= sum min(p, q), every V: machine proof `exact_match`.
+
+    z3, induction on V; its control is refuted. See ``proofs/_machine.py``: each obligation is a
+    z3 ``unsat`` (or a sympy identity), the sums over the vocabulary and the lengths joined by
+    induction; the count is the number of obligations decided, the proof's and its control's.
+    """
+    return machine_proof("exact_match")
+
+
 CHECKS = [
     check_recursion_is_lossless,
     check_exact_match_rule_block_law,
     check_exact_match_rule_discovered_law,
     check_acceptance_grid,
     check_acceptance_z3,
+    check_machine_proof_every_vocabulary,
 ]
 
 
@@ -163,6 +175,10 @@ def test_acceptance_grid() -> None:
 
 def test_acceptance_z3() -> None:
     check_acceptance_z3()
+
+
+def test_machine_proof_every_vocabulary() -> None:
+    check_machine_proof_every_vocabulary()
 
 
 if __name__ == "__main__":

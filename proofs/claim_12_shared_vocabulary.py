@@ -20,12 +20,21 @@ import random
 from fractions import Fraction
 
 import torch
-from _common import completion, reference_block_law, run_checks, table_model, target_law
+from _common import (
+    assert_discovered_law,
+    completion,
+    quick,
+    reference_block_law,
+    run_checks,
+    table_model,
+    target_law,
+)
 
 import specdec
 from specdec.exact import Law, block_law, completion_law, law_total_variation, restricted_draft
 from specdec.models import MappedDraft, ToyLM, VocabularyMap, empty_context, extend
 from specdec.models.toy import ToyModel, make_toy_model
+from specdec.types import VerifyRule
 
 ZERO = Fraction(0)
 Row = tuple[Fraction, ...]
@@ -172,11 +181,29 @@ def check_restricting_the_target_is_lossy() -> int:
     return cases + 1
 
 
+DISCOVERED_CASES = CASES[:8]
+
+
+def check_restricted_draft_discovered_law(rule: VerifyRule = specdec.verify_tokens) -> int:
+    """verify_tokens, restricted draft, law from its own decisions (claim 14) == recursion
+
+    Within 2^-40, and the completed law the target's (8 cases, prefix (0,)).
+    """
+    cases = quick(DISCOVERED_CASES, 3)
+    for seed, target_vocab, draft_vocab, k in cases:
+        target, draft = models_for(seed, target_vocab, draft_vocab)
+        restricted = restricted_draft(draft, random_map(seed, target_vocab, draft_vocab))
+        reference = reference_block_law(target, restricted, (0,), k)
+        assert_discovered_law(rule, target, restricted, (0,), k, reference)
+    return len(cases)
+
+
 CHECKS = [
     check_library_restriction,
     check_mapped_draft_rows,
     check_restricted_draft_is_lossless,
     check_restricting_the_target_is_lossy,
+    check_restricted_draft_discovered_law,
 ]
 
 
@@ -194,6 +221,10 @@ def test_restricted_draft_is_lossless() -> None:
 
 def test_restricting_the_target_is_lossy() -> None:
     check_restricting_the_target_is_lossy()
+
+
+def test_restricted_draft_discovered_law() -> None:
+    check_restricted_draft_discovered_law()
 
 
 if __name__ == "__main__":

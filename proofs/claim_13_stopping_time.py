@@ -28,17 +28,20 @@ from _common import (
     StopBefore,
     StopRule,
     completion,
+    quick,
     reference_block_law,
     residual_row,
     run_checks,
     target_law,
 )
 
-from specdec.exact import Law, law_total_variation
+from specdec.discover import discover_rows_law, exact_verdict
+from specdec.exact import BlockRows, Law, completion_law, law_total_variation
 from specdec.models import ToyLM
 from specdec.models.toy import ToyModel, make_toy_pair
 from specdec.step import StepState, speculative_step
 from specdec.stopping import StopBelow, StopPeakBelow
+from specdec.types import VerifyRule
 from specdec.verify import verify_tokens
 from specdec.warp import SamplingOptions
 
@@ -229,11 +232,77 @@ def check_library_block_lengths() -> int:
     return rows
 
 
+def stopped_drafts(
+    draft: ToyModel, context: tuple[int, ...], k: int, rule: Rule, depth: int = 1
+) -> Iterator[tuple[tuple[int, ...], Fraction]]:
+    """Every draft block the stopping rule lets through, with its probability under ``q``."""
+    row = draft.probs(context)
+    if k == 0 or (rule.before is not None and rule.before(row, depth)):
+        yield (), Fraction(1)
+        return
+    for x, q_x in enumerate(row):
+        if not q_x:
+            continue
+        if rule.after is not None and rule.after(row, x, depth):
+            yield (x,), q_x
+            continue
+        for rest, weight in stopped_drafts(draft, (*context, x), k - 1, rule, depth + 1):
+            yield (x, *rest), q_x * weight
+
+
+DISCOVERED_RULES = ("q(x) < 11/20", "odd x at depth >= 2", "max q < 4/5")
+
+
+def check_stopping_time_discovered_law(rule: VerifyRule = verify_tokens) -> int:
+    """verify_tokens on the stopped draft blocks, laws from its own decisions == recursion
+
+    Each block's law read from the rule's decisions (claim 14), mixed over the blocks the
+    stopping rule lets through: the recursion's within 2^-40, the completed law the target's
+    (8 cases x 3 rules).
+    """
+    cases = 0
+    for seed, vocab, k, closeness in quick(CASES[:8], 3):
+        pair = make_toy_pair(vocab, seed=seed, closeness=closeness)
+        for name in DISCOVERED_RULES:
+            stop = RULES[name]
+            law: Law = {}
+            for drafts, weight in stopped_drafts(pair.draft, PREFIX, k, stop):
+                contexts = [(*PREFIX, *drafts[:i]) for i in range(len(drafts) + 1)]
+                if not drafts:  # no draft: the block is the target's token
+                    found = {(y,): p for y, p in enumerate(pair.target.probs(PREFIX)) if p}
+                else:
+                    rows = BlockRows(
+                        drafts,
+                        tuple(pair.draft.probs(c) for c in contexts[:-1]),
+                        tuple(pair.target.probs(c) for c in contexts),
+                    )
+                    discovered = discover_rows_law(rule, rows)
+                    assert discovered.law is not None, (seed, name, discovered.evidence)
+                    found = discovered.law
+                for block, prob in found.items():
+                    law[block] = law.get(block, ZERO) + weight * prob
+            reference = reference_block_law(
+                pair.target, pair.draft, PREFIX, k, stop.after, 1, stop.before
+            )
+            verdict = exact_verdict(law, reference)
+            assert verdict.total_variation <= verdict.rounding_bound, (
+                seed,
+                name,
+                verdict.describe(),
+            )
+            completed = completion_law(law, pair.target, PREFIX, k)
+            lossless = exact_verdict(completed, target_law(pair.target, PREFIX, k + 1))
+            assert lossless.lossless, (seed, name, lossless.describe())
+            cases += 1
+    return cases
+
+
 CHECKS = [
     check_stopping_time_is_lossless,
     check_excluding_the_stopping_draft_is_lossy,
     check_excluding_can_be_harmless,
     check_library_block_lengths,
+    check_stopping_time_discovered_law,
 ]
 
 
@@ -251,6 +320,10 @@ def test_excluding_can_be_harmless() -> None:
 
 def test_library_block_lengths() -> None:
     check_library_block_lengths()
+
+
+def test_stopping_time_discovered_law() -> None:
+    check_stopping_time_discovered_law()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from fractions import Fraction
 
 import torch
 from _common import quick, run_checks
+from _machine import check as machine_proof
 
 import specdec
 from specdec.discover import GRID, discover_rows_law, exact_verdict, grid_index
@@ -200,11 +201,22 @@ def check_non_strict_acceptance_puts_mass_on_forbidden_tokens() -> int:
     return 1
 
 
+def check_machine_proof_every_dimension() -> int:
+    """Corner lemma, every dimension: machine proof `corner_lemma`, one-corner control refuted.
+
+    z3, induction on the dimension. See ``proofs/_machine.py``: each obligation is a z3
+    ``unsat`` (or a sympy identity), the sums over the vocabulary and the lengths joined by
+    induction; the count is the number of obligations decided, the proof's and its control's.
+    """
+    return machine_proof("corner_lemma")
+
+
 CHECKS = [
     check_corner_lemma,
     check_engine_equals_enumeration,
     check_acceptance_cuts_are_the_float_ratios,
     check_non_strict_acceptance_puts_mass_on_forbidden_tokens,
+    check_machine_proof_every_dimension,
 ]
 
 
@@ -222,6 +234,10 @@ def test_acceptance_cuts_are_the_float_ratios() -> None:
 
 def test_non_strict_acceptance_puts_mass_on_forbidden_tokens() -> None:
     check_non_strict_acceptance_puts_mass_on_forbidden_tokens()
+
+
+def test_machine_proof_every_dimension() -> None:
+    check_machine_proof_every_dimension()
 
 
 if __name__ == "__main__":

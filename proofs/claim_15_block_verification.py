@@ -29,6 +29,7 @@ from _common import (
     table_model,
     target_law,
 )
+from _machine import check as machine_proof
 
 from specdec import verify_block, verify_tokens
 from specdec.exact import Law, block_breakpoints, block_law, rejection_breakpoints
@@ -249,6 +250,17 @@ def check_library_discovered_law(rule: VerifyRule = verify_block) -> int:
     return len(LIBRARY_CASES)
 
 
+def check_machine_proof_every_length() -> int:
+    """Lemma, lossless, tails for every V and k: machine proof `block_verification`.
+
+    z3, backward induction on i, induction on V; its control is refuted. See
+    ``proofs/_machine.py``: each obligation is a z3 ``unsat`` (or a sympy identity), the sums
+    over the vocabulary and the lengths joined by induction; the count is the number of
+    obligations decided, the proof's and its control's.
+    """
+    return machine_proof("block_verification")
+
+
 CHECKS = [
     check_lossless_on_toy_pairs,
     check_tail_lemma,
@@ -258,6 +270,7 @@ CHECKS = [
     check_one_hot_target_is_greedy,
     check_library_law,
     check_library_discovered_law,
+    check_machine_proof_every_length,
 ]
 
 
@@ -291,6 +304,10 @@ def test_library_law() -> None:
 
 def test_library_discovered_law() -> None:
     check_library_discovered_law()
+
+
+def test_machine_proof_every_length() -> None:
+    check_machine_proof_every_length()
 
 
 if __name__ == "__main__":

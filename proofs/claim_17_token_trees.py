@@ -15,6 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from _common import quick, run_checks
+from _machine import check as machine_proof
+from _oracles import paths_law, tree_law
 
 import specdec
 from specdec.discover import exact_verdict
@@ -24,7 +26,7 @@ from specdec.discover_multi import (
     paths_verdict,
     tree_verdict,
 )
-from specdec.exact import block_law, completion_law, law_total_variation, target_law
+from specdec.exact import Law, block_law, completion_law, law_total_variation, target_law
 from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.multi_law import Draw
 from specdec.testing.zoo import MULTI_ZOO
@@ -59,8 +61,17 @@ def lossless(law: dict[tuple[int, ...], Fraction], pair: ToyPair, depth: int) ->
     return completed == target_law(pair.target, PREFIX, depth + 1)
 
 
+def oracle_tree(pair: ToyPair, tree: TokenTree, score: Draw | None = None) -> Law:
+    """The independent oracle's block law (``_oracles.tree_law``: subtrees drawn lazily)."""
+    return tree_law(tree.parents, tree.draw, pair.target.probs, pair.draft.probs, PREFIX, score)
+
+
 def check_reference_walk_is_lossless() -> int:
-    """Rational tree walk, 4 shapes x 3 draws x 40 seeded pairs (V = 3): completion == target"""
+    """Rational tree walk, 4 shapes x 3 draws x 40 seeded pairs (V = 3): completion == target
+
+    The walk is the independent oracle's (``_oracles.tree_law``); specdec's rational law
+    (``tree_law.tree_block_law``) equals it outcome by outcome on every case.
+    """
     cases = 0
     for pair in toy_pairs(3):
         for parents in SHAPES:
@@ -70,22 +81,25 @@ def check_reference_walk_is_lossless() -> int:
                     law = tree_block_law(tree, pair.target, pair.draft, PREFIX)
                 except ValueError:  # siblings without replacement beyond the draft's support
                     continue
-                assert lossless(law, pair, tree.depth), (parents, draw)
+                oracle = oracle_tree(pair, tree)
+                assert law == oracle, (parents, draw)
+                assert lossless(oracle, pair, tree.depth), (parents, draw)
                 cases += 1
     return cases
 
 
 def check_verify_tree_discovered(rule: Any = verify_tree) -> int:
-    """verify_tree (torch), law from its own decisions (claim 14): the walk's within 2^-40"""
+    """verify_tree (torch), law from its own decisions (claim 14): the oracle's within 2^-40"""
     cases = 0
     for pair in quick(toy_pairs(3, range(2)), 1):  # ``specdec prove --quick``: one pair
         for parents in ((-1, -1), (-1, 0), (-1, -1, 0)):
             for draw in DRAWS:
                 tree = TokenTree(parents=parents, draw=draw)
                 try:
-                    expected = tree_block_law(tree, pair.target, pair.draft, PREFIX)
+                    tree_block_law(tree, pair.target, pair.draft, PREFIX)
                 except ValueError:
                     continue
+                expected = oracle_tree(pair, tree)
                 found = discover_tree_law(rule, tree, pair.target, pair.draft, PREFIX)
                 verdict = tree_verdict(found, tree, pair.target, PREFIX)
                 assert verdict.lossless, (parents, draw, verdict.describe())
@@ -97,16 +111,17 @@ def check_verify_tree_discovered(rule: Any = verify_tree) -> int:
 
 
 def check_verify_tree_cell_by_cell() -> int:
-    """verify_tree (torch): exact law == the rational walk, 3 shapes x 3 draws x 2 pairs"""
+    """verify_tree (torch): exact law == the oracle's walk, 3 shapes x 3 draws x 2 pairs"""
     cases = 0
     for pair in toy_pairs(3, range(2)):
         for parents in ((-1, -1), (-1, 0), (-1, -1, 0)):
             for draw in DRAWS:
                 tree = TokenTree(parents=parents, draw=draw)
                 try:
-                    expected = tree_block_law(tree, pair.target, pair.draft, PREFIX)
+                    tree_block_law(tree, pair.target, pair.draft, PREFIX)
                 except ValueError:
                     continue
+                expected = oracle_tree(pair, tree)
                 got = tree_rule_law(verify_tree, tree, pair.target, pair.draft, PREFIX)
                 assert got == expected, (parents, draw)
                 cases += 1
@@ -135,6 +150,7 @@ def check_point_mass_scored_with_q_is_lossy() -> int:
         for parents in SHAPES[:3]:
             tree = TokenTree(parents=parents, draw="point_mass")
             law = tree_block_law(tree, pair.target, pair.draft, PREFIX, draw="iid")
+            assert law == oracle_tree(pair, tree, score="iid"), parents
             completed = completion_law(law, pair.target, PREFIX, tree.depth)
             distance = law_total_variation(
                 completed, target_law(pair.target, PREFIX, tree.depth + 1)
@@ -192,12 +208,18 @@ PATH_SHAPES = ((1, 2), (2, 1), (2, 2), (3, 1), (4, 1), (3, 2))  # (K paths, L to
 
 
 def check_paths_are_lossless() -> int:
-    """K i.i.d. paths through their trie: completion == target (40 pairs, V = 2); K = 1 chains"""
+    """K i.i.d. paths through their trie: completion == target (40 pairs, V = 2); K = 1 chains
+
+    The law is the independent oracle's (``_oracles.paths_law``: continuations drawn lazily);
+    specdec's rational law (``tree_law.paths_block_law``) equals it on every case.
+    """
     cases = 0
     for pair in toy_pairs(2):
         for paths, length in PATH_SHAPES:
             law = paths_block_law(pair.target, pair.draft, PREFIX, paths, length)
-            assert lossless(law, pair, length), (paths, length)
+            oracle = paths_law(pair.target.probs, pair.draft.probs, PREFIX, paths, length)
+            assert law == oracle, (paths, length)
+            assert lossless(oracle, pair, length), (paths, length)
             if paths == 1:
                 chain = block_law(specdec.verify_tokens, pair.target, pair.draft, PREFIX, length)
                 assert law == chain
@@ -206,11 +228,11 @@ def check_paths_are_lossless() -> int:
 
 
 def check_verify_paths_cell_by_cell() -> int:
-    """verify_paths (torch): exact law == the rational trie walk (V = 2, 3 pairs, 4 shapes)"""
+    """verify_paths (torch): exact law == the oracle's trie walk (V = 2, 3 pairs, 4 shapes)"""
     cases = 0
     for pair in toy_pairs(2, range(3)):
         for paths, length in PATH_SHAPES[:4]:
-            expected = paths_block_law(pair.target, pair.draft, PREFIX, paths, length)
+            expected = paths_law(pair.target.probs, pair.draft.probs, PREFIX, paths, length)
             got = paths_rule_law(verify_paths, pair.target, pair.draft, PREFIX, paths, length)
             assert got == expected, (paths, length)
             cases += 1
@@ -229,6 +251,16 @@ def check_verify_paths_discovered(rule: Any = verify_paths) -> int:
     return cases
 
 
+def check_machine_proof_every_depth() -> int:
+    """Tree walks lossless for every V and depth: machine proof `token_trees`, control refuted.
+
+    Claim 16 (a)-(c)'s obligations, then claim 2's step as the induction on the depth. See
+    ``proofs/_machine.py``; the count is the number of obligations decided, the proof's and its
+    control's.
+    """
+    return machine_proof("token_trees")
+
+
 CHECKS: list[Callable[[], int]] = [
     check_reference_walk_is_lossless,
     check_verify_tree_cell_by_cell,
@@ -240,6 +272,7 @@ CHECKS: list[Callable[[], int]] = [
     check_paths_are_lossless,
     check_verify_paths_cell_by_cell,
     check_verify_paths_discovered,
+    check_machine_proof_every_depth,
 ]
 
 
@@ -281,6 +314,10 @@ def test_verify_paths_cell_by_cell() -> None:
 
 def test_verify_paths_discovered() -> None:
     check_verify_paths_discovered()
+
+
+def test_machine_proof_every_depth() -> None:
+    check_machine_proof_every_depth()
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from _common import (
     as_law,
     cdf_steps,
     completion,
+    constant_model,
     grid_pairs,
     quick,
     residual_row,
@@ -423,11 +424,46 @@ def check_engine_laws(count: int | None = None) -> int:
     return cases
 
 
+# Rows 0.05 % either side of each rule's threshold (draft q = (1/2, 1/2)): p(0) / q(0) near the
+# ratio threshold 1/4, p(0) near the probability threshold 1/8, near typical's ε = 9/100 (its
+# entropy term is larger there); lenience accepts with 2 p(0) / q(0), strictly inside (0, 1).
+NEAR_THRESHOLDS = (
+    Fraction(2499, 20000),
+    Fraction(2501, 20000),
+    Fraction(8995, 100000),
+    Fraction(9005, 100000),
+)
+
+
+def check_engine_laws_near_the_thresholds(
+    rules: list[tuple[str, VerifyRule, Kernel, Fraction | None]] | None = None,
+) -> int:
+    """Exact engine, rows 0.05 % either side of each threshold: law == kernel (rounding)
+
+    A rule deciding at ``0.999`` or ``1.001`` times its threshold decides these rows the other
+    way (``proofs/test_mutants.py``).
+    """
+    cases = 0
+    half = (Fraction(1, 2), Fraction(1, 2))
+    for name, rule, kernel, _ in engine_rules() if rules is None else rules:
+        for p0 in NEAR_THRESHOLDS:
+            target, draft = constant_model((p0, 1 - p0)), constant_model(half)
+            for k in (1, 2):
+                found = discover_block_law(rule, target, draft, (0,), k)
+                assert found.law is not None, (name, found.evidence)
+                exact = contrast_block_law(kernel, target, draft, (0,), k)
+                distance = law_total_variation(found.law, exact)
+                assert distance <= ROUNDING_BOUND, (name, p0, k, "kernel", float(distance))
+                cases += 1
+    return cases
+
+
 CHECKS = [
     check_single_token_laws,
     check_stated_pair,
     check_lenience_distance_in_l,
     check_engine_laws,
+    check_engine_laws_near_the_thresholds,
 ]
 
 
@@ -445,6 +481,10 @@ def test_lenience_distance_in_l() -> None:
 
 def test_engine_laws() -> None:
     check_engine_laws()
+
+
+def test_engine_laws_near_the_thresholds() -> None:
+    check_engine_laws_near_the_thresholds()
 
 
 if __name__ == "__main__":

@@ -14,25 +14,39 @@ Deterministic: the laws are exact, so a mutant fails every run (no false-fail ra
 """
 
 from collections.abc import Callable
+from fractions import Fraction
+from functools import partial
 from typing import Any
 
+import claim_01_single_token as claim_01
 import claim_02_completion_law as claim_02
 import claim_07_exact_match as claim_07
+import claim_12_shared_vocabulary as claim_12
+import claim_13_stopping_time as claim_13
 import claim_15_block_verification as claim_15
 import claim_16_multi_draft as claim_16
 import claim_17_token_trees as claim_17
+import claim_18_lossy_contrasts as claim_18
 import pytest
 from _common import scaled_threshold
 
 import specdec
 from specdec.verify import exact_match_rule, verify_paths, verify_tree
+from specdec.verify.lossy import (
+    lenient_rule,
+    probability_threshold_rule,
+    ratio_threshold_rule,
+    typical_acceptance_rule,
+)
 
 SCALES = (0.999, 1.001)
 
 # (claim, its check of a torch rule, the rule, whether every uniform draws by inverse CDF)
 SINGLE_CHAIN: list[tuple[str, Callable[..., int], Any, bool]] = [
+    ("claim 01", claim_01.check_verify_tokens_discovered_law, specdec.verify_tokens, False),
     ("claim 02", claim_02.check_verify_tokens_discovered_law, specdec.verify_tokens, False),
     ("claim 07", claim_07.check_exact_match_rule_discovered_law, exact_match_rule, True),
+    ("claim 12", claim_12.check_restricted_draft_discovered_law, specdec.verify_tokens, False),
     ("claim 15", claim_15.check_library_discovered_law, specdec.verify_block, False),
 ]
 
@@ -78,3 +92,38 @@ def test_paths_mutant_fails(scale: float) -> None:
     """Claim 17: verify_paths with moved thresholds."""
     with pytest.raises(AssertionError, match="LOSSY"):
         claim_17.check_verify_paths_discovered(rule=scaled_threshold(verify_paths, scale))
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_stopping_time_mutant_fails(scale: float) -> None:
+    """Claim 13: verify_tokens on the stopped draft blocks, with moved thresholds."""
+    mutant = scaled_threshold(specdec.verify_tokens, scale)
+    with pytest.raises(AssertionError, match="LOSSY"):
+        claim_13.check_stopping_time_discovered_law(rule=mutant)
+
+
+def lossy_mutants(scale: float) -> list[tuple[str, Any, Any, Fraction | None]]:
+    """Claim 18's rules, each deciding at ``scale`` times its threshold: lenience through its
+    uniforms (``scaled_threshold``); the deterministic rules through their parameter (ratio
+    ``c``, probability ``c``, typical ``ε`` and ``δ``), against the exact rules' kernels."""
+    exact = {name: (kernel, delta) for name, _, kernel, delta in claim_18.engine_rules()}
+    rules = {
+        "lenient l=1/2": scaled_threshold(partial(lenient_rule, lenience=0.5), scale),
+        "ratio c=1/4": partial(ratio_threshold_rule, threshold=0.25 * scale),
+        "probability c=1/8": partial(probability_threshold_rule, threshold=0.125 * scale),
+        "typical ε=9/100 δ=3/10": partial(
+            typical_acceptance_rule, epsilon=0.09 * scale, delta=0.3 * scale
+        ),
+    }
+    return [(name, rule, *exact[name]) for name, rule in rules.items()]
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize(
+    "name", ["lenient l=1/2", "ratio c=1/4", "probability c=1/8", "typical ε=9/100 δ=3/10"]
+)
+def test_lossy_rule_mutant_fails(name: str, scale: float) -> None:
+    """Claim 18: each lossy rule with its threshold moved is told from the rule (kernel)."""
+    (mutant,) = [m for m in lossy_mutants(scale) if m[0] == name]
+    with pytest.raises(AssertionError, match="kernel"):
+        claim_18.check_engine_laws_near_the_thresholds(rules=[mutant])

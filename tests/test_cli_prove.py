@@ -14,7 +14,7 @@ def test_prove_reports_each_claims_case_families(capsys: pytest.CaptureFixture[s
     assert main(["prove", "claim_03", "claim_06"]) == 0
     out = capsys.readouterr().out
     assert "claim 03 | " in out and "claim 06 | " in out
-    assert out.strip().endswith("2 claims, 7 case families, 0 failed")
+    assert out.strip().endswith("2 claims, 8 case families, 0 failed")
 
 
 def test_prove_json_has_a_claims_list(capsys: pytest.CaptureFixture[str]) -> None:

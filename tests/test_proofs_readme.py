@@ -1,15 +1,20 @@
-"""``proofs/README.md`` renders: every row of its tables has the header's number of cells.
+"""``proofs/README.md`` renders, and its depth labels are true.
 
 GitHub's Markdown drops a table whose delimiter row has another cell count than its header, and
 shows a body row's extra cells nowhere; the claim table once had a 4-cell header over a 5-cell
-delimiter and did not render at all.
+delimiter and did not render at all. A "**proved for every V**" (every ``k``, every dimension)
+label names a machine proof of ``proofs/_machine.py`` with its number of obligations: the proof
+is run, its scope and count compared with the label, and its control must be refuted.
 """
 
 import itertools
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
-README = Path(__file__).resolve().parents[1] / "proofs" / "README.md"
+PROOFS_FOLDER = Path(__file__).resolve().parents[1] / "proofs"
+README = PROOFS_FOLDER / "README.md"
 
 
 def cells(line: str) -> list[str]:
@@ -48,3 +53,76 @@ def test_every_row_has_the_header_cell_count() -> None:
         assert len(cells(delimiter)) == width, (header, delimiter)
         for row in rows:
             assert len(cells(row)) == width, (width, row[:80])
+
+
+def claim_rows() -> list[tuple[str, str]]:
+    """``(claim, how deep)`` for each row of the claim table."""
+    (table,) = [t for t in tables(README.read_text()) if "how deep" in t[0]]
+    return [(cells(row)[0].strip(), cells(row)[-1]) for row in table[2:]]
+
+
+def machine_proofs() -> dict[str, Any]:
+    if str(PROOFS_FOLDER) not in sys.path:
+        sys.path.insert(0, str(PROOFS_FOLDER))
+    from _machine import PROOFS
+
+    return dict(PROOFS)
+
+
+def label_problems(rows: list[tuple[str, str]], proofs: dict[str, Any]) -> list[str]:
+    """What is false in the rows' machine-proof labels: a "**proved for every ...**" label
+    without a named proof or the reverse, a proof of another claim or scope, a wrong obligation
+    count, a proof that fails, a control that is not refuted, a proof labelled nowhere."""
+    problems: list[str] = []
+    named: list[str] = []
+    for claim, depth in rows:
+        scopes = re.findall(r"\*\*proved for (every [^*]+)\*\*", depth)
+        labelled = re.findall(r"machine proof `(\w+)`, (\d+) obligations", depth)
+        if bool(scopes) != bool(labelled):
+            problems.append(f"claim {claim}: a scope without a machine proof, or the reverse")
+        for name, count in labelled:
+            named.append(name)
+            proof = proofs.get(name)
+            if proof is None:
+                problems.append(f"claim {claim}: no machine proof {name!r}")
+                continue
+            if (proof.claim, proof.scope) != (claim, scopes[0] if scopes else None):
+                problems.append(f"claim {claim}: {name} is claim {proof.claim}'s, {proof.scope}")
+            try:
+                if proof.prove().obligations != int(count):
+                    problems.append(f"claim {claim}: {name} does not have {count} obligations")
+            except AssertionError as error:
+                problems.append(f"claim {claim}: {name} fails: {error}")
+            try:
+                proof.refute_control()
+            except AssertionError as error:
+                problems.append(f"claim {claim}: {name}'s control is not refuted: {error}")
+    problems += [f"{name} is labelled nowhere" for name in sorted(set(proofs) - set(named))]
+    return problems
+
+
+def test_every_proved_for_every_label_names_a_machine_proof_that_holds_and_can_fail() -> None:
+    assert label_problems(claim_rows(), machine_proofs()) == []
+
+
+def test_false_labels_are_found() -> None:
+    """The negative control of the test above: each kind of false label is reported."""
+    proofs = machine_proofs()
+    single = proofs["single_token"]
+    count = len(single.build(False))
+    good = f"**proved for every V** (machine proof `single_token`, {count} obligations)"
+    only = {"single_token": single}
+    assert label_problems([("1", good)], only) == []
+    wrong = [
+        ("1", "**proved for every V** (z3)"),
+        ("1", good.replace(f"{count} obligations", f"{count + 1} obligations")),
+        ("3", good),
+        ("1", good.replace("every V", "every V and k")),
+        ("1", "checked exactly: 5 cases"),
+    ]
+    for row in wrong:
+        assert label_problems([row], only), row
+    never_fails = type(single)("1", "toy", "every V", "", "", lambda mutant: [])
+    row = ("1", "**proved for every V** (machine proof `toy`, 0 obligations)")
+    (problem,) = label_problems([row], {"toy": never_fails})
+    assert "control is not refuted" in problem
