@@ -3,7 +3,7 @@
 The engines are whole speculative loops on a float toy pair with ``V = 2048`` (an order-1
 table, seeded: fast to score) from ``tests/_stream_loops.py``, and one loop on a tiny
 random-initialised Llama (``V = 2048``, ``tests/_stream_lm_loops.py``). Every audit states its
-rates: false-fail ``FALSE_FAIL`` family-wise (Bonferroni over three e-processes, Ville), and
+rates: false-fail ``FALSE_FAIL`` family-wise (Bonferroni over four e-processes, Ville), and
 the sample is sized for a binned-PIT TV of ``DETECT`` with false-pass 1e-3
 (``streaming.min_detectable_binned_tv``). The planted bugs are far above that size here
 (measured binned-PIT TV and mean-z shift in the docstrings); each test checks the planned size
@@ -71,7 +71,7 @@ def test_planned_size_detects_the_stated_distance() -> None:
     report = audit(speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4), detect_tv=DETECT)
     [result] = report.scenarios
     assert isinstance(result, StreamStatisticsResult)
-    level = math.log(3 / FALSE_FAIL)
+    level = math.log(4 / FALSE_FAIL)
     assert min_detectable_binned_tv(result.tokens, PIT_BINS, level, 1e-3) <= DETECT
     assert report.mode == "large" and report.level == "stream"  # V^4 > 65536: auto is large
     assert report.verdict == "lossless", report.format()
@@ -80,7 +80,28 @@ def test_planned_size_detects_the_stated_distance() -> None:
     assert "cannot see" in report.format() and "equal target probability" in report.reason
 
 
-@pytest.mark.parametrize("bug", ["bonus_unwarped", "q_unwarped", "reused_uniform"])
+REUSED_UNIFORM_KS = 0.0056
+"""The reused uniform's deviation on ``PAIR`` at T = 0.7 (first token, 50 contexts, computed
+exactly from the rows): per-token TV 0.0064, Kolmogorov-Smirnov distance of the index-order PIT
+law 0.0043 at closeness 0.8 (0.0056 at 0.5). With ``V = 2048`` each token's slice of the uniform
+is about 1/2048 wide, so reusing it barely moves the law: far below any size a test here can
+afford (about 4 million tokens for KS 0.005)."""
+
+
+def test_reused_uniform_is_below_the_stated_power() -> None:
+    """The blind spot, stated: the reused-uniform bug (KS distance about 0.005 here) passes at
+    the planned size, whose stated detectable KS distance (0.16) is far above it: the verdict
+    claims no more than it checked."""
+    sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4, bug="reused_uniform")
+    report = audit(sample, detect_tv=0.2)
+    [result] = report.scenarios
+    assert isinstance(result, StreamStatisticsResult)
+    stated = dict(result.detectable)["Kolmogorov-Smirnov distance of the PIT law"]
+    assert stated > 10 * REUSED_UNIFORM_KS
+    assert report.verdict == "lossless"
+
+
+@pytest.mark.parametrize("bug", ["bonus_unwarped", "q_unwarped"])
 def test_planted_bug_is_lossy(bug: str) -> None:
     """Each planted bug in the loop (k = 2, T = 0.7): LOSSY (false-fail 1e-3), stopped by an
     e-process before the planned sample (the planned sample detects binned TV 0.1 with
@@ -106,9 +127,9 @@ def test_forbidden_token_is_an_instant_rejection() -> None:
 
 
 def test_filtered_control_is_lossless() -> None:
-    """The same loop honouring top-k = 20: LOSSLESS (false-fail 1e-3)."""
+    """The same loop honouring top-k = 20: LOSSLESS (false-fail 1e-3, binned TV 0.15)."""
     sample = speculative_loop(PAIR, FILTERED, k=2, new_tokens=4)
-    report = audit(sample, options=FILTERED, detect_tv=DETECT)
+    report = audit(sample, options=FILTERED, detect_tv=0.15)
     assert report.verdict == "lossless", report.format()
 
 
@@ -117,7 +138,7 @@ def test_statistics_state_does_not_grow_with_tokens() -> None:
     rows = torch.softmax(torch.randn(8000, 64, generator=torch.Generator().manual_seed(1)), -1)
     rows = rows.double()
     tokens = torch.multinomial(rows, 1, generator=torch.Generator().manual_seed(2))[:, 0]
-    uniforms = torch.rand(8000, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    uniforms = torch.rand(8000, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     order = torch.randperm(64, generator=torch.Generator().manual_seed(4))
     groups = torch.zeros(8000, 1, dtype=torch.int64)
 
@@ -150,7 +171,7 @@ def test_few_samples_cannot_decide() -> None:
 
 def test_position_kinds_on_a_tiny_llama() -> None:
     """A whole loop on a tiny random-init Llama (V = 2048) with its position-kind hook: rows
-    per kind (accepted draft, corrected, bonus), whose tokens add up; 48 continuations cannot
+    per kind (accepted draft, corrected, bonus), whose tokens add up; 16 continuations cannot
     decide (stated)."""
     from specdec.models import HFModel
     from tests._stream_lm_loops import lm_loop
@@ -158,16 +179,16 @@ def test_position_kinds_on_a_tiny_llama() -> None:
 
     model = tiny_model("llama", vocab=VOCAB, seed=0)
     target, draft = HFModel(model), HFModel(noisy_copy(model, scale=0.01, seed=1))
-    sample, kinds = lm_loop(target, draft, OPTIONS, k=3, new_tokens=6)
+    sample, kinds = lm_loop(target, draft, OPTIONS, k=3, new_tokens=4)
     report = audit_stream(
-        sample, model, prompts=[[1, 2, 3]], new_tokens=6, options=OPTIONS, samples=48,
+        sample, model, prompts=[[1, 2, 3]], new_tokens=4, options=OPTIONS, samples=16,
         position_kinds=kinds,
     )  # fmt: skip
     [result] = report.scenarios
     assert isinstance(result, StreamStatisticsResult)
     kinds_rows = {g.name: g.tokens for g in result.groups[-3:]}
     assert set(kinds_rows) <= {"accepted draft", "corrected", "bonus"}
-    assert sum(kinds_rows.values()) == result.tokens == 48 * 6
+    assert sum(kinds_rows.values()) == result.tokens == 16 * 4
     assert report.verdict == "cannot decide", report.format()
 
 
@@ -180,10 +201,10 @@ def _reference(prompts: Tensor, generator: torch.Generator) -> Tensor:
 
 
 def test_two_sample_control_is_lossless() -> None:
-    """The speculative loop against target-only decoding, 1,024 pairs per prompt: LOSSLESS
+    """The speculative loop against target-only decoding, 512 pairs per prompt: LOSSLESS
     (false-fail 1e-3) at the stated detectable shift."""
     sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4)
-    report = audit(sample, mode="two-sample", reference=_reference, samples=1024)
+    report = audit(sample, mode="two-sample", reference=_reference, samples=512)
     assert report.mode == "two-sample" and report.verdict == "lossless", report.format()
 
 
@@ -257,7 +278,7 @@ def test_command(
     code: int,
 ) -> None:  # fmt: skip
     """``specdec audit --stream ... --stream-mode``: exit 0 lossless, 1 lossy, 2 usage, 3 cannot
-    decide (false-fail 1e-3, binned TV 0.1)."""
+    decide (false-fail 1e-3, binned TV 0.2)."""
     (tmp_path / "engine.py").write_text(ENGINE)
     engine = str(tmp_path / "engine.py")
     extra = [f"{engine}:reference" if e == "REF" else e for e in extra]
@@ -265,6 +286,6 @@ def test_command(
     arguments += ["--prompts", "1;2,3", "--new-tokens", "4", "--temperature", "0.7", "--quiet"]
     arguments += ["--false-fail-rate", "1e-3"]
     if "--samples" not in extra:
-        arguments += ["--detect-tv", "0.1"]
+        arguments += ["--detect-tv", "0.2"]
     status = main([*arguments, *extra])
     assert status == code, capsys.readouterr()

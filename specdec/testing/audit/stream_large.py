@@ -8,36 +8,38 @@ the warped row :math:`\pi_t = \pi(\cdot \mid \text{prompt}, x_{<t})` it was draw
 drawn (prompt by prompt, continuation by continuation, position by position):
 
 * each token's randomized PIT in decreasing-probability order, and in a second order (a
-  permutation of the vocabulary seeded by the audit's seed), is i.i.d. Uniform(0, 1);
+  permutation of the vocabulary seeded by the audit's seed), and in the vocabulary's own
+  index order (the order inverse-CDF sampling walks: a bug coupling a token's acceptance to
+  where it sits in that order, as a reused uniform does, shifts this PIT), is i.i.d.
+  Uniform(0, 1);
 * its standardized surprisal :math:`z_t = (-\ln\pi_t(x_t) - H_t)/\sigma_t` has conditional
   mean 0 and variance 1 (``H_t``, :math:`\sigma_t^2` the row's entropy and surprisal
   variance; rows with one allowed token are skipped: nothing to test);
 * no token has probability 0.
 
-**Large-vocabulary mode** watches three e-processes after every chunk: the KT mixture on 16
-equal PIT bins for each order, and the normal-mixture self-normalized e-process on ``z``
-(valid for any law with the known variance: no sub-Gaussian or bounded-range assumption).
-Each stops at :math:`\ln(3/\alpha)` (Bonferroni; Ville: a lossless engine ever crosses with
-probability at most ``alpha = false_fail_rate``), and a forbidden token rejects at once
-(probability 0 for a lossless engine, up to float rounding of the target's logits at a top-k /
-top-p boundary tie: the engine's KV-cached logits and the audit's full-sequence logits may
-round differently). The sample is sized so the binned-PIT process detects a PIT law whose
+**Large-vocabulary mode** watches four e-processes after every chunk: the KT mixture on 16
+equal PIT bins for each of the three orders, and the normal-mixture self-normalized e-process
+on ``z`` (valid for any law with the known variance: no sub-Gaussian or bounded-range
+assumption). Each stops at :math:`\ln(4/\alpha)` (Bonferroni; Ville: a lossless engine ever
+crosses with probability at most ``alpha = false_fail_rate``), and a forbidden token rejects at
+once (probability 0 for a lossless engine, up to float rounding of the target's logits at a
+top-k / top-p boundary tie: the engine's KV-cached logits and the audit's full-sequence logits
+may round differently). The sample is sized so the binned-PIT process detects a PIT law whose
 bins, averaged over the judged tokens, are at TV ``>= detect_tv`` from uniform (default
 ``LARGE_DETECT_TV``) with false-pass rate ``false_pass_rate`` (a rigorous bound, ``streaming
-.min_detectable_binned_tv``); the report also states the mean-surprisal shift the ``z``
-process detects (an approximation) and the Kolmogorov–Smirnov distance of the PIT law
-(binned TV + 1/16). Fewer tokens (``samples`` fixed) than ``min_power_tv`` needs: ``cannot
-decide``.
+.min_detectable_binned_tv``); the report also states the mean-surprisal shift the ``z`` process
+detects (an approximation) and the Kolmogorov–Smirnov distance of the PIT law (binned TV +
+1/16). Fewer tokens (``samples`` fixed) than ``min_power_tv`` needs: ``cannot decide``.
 
 What the mode cannot see (and says in the report): a deviation whose per-token PIT law stays
-uniform in both orders and whose surprisal keeps its mean, e.g. an engine that swaps two
+uniform in all three orders and whose surprisal keeps its mean, e.g. an engine that swaps two
 tokens of equal target probability, or one that makes tokens dependent across positions while
 keeping every conditional law (the tests see one token at a time, given the stream's own
 past, so they are blind to nothing the conditional law changes, but the binned PIT averages
 deviations over positions and contexts: a bug on 1 position in 100 is diluted 100 times);
 deviations smaller than the stated sizes; anything after ``new_tokens`` or after other
 prompts. The binned PIT TV is a lower bound on the average per-token TV: a LOSSY verdict
-proves the token law wrong, a LOSSLESS one bounds only what the two orders and the mean see.
+proves the token law wrong, a LOSSLESS one bounds only what the three orders and the mean see.
 
 **Two-sample mode** (the engine's warping not given, or not trusted): the engine with
 speculation (``sample``) against itself without (``reference``), both mapped through the
@@ -127,6 +129,7 @@ ROW_ELEMENTS = 1 << 23
 LARGE_TESTS = (
     "PIT bins, decreasing-probability order",
     "PIT bins, seeded order",
+    "PIT bins, vocabulary index order",
     "standardized surprisal mean",
 )
 TWO_SAMPLE_TESTS = (
@@ -139,8 +142,8 @@ PositionKinds = Callable[[Tensor, Tensor], Tensor]
 """``position_kinds(prompts [N, L], tokens [N, n]) -> LongTensor [N, n]`` in ``{0, 1, 2}``."""
 
 BLIND_SPOTS = (
-    "large-vocabulary mode judges each token against its target row through two PIT orders "
-    "and the surprisal mean: it cannot see a deviation that keeps both PIT laws uniform and the "
+    "large-vocabulary mode judges each token against its target row through three PIT orders "
+    "and the surprisal mean: it cannot see a deviation that keeps the PIT laws uniform and the "
     "mean surprisal (e.g. swapping tokens of equal target probability), deviations below the "
     "stated sizes (averaged over positions, so a bug on few positions is diluted), nor anything "
     "after new_tokens or after other prompts, and LOSSLESS bounds the binned PIT law, not the "
@@ -164,6 +167,7 @@ class StreamStatistics:
     Attributes:
         sorted_bins: ``[groups, bins]`` PIT bin counts, decreasing-probability order.
         seeded_bins: ``[groups, bins]`` PIT bin counts, seeded order.
+        index_bins: ``[groups, bins]`` PIT bin counts, vocabulary index order.
         pit_total: ``[groups]`` sum of the decreasing-order PITs.
         spread_total: ``[groups]`` sum of ``|PIT - 1/2| - 1/4``.
         tokens: ``[groups]`` tokens counted (forbidden ones excluded).
@@ -176,6 +180,7 @@ class StreamStatistics:
 
     sorted_bins: Int[Tensor, "groups bins"]
     seeded_bins: Int[Tensor, "groups bins"]
+    index_bins: Int[Tensor, "groups bins"]
     pit_total: Float[Tensor, " groups"]
     spread_total: Float[Tensor, " groups"]
     tokens: Int[Tensor, " groups"]
@@ -196,16 +201,16 @@ def empty_statistics(groups: int, bins: int = PIT_BINS) -> StreamStatistics:
     counts = torch.zeros(groups, bins, dtype=torch.int64)
     sums = torch.zeros(groups, dtype=torch.float64)
     number = torch.zeros(groups, dtype=torch.int64)
-    return StreamStatistics(counts, counts, sums, sums, number, sums, sums, number, sums)
+    return StreamStatistics(counts, counts, counts, sums, sums, number, sums, sums, number, sums)
 
 
 def token_statistics(
     rows: Float[Tensor, "m vocab"],
     tokens: Int[Tensor, " m"],
-    uniforms: Float[Tensor, "m 2"],
+    uniforms: Float[Tensor, "m 3"],
     order: Int[Tensor, " vocab"],
 ) -> dict[str, Tensor]:
-    """Per token: both PITs, ``z``, surprisal minus entropy, and whether it is forbidden."""
+    """Per token: the three PITs, ``z``, surprisal minus entropy, and whether it is forbidden."""
     chosen = rows.gather(1, tokens[:, None])[:, 0]
     surprisal, entropy, variance = surprisal_moments(rows, tokens)
     allowed = chosen > 0
@@ -215,6 +220,7 @@ def token_statistics(
     return {
         "sorted": randomized_pit(rows, tokens, uniforms[:, 0]),
         "seeded": randomized_pit(rows, tokens, uniforms[:, 1], order),
+        "index": randomized_pit(rows, tokens, uniforms[:, 2], torch.arange(rows.shape[1])),
         "z": z,
         "scored": scored,
         "excess": torch.where(allowed, surprisal - entropy, 0.0),
@@ -251,6 +257,7 @@ def add_tokens(
     return StreamStatistics(
         sorted_bins=add_bins(pit, state.sorted_bins),
         seeded_bins=add_bins(per_token["seeded"], state.seeded_bins),
+        index_bins=add_bins(per_token["index"], state.index_bins),
         pit_total=add(pit, state.pit_total),
         spread_total=add((pit - 0.5).abs() - 0.25, state.spread_total),
         tokens=add(torch.ones_like(pit), state.tokens),
@@ -262,13 +269,14 @@ def add_tokens(
     )
 
 
-def large_log_e(state: StreamStatistics) -> tuple[float, float, float]:
-    """``ln E`` of the three large-mode e-processes on group 0 (every token)."""
+def large_log_e(state: StreamStatistics) -> tuple[float, float, float, float]:
+    """``ln E`` of the four large-mode e-processes on group 0 (every token)."""
     sorted_e = float(kt_uniform_log_e(state.sorted_bins[0]))
     seeded_e = float(kt_uniform_log_e(state.seeded_bins[0]))
+    index_e = float(kt_uniform_log_e(state.index_bins[0]))
     variance = state.z_square_total[0] + state.scored[0].to(torch.float64)
     z_e = float(normal_mixture_log_e(state.z_total[0], variance, MIXTURE_PRECISION))
-    return sorted_e, seeded_e, z_e
+    return sorted_e, seeded_e, index_e, z_e
 
 
 def _teacher_forced_rows(
@@ -376,7 +384,7 @@ def _score(
     for start in range(0, count, step):
         piece = tokens[start : start + step]
         rows = _teacher_forced_rows(scenario, piece).reshape(-1, vocab)  # [c n, V]
-        uniforms = torch.rand(rows.shape[0], 2, generator=randomness, dtype=torch.float64)
+        uniforms = torch.rand(rows.shape[0], 3, generator=randomness, dtype=torch.float64)
         parts.append(token_statistics(rows, piece.reshape(-1), uniforms, order))
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
@@ -460,8 +468,8 @@ def large_stream_audit(
     noises = [
         torch.Generator().manual_seed(1_000_003 * options.seed + 2 * i + 2) for i in range(prompts)
     ]
-    drawn, continuations, peaks, stopped = 0, 0, [0.0, 0.0, 0.0], False
-    log_e = (0.0, 0.0, 0.0)
+    drawn, continuations, peaks, stopped = 0, 0, [0.0] * len(LARGE_TESTS), False
+    log_e = (0.0,) * len(LARGE_TESTS)
     first_where = ""
     while drawn < per_prompt and not stopped:
         size = min(_chunk(subject), per_prompt - drawn)
