@@ -414,8 +414,11 @@ def _group_rows(
     return tuple(rows)
 
 
-def _chunk(subject: Subject) -> int:
-    return 256 if subject.batched else 16
+def _chunk(subject: Subject, scenario: StreamScenario) -> int:
+    """Continuations per prompt between looks: 256 batched (16 single), fewer for a large
+    ``n * V`` (at least 8), so the looks stay frequent and the rows small."""
+    cap = max(8, (4 * ROW_ELEMENTS) // (scenario.new_tokens * int(scenario.target.vocab_size)))
+    return min(256 if subject.batched else 16, cap)
 
 
 def _deterministic(
@@ -472,7 +475,7 @@ def large_stream_audit(
     log_e = (0.0,) * len(LARGE_TESTS)
     first_where = ""
     while drawn < per_prompt and not stopped:
-        size = min(_chunk(subject), per_prompt - drawn)
+        size = min(_chunk(subject, scenarios[0]), per_prompt - drawn)
         for index, scenario in enumerate(scenarios):
             tokens, kinds = draw(scenario, size, noises[index])
             continuations += size
@@ -596,7 +599,7 @@ def two_sample_stream_audit(
     drawn, pairs, peaks, stopped = 0, 0, [0.0, 0.0, 0.0], False
     log_e = [0.0, 0.0, 0.0]
     while drawn < per_prompt and not stopped:
-        size = min(_chunk(subject), per_prompt - drawn)
+        size = min(_chunk(subject, scenarios[0]), per_prompt - drawn)
         for index, scenario in enumerate(scenarios):
             per_stream = []
             for which, drawer in enumerate((draw, draw_reference)):
