@@ -171,7 +171,7 @@ def test_few_samples_cannot_decide() -> None:
 
 def test_position_kinds_on_a_tiny_llama() -> None:
     """A whole loop on a tiny random-init Llama (V = 2048) with its position-kind hook: rows
-    per kind (accepted draft, corrected, bonus), whose tokens add up; 16 continuations cannot
+    per kind (accepted draft, corrected, bonus), whose tokens add up; 8 continuations cannot
     decide (stated)."""
     from specdec.models import HFModel
     from tests._stream_lm_loops import lm_loop
@@ -179,16 +179,16 @@ def test_position_kinds_on_a_tiny_llama() -> None:
 
     model = tiny_model("llama", vocab=VOCAB, seed=0)
     target, draft = HFModel(model), HFModel(noisy_copy(model, scale=0.01, seed=1))
-    sample, kinds = lm_loop(target, draft, OPTIONS, k=3, new_tokens=4)
+    sample, kinds = lm_loop(target, draft, OPTIONS, k=2, new_tokens=3)
     report = audit_stream(
-        sample, model, prompts=[[1, 2, 3]], new_tokens=4, options=OPTIONS, samples=16,
+        sample, model, prompts=[[1, 2, 3]], new_tokens=3, options=OPTIONS, samples=8,
         position_kinds=kinds,
     )  # fmt: skip
     [result] = report.scenarios
     assert isinstance(result, StreamStatisticsResult)
     kinds_rows = {g.name: g.tokens for g in result.groups[-3:]}
     assert set(kinds_rows) <= {"accepted draft", "corrected", "bonus"}
-    assert sum(kinds_rows.values()) == result.tokens == 16 * 4
+    assert sum(kinds_rows.values()) == result.tokens == 8 * 3
     assert report.verdict == "cannot decide", report.format()
 
 
@@ -201,10 +201,10 @@ def _reference(prompts: Tensor, generator: torch.Generator) -> Tensor:
 
 
 def test_two_sample_control_is_lossless() -> None:
-    """The speculative loop against target-only decoding, 512 pairs per prompt: LOSSLESS
+    """The speculative loop against target-only decoding, 256 pairs per prompt: LOSSLESS
     (false-fail 1e-3) at the stated detectable shift."""
     sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4)
-    report = audit(sample, mode="two-sample", reference=_reference, samples=512)
+    report = audit(sample, mode="two-sample", reference=_reference, samples=256)
     assert report.mode == "two-sample" and report.verdict == "lossless", report.format()
 
 
