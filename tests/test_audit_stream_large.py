@@ -236,6 +236,7 @@ def test_json_report() -> None:
     report = audit(speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4), samples=16)
     document = json.loads(report.to_json())
     assert document["mode"] == "large" and document["scenarios"][0]["e_processes"]
+    assert document["detectable_tv"] is None  # no TV is claimed in large mode
 
 
 ENGINE = """

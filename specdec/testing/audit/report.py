@@ -218,7 +218,7 @@ class AuditReport:
             "exit_code": self.exit_code,
             "headline": self.headline(),
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
-            "detectable_tv": self.detectable_tv,
+            "detectable_tv": self.detectable_tv if math.isfinite(self.detectable_tv) else None,
             "not_audited": list(self.not_audited),
             "scenarios": [s.document() for s in self.scenarios],
         }
