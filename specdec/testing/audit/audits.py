@@ -13,9 +13,15 @@ step                 ``sampled.sample_audit`` (with a     (not available: a step
                      sampler: ``sampler.audit_with_       own drafts)
                      sampler``)
 position, tree       ``multi_sampled.sampled_audit``      ``multi.exact_multi_audit``
-stream               ``stream.stream_audit`` (exact-law   (not available: the engine draws
-                     mode: sampled streams against the    its own randomness)
-                     target's enumerated law)
+stream               ``stream_large.judge_stream``:       (not available: the engine draws
+                     ``stream.stream_audit`` (exact-law   its own randomness)
+                     mode: sampled streams against the
+                     target's enumerated law) when
+                     ``V^n <= 65536``, else
+                     ``stream_large.large_stream_audit``
+                     (each token against its row);
+                     ``two_sample_stream_audit`` on
+                     request
 ===================  ===================================  ===================================
 
 Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``,
