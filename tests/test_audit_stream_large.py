@@ -290,3 +290,22 @@ def test_command(
         arguments += ["--detect-tv", "0.2"]
     status = main([*arguments, *extra])
     assert status == code, capsys.readouterr()
+
+
+def test_invalid_outputs_are_reported() -> None:
+    """A short generation, or position kinds outside {0, 1, 2}: the engine's invalid output."""
+    from specdec.testing.audit import InvalidOutputError
+
+    @batched
+    def short(prompts: Tensor, generator: torch.Generator) -> Tensor:
+        return torch.zeros(prompts.shape[0], 1, dtype=torch.int64)
+
+    with pytest.raises(InvalidOutputError, match="at least 4 new tokens"):
+        audit(short, samples=8)
+
+    def wrong_kinds(prompts: Tensor, tokens: Tensor) -> Tensor:
+        return torch.full_like(tokens, 7)
+
+    sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4)
+    with pytest.raises(InvalidOutputError, match="position_kinds must label"):
+        audit(sample, samples=8, position_kinds=wrong_kinds)

@@ -76,6 +76,7 @@ from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.scenario import StreamScenario
+from specdec.testing.audit.stream import _first  # the same output checks as exact mode
 from specdec.testing.audit.stream_results import EProcessRow, GroupRow, StreamStatisticsResult
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats.streaming import (
@@ -289,25 +290,6 @@ def _teacher_forced_rows(
     with torch.no_grad(), calling("target"):
         logits, _ = extend(scenario.target, empty_context(count), ids, logits_to_keep=n)
     return scenario.sampling.probs(logits.cpu()).to(torch.float64)  # [c, n, V]
-
-
-def _first(out: object, rows: int, n: int, vocab: int) -> Int[Tensor, "rows n"]:
-    """The first ``n`` tokens of each of ``rows`` generations, checked (as exact mode)."""
-    if not isinstance(out, Tensor) or out.dtype not in (torch.int64, torch.int32):
-        raise InvalidOutputError(f"expected an integer tensor of new tokens, got {out!r:.80}.")
-    tokens = out.cpu().long()
-    if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.shape[1] < n:
-        raise InvalidOutputError(
-            f"expected {rows} generation(s) of at least {n} new tokens, got shape "
-            f"{tuple(tokens.shape)} (an engine that stopped early must still return new_tokens "
-            "tokens for the audited prompts)."
-        )
-    first = tokens[:, :n]
-    if bool((first < 0).any() or (first >= vocab).any()):
-        raise InvalidOutputError(
-            f"new tokens must be ids in [0, {vocab}) (no -1 padding within the first {n})."
-        )
-    return first
 
 
 def _drawer(
