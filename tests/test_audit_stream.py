@@ -149,11 +149,12 @@ def test_few_samples_are_inconclusive() -> None:
 
 
 def test_large_vocabulary_is_refused() -> None:
-    """V ** new_tokens = 257^2 > 65536: exact-law mode does not apply, and no verdict."""
+    """V ** new_tokens = 257^2 > 65536: exact-law mode, asked for, does not apply, and no
+    verdict (``mode="auto"`` judges it in large-vocabulary mode: test_audit_stream_large)."""
     table = torch.full((258, 257), 1 / 257, dtype=torch.float64)
     model = ToyLM(ToyModel.from_table(1, table))
     with pytest.raises(ValueError, match="exact-law mode does not apply"):
-        audit_stream(speculative(OPTIONS), model, prompts=[[1]], new_tokens=2)
+        audit_stream(speculative(OPTIONS), model, prompts=[[1]], new_tokens=2, mode="exact")
 
 
 @pytest.mark.parametrize(
@@ -229,7 +230,7 @@ def broken_target():
         ("sample", [], ExitCode.LOSSLESS),
         ("bonus_unwarped", [], ExitCode.LOSSY),
         ("sample", ["--exact"], ExitCode.USAGE_ERROR),
-        ("sample", ["--new-tokens", "9"], ExitCode.USAGE_ERROR),  # 4^9 > 65536
+        ("sample", ["--new-tokens", "9", "--stream-mode", "exact"], ExitCode.USAGE_ERROR),
         ("crashes", [], ExitCode.CRASH),  # the engine's crash, never specdec's internal error
     ],
 )

@@ -34,7 +34,9 @@ and the error-rate split, ``run`` calls the function and completes its blocks), 
 (a step against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's
 law from its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree
 rules, exactly or by sampling), ``stream`` (an engine's whole generation against the target's
-law enumerated by teacher forcing: exact-law mode). ``audit_verifier``, ``audit_step``,
+law enumerated by teacher forcing: exact-law mode), ``stream_large`` (the same for a large
+vocabulary: each token's PITs and surprisal against its row, anytime-valid; and two engines
+compared). ``audit_verifier``, ``audit_step``,
 ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are ``audit`` for one level;
 ``command`` is ``specdec audit``.
 

@@ -259,8 +259,9 @@ def _add_stream_options(audit: argparse.ArgumentParser) -> None:
         "(--batched: prompts[N,L] -> [N,n]); the first --new-tokens tokens after each prompt "
         "are judged against the law --target gives them under the sampling options, "
         "enumerated by teacher forcing (exact-law mode: V ** new-tokens at most 65536; above, "
-        "a usage error). One scenario per prompt (prompt-0, ...). Takes --batched, --samples, "
-        "--detect-tv, --min-power-tv, --false-fail-rate, --false-pass-rate, --seed, "
+        "large-vocabulary mode, see --stream-mode). One scenario per prompt (prompt-0, ...). "
+        "Takes --batched, --samples, --detect-tv, --min-power-tv, --false-fail-rate, "
+        "--false-pass-rate, --seed, "
         "--allow-nondeterministic, --json, --quiet.",
     )
     group.add_argument("--stream", action="store_true", help="FUNCTION is a stream sampler")
@@ -297,6 +298,20 @@ def _add_stream_options(audit: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--min-p", type=_option(check_probability_threshold, float), default=None, help="its min-p"
+    )
+    group.add_argument(
+        "--stream-mode",
+        choices=("auto", "exact", "large", "two-sample"),
+        default=None,
+        help="auto (default): exact-law when V ** new-tokens <= 65536, else large-vocabulary "
+        "(each token's PIT and surprisal against its target row, anytime-valid); two-sample: "
+        "against --reference",
+    )
+    group.add_argument(
+        "--reference",
+        default=None,
+        metavar="FILE:SAMPLE",
+        help="(--stream-mode two-sample) the engine without speculation, in FUNCTION's form",
     )
 
 

@@ -13,9 +13,15 @@ step                 ``sampled.sample_audit`` (with a     (not available: a step
                      sampler: ``sampler.audit_with_       own drafts)
                      sampler``)
 position, tree       ``multi_sampled.sampled_audit``      ``multi.exact_multi_audit``
-stream               ``stream.stream_audit`` (exact-law   (not available: the engine draws
-                     mode: sampled streams against the    its own randomness)
-                     target's enumerated law)
+stream               ``stream_large.judge_stream``:       (not available: the engine draws
+                     ``stream.stream_audit`` (exact-law   its own randomness)
+                     mode: sampled streams against the
+                     target's enumerated law) when
+                     ``V^n <= 65536``, else
+                     ``stream_large.large_stream_audit``
+                     (each token against its row);
+                     ``two_sample_stream_audit`` on
+                     request
 ===================  ===================================  ===================================
 
 Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``,
@@ -45,7 +51,8 @@ from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
 from specdec.testing.audit.scenario import Scenario, StreamScenario
-from specdec.testing.audit.stream import stream_audit, stream_scenarios
+from specdec.testing.audit.stream import stream_scenarios
+from specdec.testing.audit.stream_large import PositionKinds, judge_stream
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
@@ -101,7 +108,7 @@ def audit(
                     "a stream audit needs its prompts as scenarios (stream_scenarios, or "
                     "audit_stream(sample, target, prompts=..., new_tokens=...))."
                 )
-            return stream_audit(subject, chosen, prompts, progress)
+            return judge_stream(subject, chosen, prompts, progress)  # mode by V ** n
         if subject.level in ("position", "tree"):
             battery = list(scenarios or default_scenarios(subject.level))
             multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
@@ -337,6 +344,9 @@ def audit_stream(
     options: SamplingOptions | None = None,
     batched: bool | None = None,
     progress: Progress | None = None,
+    mode: str = "auto",
+    reference: Callable[..., Any] | None = None,
+    position_kinds: PositionKinds | None = None,
     **audit_options: Unpack[AuditKeywords],
 ) -> AuditReport:
     r"""Audit an engine's whole generation: do its new tokens have the target's law?
@@ -351,7 +361,13 @@ def audit_stream(
     most ``stream.EXACT_LAW_SEQUENCES``, the law enumerated from the target by teacher
     forcing, the engine's streams sampled and judged per prompt (``specdec.testing.audit.
     stream``: pooled cells, L1 and G tests with Holm across prompts, the e-process, forbidden
-    outcomes as certain rejections, the power in TV).
+    outcomes as certain rejections, the power in TV). Large-vocabulary mode (``V ** n``
+    above that, or ``mode="large"``): each token's randomized PIT (two orders) and
+    standardized surprisal against its teacher-forced row, three anytime-valid e-processes
+    (Bonferroni) and forbidden tokens as certain rejections, the power as a binned-PIT TV and
+    a mean-surprisal shift (``specdec.testing.audit.stream_large``, which also states what it
+    cannot see). Two-sample mode (``mode="two-sample"``, ``reference`` the engine without
+    speculation): both streams through the target's PIT, compared.
 
     Args:
         sample: ``sample(prompt [L], generator) -> LongTensor [>= n]`` new tokens (prompt
@@ -363,7 +379,13 @@ def audit_stream(
         new_tokens: ``n``, the new tokens judged after each prompt.
         options: the law the engine claims (default: temperature 1, no filter).
         batched: override the ``@batched`` marker.
-        progress: called with one line per finished prompt.
+        progress: called with one line per finished prompt (per chunk, large and two-sample).
+        mode: ``"auto"`` (exact-law when ``V ** n <= 65536``, else large), ``"exact"``,
+            ``"large"`` or ``"two-sample"``.
+        reference: (two-sample) the engine without speculation, in ``sample``'s form.
+        position_kinds: (large, two-sample) ``(prompts [N, L], tokens [N, n]) -> [N, n]``
+            labels 0 accepted draft, 1 corrected, 2 bonus, called after each ``sample`` call:
+            the report gains a row per kind.
         **audit_options: ``samples`` or ``detect_tv`` (default 0.01 batched, 0.05 single),
             ``min_power_tv``, ``false_fail_rate`` (family-wise, over the prompts),
             ``false_pass_rate``, ``seed``, ``num_threads``, ``allow_nondeterministic``.
@@ -396,5 +418,12 @@ def audit_stream(
     subject = as_subject(sample, level="stream", batched=batched)
     chosen = AuditOptions.of(**audit_options)
     subject.check(chosen)
-    scenarios = stream_scenarios(prompts, new_tokens, target, options)
-    return audit(subject, chosen, scenarios=scenarios, progress=progress)
+    scenarios = stream_scenarios(prompts, new_tokens, target, options, exact_law=mode == "exact")
+    if mode == "auto" and reference is None and position_kinds is None:
+        return audit(subject, chosen, scenarios=scenarios, progress=progress)
+    other = None if reference is None else as_subject(reference, level="stream", batched=batched)
+    with threads(chosen.num_threads):
+        return judge_stream(
+            subject, chosen, scenarios, progress, mode=mode, reference=other,
+            position_kinds=position_kinds,
+        )  # fmt: skip

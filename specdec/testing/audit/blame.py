@@ -54,6 +54,8 @@ ROLES = {
     "target_warp": "the engine's warping (--target-warp)",
     "target_sampler": "the engine's sampler (--target-sampler)",
     "target": "the target model (--target)",
+    "reference": "the reference sampler (--reference)",
+    "position_kinds": "the position-kind hook (position_kinds)",
 }
 """The roles of user code in an audit, and how the command names each."""
 

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from specdec.testing.audit.conventions import DTYPES
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
-from specdec.testing.audit.subject import APPLICABLE, as_subject
+from specdec.testing.audit.subject import APPLICABLE, Subject, as_subject
 
 __all__ = ["FLAGS", "load_attribute", "load_function", "run"]
 
@@ -65,6 +65,8 @@ _STREAM_FLAGS = {
     "top_k": "--top-k",
     "top_p": "--top-p",
     "min_p": "--min-p",
+    "stream_mode": "--stream-mode",
+    "reference": "--reference",
 }
 """The options of ``--stream`` alone (not ``AuditOptions``: they make its scenarios)."""
 _SAMPLING = ("samples", "detect_tv", "min_power_tv")
@@ -141,6 +143,8 @@ def _usage(args: argparse.Namespace, level: str) -> str:
             return f"--stream takes none of {', '.join(refused)}."
         if args.target is None or args.prompts is None:
             return "--stream needs --target FILE:MODEL and --prompts ID,...;ID,..."
+        if (args.stream_mode == "two-sample") != (args.reference is not None):
+            return "--stream-mode two-sample needs --reference FILE:SAMPLE (and only it takes it)."
         return ""
     if level in ("position", "tree"):
         option = "--multi-draft" if level == "position" else "--tree"
@@ -274,7 +278,8 @@ def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
         min_p=args.min_p,
     )
     new_tokens = 2 if args.new_tokens is None else args.new_tokens
-    return list(stream_scenarios(prompts, new_tokens, model, sampling))
+    exact_law = args.stream_mode == "exact"  # auto: large above the exact limit
+    return list(stream_scenarios(prompts, new_tokens, model, sampling, exact_law=exact_law))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -313,14 +318,52 @@ def run(args: argparse.Namespace) -> int:
         f"hint: if {args.function} takes a leading batch axis N, mark it "
         "@specdec.testing.signatures.batched or pass --batched"
     )  # fmt: skip
-    report = _guarded(args, bar, lambda: audit(subject, options, scenarios=battery,
-                                                progress=bar.advance), hint)  # fmt: skip
+    chosen = _stream_mode(args, subject, options, battery, bar.advance)
+    if isinstance(chosen, int):
+        return chosen
+    report = _guarded(args, bar, chosen, hint)
     if isinstance(report, int):
         return report
     bar.close()
     _print(report.to_json() if args.json else report.format())
     _plot(args, report)
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
+
+
+def _stream_mode(
+    args: argparse.Namespace,
+    subject: Subject,
+    options: AuditOptions,
+    battery: Sequence[AnyScenario],
+    progress: Callable[[str], None],
+) -> Callable[[], AuditReport] | int:
+    """The audit to run: ``audit``, or for ``--stream-mode`` ``stream_large.judge_stream``
+    with the reference loaded; or the usage error's exit code when it cannot be."""
+    if subject.level != "stream" or args.stream_mode in (None, "auto"):
+        return lambda: audit(subject, options, scenarios=battery, progress=progress)
+    from specdec.testing.audit.run import threads
+    from specdec.testing.audit.scenario import StreamScenario
+    from specdec.testing.audit.stream_large import judge_stream
+
+    reference = None
+    if args.reference is not None:
+        try:
+            function = load_function(args.reference)
+            reference = as_subject(function, level="stream", batched=True if args.batched else None)
+        except Exception as error:
+            print(
+                f"specdec audit: cannot load --reference {args.reference}: {error}", file=sys.stderr
+            )
+            return int(ExitCode.USAGE_ERROR)
+    prompts = [s for s in battery if isinstance(s, StreamScenario)]
+
+    def run_audit() -> AuditReport:
+        with threads(options.num_threads):
+            return judge_stream(
+                subject, options, prompts, progress, mode=args.stream_mode, reference=reference
+            )
+
+    return run_audit
 
 
 def _print(text: str) -> None:

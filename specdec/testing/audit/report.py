@@ -56,8 +56,12 @@ from specdec.testing.audit.results import (
     convention_lines,
     evidence_lines,
 )
+from specdec.testing.audit.stream_results import StreamStatisticsResult
 
-__all__ = ["VERDICT_EXIT", "AuditReport", "ExitCode"]
+__all__ = ["STREAM_STATISTICS_MODES", "VERDICT_EXIT", "AuditReport", "ExitCode"]
+
+STREAM_STATISTICS_MODES = ("large", "two-sample")
+"""The stream audit's modes whose result is a ``StreamStatisticsResult`` (``stream_large``)."""
 
 
 class ExitCode(IntEnum):
@@ -112,7 +116,9 @@ class AuditReport:
         verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"``, ``"inconclusive"``,
             ``"nondeterministic"``, ``"invalid-output"`` (statistical) or ``"cannot decide"``
             (exact) (exit codes in ``VERDICT_EXIT``).
-        mode: ``"statistical"`` or ``"exact"``.
+        mode: ``"statistical"`` or ``"exact"``; a stream's ``"large"`` or ``"two-sample"``
+            (``stream_large``: one ``StreamStatisticsResult``, verdict ``lossless``, ``lossy``,
+            ``cannot decide`` or ``nondeterministic``; ``reason`` says what it cannot see).
         level: ``"verifier"``, ``"step"``, ``"position"`` (a multi-draft rule) or ``"tree"``.
         function: the audited function's qualified name.
         scenarios: per-scenario results: ``ScenarioResult`` (statistical) or
@@ -139,7 +145,7 @@ class AuditReport:
     mode: str
     level: str
     function: str
-    scenarios: tuple[ScenarioResult | ExactScenarioResult, ...]
+    scenarios: tuple[ScenarioResult | ExactScenarioResult | StreamStatisticsResult, ...]
     seconds: float
     signature: str = ""
     false_fail_rate: float | None = None
@@ -164,7 +170,7 @@ class AuditReport:
         return self.verdict == "lossy"
 
     @property
-    def results(self) -> tuple[ScenarioResult | ExactScenarioResult, ...]:
+    def results(self) -> tuple[ScenarioResult | ExactScenarioResult | StreamStatisticsResult, ...]:
         """The per-scenario results (``scenarios``; the name the multi-draft and tree audits
         used)."""
         return self.scenarios
@@ -212,7 +218,7 @@ class AuditReport:
             "exit_code": self.exit_code,
             "headline": self.headline(),
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
-            "detectable_tv": self.detectable_tv,
+            "detectable_tv": self.detectable_tv if math.isfinite(self.detectable_tv) else None,
             "not_audited": list(self.not_audited),
             "scenarios": [s.document() for s in self.scenarios],
         }
@@ -228,6 +234,8 @@ class AuditReport:
         """The verdict in one line, with the power it was reached at (statistical) or what was
         enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
         line = self._exact_line() if self.mode == "exact" else self._verdict_line()
+        if self.mode in STREAM_STATISTICS_MODES:
+            line = self._stream_line()
         rejected = self.not_audited
         if not rejected:
             return line
@@ -254,6 +262,22 @@ class AuditReport:
             undecided = [s.name for s in self._exact() if s.lossless is None]
             return f"CANNOT DECIDE (exact): no law for {', '.join(undecided)} ({where})"
         return f"{self.verdict.upper()} (exact, {where})"
+
+    def _stream_line(self) -> str:
+        """Large-vocabulary and two-sample stream modes: the verdict, what it is about."""
+        title = {"large": "large-vocabulary", "two-sample": "two-sample"}[self.mode]
+        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
+        tokens = sum(s.tokens for s in streams)
+        if self.verdict == "lossy":
+            decided = ", ".join(str(s.deciding_test) for s in streams if s.lossy)
+            return f"LOSSY ({title}): rejected by {decided} after {tokens} tokens"
+        sizes = "; ".join(f"{text} >= {value:.4g}" for s in streams for text, value in s.detectable)
+        rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
+        if self.verdict == "lossless":
+            return f"LOSSLESS ({title}): no deviation of {sizes} found ({rates}; {tokens} tokens)"
+        if self.verdict == "nondeterministic":
+            return self._verdict_line()
+        return f"{self.verdict.upper()} ({title}): {self.reason.split('; ')[0]}"
 
     def _verdict_line(self) -> str:
         rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
@@ -300,10 +324,30 @@ class AuditReport:
         """A human-readable report: the headline, one row per scenario, the evidence of what
         failed, and the time taken."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
+        if self.mode in STREAM_STATISTICS_MODES:
+            return "\n".join(lines + self._stream_lines())
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
         return "\n".join(lines)
 
+    def _stream_lines(self) -> list[str]:
+        lines = [
+            f"  family-wise false-fail rate <= {self.false_fail_rate:g} (Bonferroni over the "
+            f"e-processes, Ville); detectable sizes at false-pass rate {self.false_pass_rate:g}",
+            *([f"  run as: {self.signature}"] if self.signature else []),
+            f"  cannot see: {self.reason.rpartition('; ')[2]}",
+        ]
+        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
+        for s in streams:
+            lines += s.lines()
+        drawn = sum(s.continuations for s in streams), sum(s.tokens for s in streams)
+        return [
+            *lines,
+            f"\n  {drawn[0]} continuation(s), {drawn[1]} tokens in {self.seconds:.1f} s",
+        ]
+
     def _title(self) -> str:
+        if self.mode in STREAM_STATISTICS_MODES:
+            return f"--stream-mode {self.mode}"
         option = {"position": " --multi-draft", "tree": " --tree"}.get(self.level, "")
         draw = f" {self.draw}" if self.draw is not None else ""
         if self.mode == "exact":
@@ -412,6 +456,6 @@ def _jsonable(value: object) -> object:
     """JSON for what ``json`` does not know: fractions and tensors as text, tuples as lists."""
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, (ScenarioResult, ExactScenarioResult)):
+    if isinstance(value, (ScenarioResult, ExactScenarioResult, StreamStatisticsResult)):
         return value.document()
     return str(value)

@@ -28,9 +28,10 @@ computed from its logits on full sequences; an engine scoring with a KV cache ma
 float rounding (far below any detectable distance, except where a top-k or top-p boundary
 ties: then the rounding can move a token in or out of the kept set).
 
-Vocabularies: ``V^n`` above ``EXACT_LAW_SEQUENCES`` is refused with a usage error saying
-exact-law mode does not apply (a large-vocabulary mode is not built here): the audit never
-claims more than it enumerated. An engine that stops early (EOS) must still return
+Vocabularies: ``V^n`` above ``EXACT_LAW_SEQUENCES`` is judged by the large-vocabulary mode
+(``stream_large``: each token against its row, anytime-valid); exact-law mode asked for
+explicitly there is refused with a usage error: the audit never claims more than it
+enumerated. An engine that stops early (EOS) must still return
 ``new_tokens`` tokens for the prompts audited: fewer is an invalid output.
 """
 
@@ -109,8 +110,11 @@ def stream_scenarios(
     new_tokens: int,
     target: object,
     options: SamplingOptions | None = None,
+    *,
+    exact_law: bool = True,
 ) -> list[StreamScenario]:
-    """One scenario per prompt (``prompt-0``, ``prompt-1``, ...), checked for exact-law mode.
+    """One scenario per prompt (``prompt-0``, ``prompt-1``, ...), checked for exact-law mode
+    (``exact_law=False``: for any mode, ``stream_large.judge_stream`` picks it).
 
     Raises:
         TypeError: a target that is not a model, options that are not ``SamplingOptions``.
@@ -130,7 +134,7 @@ def stream_scenarios(
         raise TypeError(f"options must be a SamplingOptions, got {type(sampling).__name__}.")
     check_positive_int("new_tokens", new_tokens)
     vocab = int(model.vocab_size)
-    if vocab**new_tokens > EXACT_LAW_SEQUENCES:
+    if exact_law and vocab**new_tokens > EXACT_LAW_SEQUENCES:
         raise ValueError(
             f"exact-law mode does not apply: V ** new_tokens = {vocab}^{new_tokens} = "
             f"{vocab**new_tokens} continuations, above the {EXACT_LAW_SEQUENCES} it enumerates "

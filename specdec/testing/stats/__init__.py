@@ -13,6 +13,8 @@ Modules, one concept each:
   (Bretagnolle–Huber–Carol), with its p-value, sample size and detectable distance;
 * ``divergence``: Pearson's chi-squared and the G test, asymptotic complements of the L1 test;
 * ``sequential``: the Krichevsky–Trofimov e-process, watched after every sample (Ville);
+* ``streaming``: a token stream against its rows: randomized PITs, surprisal moments, the KT
+  e-process against uniform bins, the normal-mixture self-normalized e-process, their power;
 * ``multiple``: Bonferroni and Holm, to split one family-wise false-fail rate over many tests;
 * ``means``: Hoeffding's bound on a sample mean;
 * ``two_sample``: the two-sample L1 test, when the null law is known only through samples;
@@ -49,6 +51,17 @@ from specdec.testing.stats.laws import (
 from specdec.testing.stats.means import mean_margin_by_hoeffding
 from specdec.testing.stats.multiple import bonferroni_level, holm
 from specdec.testing.stats.sequential import e_value_log_threshold, kt_log_e_values
+from specdec.testing.stats.streaming import (
+    bin_of,
+    kt_uniform_log_e,
+    kt_uniform_regret_bound,
+    min_detectable_binned_tv,
+    min_detectable_mean_shift,
+    min_tokens_for_binned_tv,
+    normal_mixture_log_e,
+    randomized_pit,
+    surprisal_moments,
+)
 from specdec.testing.stats.two_sample import (
     l1_two_sample_p_value,
     l1_two_sample_threshold,
@@ -61,6 +74,7 @@ __all__ = [
     "PooledLaw",
     "RowFn",
     "assert_law_equal_by_l1",
+    "bin_of",
     "bonferroni_level",
     "chi2_test",
     "decode_sequence",
@@ -70,6 +84,8 @@ __all__ = [
     "holm",
     "joint_law_by_enumeration",
     "kt_log_e_values",
+    "kt_uniform_log_e",
+    "kt_uniform_regret_bound",
     "l1_p_value",
     "l1_test",
     "l1_threshold",
@@ -77,11 +93,17 @@ __all__ = [
     "l1_two_sample_threshold",
     "law_tensor",
     "mean_margin_by_hoeffding",
+    "min_detectable_binned_tv",
+    "min_detectable_mean_shift",
     "min_detectable_tv_by_l1",
     "min_detectable_tv_two_sample",
     "min_sample_size_by_l1",
     "min_sample_size_two_sample",
+    "min_tokens_for_binned_tv",
+    "normal_mixture_log_e",
     "pool_cells_by_expected",
     "pool_law_by_expected_count",
+    "randomized_pit",
+    "surprisal_moments",
     "tail_sum_by_enumeration",
 ]

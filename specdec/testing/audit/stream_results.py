@@ -1,0 +1,140 @@
+"""The result of a stream audit in large-vocabulary or two-sample mode (``stream_large``).
+
+One ``StreamStatisticsResult`` holds what the audit watched (the e-processes, their peaks and
+their level), what it saw (tokens, forbidden tokens), what it can detect at its sample size, and
+the per-group rows (every position of the continuation, every prompt, and each position kind
+when the engine labels them): descriptive only, the verdict is decided on all tokens pooled.
+The report (``report.AuditReport``) prints its ``headline`` and ``lines``.
+"""
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["EProcessRow", "GroupRow", "StreamStatisticsResult"]
+
+
+@dataclass(frozen=True)
+class EProcessRow:
+    """One e-process of the decision.
+
+    Attributes:
+        name: what it tests.
+        log_e: ``ln E`` at the last look.
+        peak: the largest ``ln E`` seen at any look (rejects when ``>= log_threshold``).
+        log_threshold: ``ln(m / alpha)`` (Bonferroni over the ``m`` e-processes).
+    """
+
+    name: str
+    log_e: float
+    peak: float
+    log_threshold: float
+
+    @property
+    def rejects(self) -> bool:
+        """Whether it crossed its level."""
+        return self.peak >= self.log_threshold
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """The tokens of one group (a position, a prompt, a position kind), described.
+
+    Attributes:
+        name: ``"position 3"``, ``"prompt-0"``, ``"bonus"``, ...
+        tokens: tokens in the group (per stream, two-sample).
+        mean_pit: mean PIT in decreasing-probability order (0.5 under the target's law).
+        binned_tv: TV of the binned PIT counts from uniform (sampling noise included).
+        mean_z: mean standardized surprisal (0 under the target's law; two-sample: mean
+            surprisal minus entropy, nats).
+        standard_error: the standard error of ``mean_z`` under the target's law.
+        other_mean_pit: (two-sample) the reference stream's mean PIT.
+        other_mean_z: (two-sample) the reference stream's mean surprisal minus entropy.
+    """
+
+    name: str
+    tokens: int
+    mean_pit: float
+    binned_tv: float
+    mean_z: float
+    standard_error: float
+    other_mean_pit: float | None = None
+    other_mean_z: float | None = None
+
+
+@dataclass(frozen=True)
+class StreamStatisticsResult:
+    """What a large-vocabulary or two-sample stream audit saw and decided.
+
+    Attributes:
+        name: ``"all prompts"`` (the decision pools every prompt).
+        mode: ``"large"`` or ``"two-sample"``.
+        tokens: tokens judged (two-sample: per stream).
+        continuations: continuations drawn (two-sample: pairs).
+        e_processes: the e-processes of the decision.
+        forbidden: (large) tokens the target forbids (probability 0 under the claimed law).
+        first_forbidden: where the first one was, in words.
+        deciding_test: what made it LOSSY, ``None`` if nothing did.
+        detectable: the deviations detectable at this size, in words and numbers
+            (``(description, value)``), with false-pass rate ``false_pass_rate``.
+        groups: per-group rows (descriptive).
+        deterministic: whether the same seed gave the same tokens.
+        stopped_early: whether an e-process or a forbidden token stopped the drawing.
+    """
+
+    name: str
+    mode: str
+    tokens: int
+    continuations: int
+    e_processes: tuple[EProcessRow, ...]
+    forbidden: int
+    first_forbidden: str
+    deciding_test: str | None
+    detectable: tuple[tuple[str, float], ...]
+    groups: tuple[GroupRow, ...]
+    deterministic: bool
+    stopped_early: bool
+
+    @property
+    def lossy(self) -> bool:
+        """Whether a forbidden token or an e-process rejected the target's law."""
+        return self.deciding_test is not None
+
+    @property
+    def rejected(self) -> bool:
+        """Never: a stream's options are the engine's own (``report`` asks every result)."""
+        return False
+
+    def document(self) -> dict[str, Any]:
+        """Every field, and ``lossy``, as JSON-ready values."""
+        return {**asdict(self), "lossy": self.lossy}
+
+    def lines(self) -> list[str]:
+        """The report's rows: the e-processes, the detectable sizes, then each group."""
+        lines = [f"  {'e-process':<44} {'ln E':>9} {'peak':>9} {'level':>7}  result"]
+        for e in self.e_processes:
+            result = "REJECTS" if e.rejects else "ok"
+            lines.append(
+                f"  {e.name:<44} {e.log_e:>9.2f} {e.peak:>9.2f} {e.log_threshold:>7.2f}  {result}"
+            )
+        if self.forbidden:
+            lines.append(f"  {self.forbidden} token(s) the target forbids; first: "
+                         f"{self.first_forbidden}")  # fmt: skip
+        lines.append("  detectable at this size:")
+        lines += [f"    {text}: {value:.4g}" for text, value in self.detectable]
+        two = self.mode == "two-sample"
+        z = "surprisal-H (nats)" if two else "mean z (s.e.)"
+        header = f"  {'group':<22} {'tokens':>8} {'mean PIT':>9} {'PIT TV':>7} {z:>19}"
+        lines += ["", header + ("   reference PIT, surprisal-H" if two else "")]
+        for g in self.groups:
+            row = (
+                f"  {g.name:<22} {g.tokens:>8} {g.mean_pit:>9.4f} {g.binned_tv:>7.4f} "
+                f"{g.mean_z:>+10.4f} ({g.standard_error:.4f})"
+            )
+            if two and g.other_mean_pit is not None and g.other_mean_z is not None:
+                row += f"   {g.other_mean_pit:.4f}, {g.other_mean_z:+.4f}"
+            lines.append(row)
+        lines.append(
+            "  (groups are descriptive, not corrected for multiplicity: the verdict is decided "
+            "on all tokens pooled)"
+        )
+        return lines
