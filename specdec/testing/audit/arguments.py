@@ -237,11 +237,25 @@ class _ListScenarios(argparse.Action):
             "position": "--multi-draft scenarios (all in the default battery):",
             "tree": "--tree scenarios (all in the default battery):",
         }
+        from specdec.testing.audit.branches import listing
+
+        print(BRANCHES_NOTE)
         for level, heading in headings.items():
             print(heading)
+            branches = listing(level)
             for name, (scenario, default) in scenario_catalogue(level).items():
                 print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
+                print("\n".join(branches[name]))
         parser.exit()
+
+
+BRANCHES_NOTE = """\
+Under each scenario: the probability that one sample takes each branch of the rule it is
+judged against (specdec.testing.audit.branches; multi-draft and tree: candidates drawn iid)
+and, in the default battery, the expected number of samples taking it at the default sample
+size (detect-tv 0.05 for verifiers and steps, 0.01 for --multi-draft and --tree); 'rare':
+below 20, so a bug living only there may go unseen.
+"""
 
 
 def _add_stream_options(audit: argparse.ArgumentParser) -> None:

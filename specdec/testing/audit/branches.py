@@ -41,9 +41,9 @@ Example:
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -54,15 +54,21 @@ from specdec.testing.audit.scenario import Scenario, warped_rows
 from specdec.tree_law import tree_draft_law
 from specdec.verify.tree import TokenTree
 
+if TYPE_CHECKING:  # the report imports this module for its field's type
+    from specdec.testing.audit.report import AuditReport
+
 __all__ = [
     "BRANCHES",
     "VISIBLE",
     "BranchRates",
     "branch_rates",
     "chain_branch_rates",
+    "default_samples",
     "format_rates",
+    "listing",
     "position_branch_rates",
     "tree_branch_rates",
+    "with_branches",
 ]
 
 VISIBLE = 20.0
@@ -120,6 +126,18 @@ class BranchRates:
     def reached(self) -> tuple[str, ...]:
         """The branches the scenario takes with positive probability."""
         return tuple(branch for branch, rate in self.rates if rate > 0)
+
+    def document(self) -> dict[str, Any]:
+        """The rates as JSON-ready values: ``scenario``, ``rates``, ``samples``, ``expected``
+        (``None`` without a sample size) and ``rare`` (reached, expected below ``VISIBLE``)."""
+        known = self.samples is not None
+        return {
+            "scenario": self.scenario,
+            "rates": dict(self.rates),
+            "samples": self.samples,
+            "expected": self.expected() if known else None,
+            "rare": list(self.unseen()) if known else [],
+        }
 
     def unseen(self, samples: int | None = None) -> tuple[str, ...]:
         """The branches taken with positive probability but below ``VISIBLE`` expected
@@ -336,6 +354,73 @@ def branch_rates(
     else:
         raise ValueError(f"no branch rates for a {level} scenario ({type(scenario).__name__}).")
     return BranchRates(scenario.name, tuple(rates.items()), samples)
+
+
+def with_branches(
+    report: "AuditReport", scenarios: Sequence[Any], *, draw: str | None = None
+) -> "AuditReport":
+    """``report`` with each of its scenarios' branch rates (found by name among
+    ``scenarios``), counted at the sample size the scenario drew when it was sampled.
+
+    A scenario whose rates cannot be walked (rows a tree cannot be drafted from: the audit
+    reports that itself) is left out."""
+    by_name = {scenario.name: scenario for scenario in scenarios}
+    found = []
+    for result in report.scenarios:
+        scenario = by_name.get(result.name)
+        if scenario is None:
+            continue
+        samples = getattr(result, "samples", None) if report.mode != "exact" else None
+        try:
+            found.append(branch_rates(scenario, level=report.level, draw=draw, samples=samples))
+        except ValueError:
+            continue
+    return replace(report, branches=tuple(found))
+
+
+def default_samples(level: str, scenarios: Sequence[Any]) -> list[int]:
+    """The sample size each scenario of a battery draws at the default options: at the
+    smallest default power for verifiers and steps (``detect_tv`` 0.05, a single-sequence
+    function's; a batched one draws more), at 0.01 for multi-draft and tree rules (always
+    batched); false-fail 1e-6 over the battery, false-pass 1e-3 (``plan``)."""
+    from specdec.testing.audit.multi_sampled import scenario_cells
+    from specdec.testing.audit.plan import (
+        DETECT_TV_BATCHED,
+        DETECT_TV_SINGLE,
+        plan_step_scenario,
+        plan_verifier_scenario,
+        samples_for_tv,
+        split_error_rate,
+    )
+    from specdec.testing.stats import min_sample_size_by_l1
+
+    alpha, beta = 1e-6, 1e-3
+    if level in ("position", "tree"):
+        level_alpha = alpha / len(scenarios)  # Holm's first level
+        return [
+            min_sample_size_by_l1(scenario_cells(s), DETECT_TV_BATCHED, level_alpha, beta)
+            for s in scenarios
+        ]
+    budget = split_error_rate(alpha, beta, num_scenarios=len(scenarios))
+    plan = plan_step_scenario if level == "step" else plan_verifier_scenario
+    return [samples_for_tv(plan, s, DETECT_TV_SINGLE, budget)[0] for s in scenarios]
+
+
+def listing(level: str) -> dict[str, list[str]]:
+    """``--list-scenarios``' lines under each scenario of ``level``'s catalogue: its branch
+    rates, with expected counts at the default sample size for the default battery's (a
+    scenario chosen by name draws what the battery it joins gives it)."""
+    from specdec.testing.audit.catalogue import scenario_catalogue
+
+    catalogue = scenario_catalogue(level)
+    battery = [scenario for scenario, default in catalogue.values() if default]
+    sizes = dict(zip([s.name for s in battery], default_samples(level, battery), strict=True))
+    return {
+        name: format_rates(
+            branch_rates(scenario, level=level, samples=sizes.get(name)), indent="      "
+        )
+        for name, (scenario, _) in catalogue.items()
+    }
 
 
 def format_rates(rates: BranchRates, *, indent: str = "    ") -> list[str]:

@@ -73,6 +73,7 @@ __all__ = [
     "sample_position_counts",
     "sample_tree_counts",
     "sampled_audit",
+    "scenario_cells",
 ]
 
 
@@ -180,6 +181,11 @@ def _cells(
     length = TokenTree(parents=scenario.parents, draw="iid").depth + 1
     law = target_law(pair.target, scenario.prefix, length)
     return law_tensor(law, scenario.vocab, length), scenario.vocab, length
+
+
+def scenario_cells(scenario: PositionScenario | TreeScenario) -> int:
+    """How many cells the scenario's test has (``V``, or ``V^(depth+1)`` for a tree)."""
+    return int(_cells(scenario)[0].numel())
 
 
 def sampled_audit(

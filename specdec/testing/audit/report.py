@@ -49,6 +49,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
+from specdec.testing.audit.branches import BranchRates, format_rates
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -133,6 +134,9 @@ class AuditReport:
         draw: (multi-draft and tree) the candidate draw the rule was judged on.
         reason: (exact) why the audit cannot decide, when it cannot.
         rounding_bound: (exact) the TV attributed to float64 rounding.
+        branches: each scenario's rate of every branch of the rule
+            (``specdec.testing.audit.branches``), with its expected count at the scenario's
+            sample size when sampled; empty where none were computed (a stream).
     """
 
     verdict: str
@@ -151,6 +155,7 @@ class AuditReport:
     draw: str | None = None
     reason: str = ""
     rounding_bound: Fraction | None = None
+    branches: tuple[BranchRates, ...] = ()
 
     @property
     def lossless(self) -> bool:
@@ -301,7 +306,20 @@ class AuditReport:
         failed, and the time taken."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
-        return "\n".join(lines)
+        return "\n".join([*lines, *self._branch_lines()])
+
+    def _branch_lines(self) -> list[str]:
+        """Each scenario's branch rates (``branches``), after the rest."""
+        if not self.branches:
+            return []
+        counted = "; expected samples taking it, 'rare' below 20" if self.mode != "exact" else ""
+        lines = [
+            "",
+            f"  branches of the rule each scenario reaches (probability per sample{counted}):",
+        ]
+        for rates in self.branches:
+            lines += [f"  {rates.scenario}:", *format_rates(rates, indent="    ")]
+        return lines
 
     def _title(self) -> str:
         option = {"position": " --multi-draft", "tree": " --tree"}.get(self.level, "")
@@ -413,5 +431,7 @@ def _jsonable(value: object) -> object:
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, (ScenarioResult, ExactScenarioResult)):
+        return value.document()
+    if isinstance(value, BranchRates):
         return value.document()
     return str(value)
