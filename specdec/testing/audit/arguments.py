@@ -329,6 +329,15 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         help="list the scenario names of both levels and exit",
     )
     group.add_argument(
+        "--scenario-file",
+        default=None,
+        metavar="FILE",
+        help='your own scenarios: FILE.json (a pair of rows {"target": [...], "draft": '
+        '[...], "k": 2}, rows per context, a list of them) or FILE.py[:NAME] (NAME, default '
+        "'scenarios': a list of scenarios or a function returning one); they replace the "
+        "default battery (with --scenarios, join the named ones); fields in docs/audit.md",
+    )
+    group.add_argument(
         "--reserved-ids",
         default=None,
         help="ID,... token ids the engine reserves (EOS...): probability 0 in every toy row, "

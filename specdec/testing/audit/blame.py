@@ -54,6 +54,7 @@ ROLES = {
     "target_warp": "the engine's warping (--target-warp)",
     "target_sampler": "the engine's sampler (--target-sampler)",
     "target": "the target model (--target)",
+    "scenario_file": "the scenario file (--scenario-file)",
 }
 """The roles of user code in an audit, and how the command names each."""
 

@@ -136,6 +136,7 @@ def _usage(args: argparse.Namespace, level: str) -> str:
     if level == "stream":
         flags = [("--step", args.step), ("--exact", args.exact), ("--scenarios", args.scenarios)]
         flags += [("--plot", args.plot), ("--multi-draft", args.multi_draft)]
+        flags += [("--scenario-file", args.scenario_file)]
         refused = [flag for flag, value in flags if value] + refused
         if refused:
             return f"--stream takes none of {', '.join(refused)}."
@@ -224,15 +225,22 @@ def _options(args: argparse.Namespace) -> AuditOptions:
     )
 
 
-def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None:
-    """The scenarios named by ``--scenarios`` (the exact verifier audit adds its searched
-    pairs); ``None``: the level's default battery."""
+def _scenarios(
+    args: argparse.Namespace, level: str, custom: list[AnyScenario] | None = None
+) -> list[AnyScenario] | None:
+    """The scenarios named by ``--scenarios``, then ``custom`` (``--scenario-file``'s; the
+    exact verifier audit adds its searched pairs); ``None``: the level's default battery."""
     if level == "stream":
         return _stream_scenarios(args)
     chosen: list[AnyScenario] | None = None
     if args.scenarios is not None:
         names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
         chosen = select_scenarios(names, level)
+    if custom:
+        chosen = [*(chosen or []), *custom]
+        names = [s.name for s in chosen]
+        if len(set(names)) != len(names):
+            raise ValueError(f"--scenario-file {args.scenario_file} repeats a name of --scenarios.")
     if not args.exact or level != "verifier":
         return chosen
     from specdec.testing.audit.battery import verifier_scenarios
@@ -244,6 +252,34 @@ def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None
         raise ValueError(f"--exact needs exact rational rows; {', '.join(inexact)} is float-only.")
     search = args.search if args.search is not None else AuditOptions.search
     return [*battery, *search_scenarios(search, seed=args.seed)]
+
+
+def _scenario_file(args: argparse.Namespace, level: str) -> list[AnyScenario] | int | None:
+    """``--scenario-file``'s scenarios (``None`` without it), or the exit code of its failure,
+    reported where it arose: a malformed file is a usage error naming the file and the field
+    (2); an exception of the user's Python code in it is that file's crash (6), never the
+    audited function's; specdec's own failure is an internal error (8)."""
+    if getattr(args, "scenario_file", None) is None:
+        return None
+    from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario_file
+
+    try:
+        return load_scenario_file(args.scenario_file, level)
+    except ScenarioFileError as error:
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}"
+        if origin(error) == "scenario_file":
+            print(f"specdec audit: {ROLES['scenario_file']} {args.scenario_file} crashed:",
+                  file=sys.stderr)  # fmt: skip
+            traceback.print_exc()
+            message = f"{ROLES['scenario_file']} {args.scenario_file}: {message}"
+            return _failure(args, "crash", message, ExitCode.CRASH)
+        print("specdec audit: specdec failed reading the scenario file; please report it "
+              "with this traceback:", file=sys.stderr)  # fmt: skip
+        traceback.print_exc()
+        return _failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
 
 
 def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
@@ -285,7 +321,10 @@ def run(args: argparse.Namespace) -> int:
         problem = _usage(args, level) or _plot_problem(args)
         if problem:
             raise ValueError(problem)
-        scenarios = _scenarios(args, level)
+        custom = _scenario_file(args, level)
+        if isinstance(custom, int):
+            return custom
+        scenarios = _scenarios(args, level, custom)
         options = _options(args)
     except ValueError as error:
         print(f"specdec audit: {error}", file=sys.stderr)
