@@ -91,7 +91,9 @@ def add_parser(
         type=_option(lambda name, value: check_int(name, value, minimum=0), int),
         default=None,
         help=f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
-        f"{SEARCHED_PAIRS}; 0: none)",
+        f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join "
+        "the statistical battery: small residuals, near ties, sparse and one-hot rows "
+        "(default none)",
     )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
     multi = audit.add_mutually_exclusive_group()

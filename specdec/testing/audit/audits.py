@@ -32,6 +32,7 @@ from typing import Any, TypeVar, Unpack
 from torch import Tensor
 
 from specdec.multi_law import Draw
+from specdec.testing.audit.adversarial import adversarial_scenarios
 from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.branches import with_branches
@@ -118,8 +119,9 @@ def audit(
             searched = search_scenarios(chosen.search, seed=chosen.seed) if not given else []
             return with_branches(report, [*(given or verifier_scenarios()), *searched])
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
+        searched = adversarial_scenarios(chosen.adversarial, seed=chosen.seed)
         chosen_battery = engine_scenarios(
-            given or defaults,
+            [*(given or defaults), *searched],
             step=subject.level == "step",
             reserved=chosen.reserved_ids,
             dtype=chosen.dtype,

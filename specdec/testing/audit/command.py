@@ -216,6 +216,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         allow_nondeterministic=args.allow_nondeterministic,
         blocks_span_steps=args.blocks_span_steps,
         search=args.search if args.search is not None else AuditOptions.search,
+        adversarial=args.search if args.search is not None and not args.exact else 0,
         reserved_ids=_ids(args.reserved_ids, "--reserved-ids") if args.reserved_ids else (),
         dtype=DTYPES[args.dtype] if args.dtype is not None else None,
         device=args.device,
@@ -345,9 +346,8 @@ def run(args: argparse.Namespace) -> int:
     from specdec.testing.audit.catalogue import default_scenarios
 
     battery = scenarios or default_scenarios(level)  # built once: the audit runs these
-    bar = start_progress(
-        len(battery), "audit", enabled=not (args.quiet or args.json), unit="scenario"
-    )
+    total = len(battery) + options.adversarial * (level == "verifier")  # joined in audit()
+    bar = start_progress(total, "audit", enabled=not (args.quiet or args.json), unit="scenario")
     hint = "" if subject.batched else (
         f"hint: if {args.function} takes a leading batch axis N, mark it "
         "@specdec.testing.signatures.batched or pass --batched"
