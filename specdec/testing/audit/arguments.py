@@ -221,6 +221,14 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "it such blocks are INVALID-OUTPUT (exit 5)",
     )
     group.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="time a pilot (the function on the first scenario), print on stderr how long the "
+        "statistical audit would take at the chosen power and at a cheaper one (--detect-tv "
+        "doubled), and exit 0 without auditing; the same estimate is printed before any long "
+        "statistical audit",
+    )
+    group.add_argument(
         "--fail-on-suboptimal",
         action="store_true",
         help="exit 7 when lossless but below token-level rejection sampling's tokens per step",

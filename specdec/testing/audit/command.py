@@ -19,19 +19,25 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
 from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.conventions import DTYPES
+from specdec.testing.audit.heartbeat import Heartbeat
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.subject import APPLICABLE, as_subject
 
-__all__ = ["FLAGS", "load_attribute", "load_function", "run"]
+__all__ = ["FLAGS", "HEARTBEAT_SECONDS", "load_attribute", "load_function", "run"]
+
+T = TypeVar("T")
+
+HEARTBEAT_SECONDS = 30.0
+"""Seconds without a progress line before the command says what it is still working on."""
 
 FLAGS = {
     "samples": "--samples",
@@ -352,8 +358,23 @@ def run(args: argparse.Namespace) -> int:
         f"hint: if {args.function} takes a leading batch axis N, mark it "
         "@specdec.testing.signatures.batched or pass --batched"
     )  # fmt: skip
-    report = _guarded(args, bar, lambda: audit(subject, options, scenarios=battery,
-                                                progress=bar.advance), hint)  # fmt: skip
+    estimate = _pilot(args, bar, subject, options, battery, hint)
+    if isinstance(estimate, int) or args.dry_run:
+        bar.close()
+        return estimate if isinstance(estimate, int) else 0
+    names = [s.name for s in battery]
+    if level == "verifier" and not options.exact and options.adversarial:
+        from specdec.testing.audit.adversarial import adversarial_scenarios
+
+        names += [s.name for s in adversarial_scenarios(options.adversarial, seed=options.seed)]
+    with Heartbeat(bar.note, names, interval=HEARTBEAT_SECONDS) as beat:
+
+        def progress(line: str) -> None:
+            bar.advance(line)
+            beat.done(line)
+
+        report = _guarded(args, bar, lambda: audit(subject, options, scenarios=battery,
+                                                    progress=progress), hint)  # fmt: skip
     if isinstance(report, int):
         return report
     bar.close()
@@ -372,12 +393,55 @@ def _print(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout again at exit
 
 
+def _pilot(
+    args: argparse.Namespace,
+    bar: ProgressBar,
+    subject: Any,
+    options: AuditOptions,
+    battery: list[AnyScenario],
+    hint: str,
+) -> Any:
+    """Before a long statistical audit (or with ``--dry-run``): time a pilot and print on
+    stderr how long the chosen power and a cheaper one will take (``pilot``). Returns the
+    estimate, ``None`` where there is none (an exact audit, a stream, an engine's sampler,
+    an audit planned short, progress off), or the exit code of the pilot's failure."""
+    from specdec.testing.audit.pilot import (
+        PILOT_BATCHED,
+        PILOT_SINGLE,
+        format_estimate,
+        pilot_estimate,
+        planned_samples,
+    )
+    from specdec.testing.audit.plan import DETECT_TV_BATCHED, DETECT_TV_SINGLE
+
+    shown = not (args.quiet or args.json)
+    if options.exact or subject.level == "stream" or options.target_sampler is not None:
+        if args.dry_run:
+            print("specdec audit: --dry-run: nothing to estimate (the pilot times statistical "
+                  "verifier, step, multi-draft and tree audits).", file=sys.stderr)  # fmt: skip
+        return None
+    if not (shown or args.dry_run):
+        return None
+    batched = subject.batched or subject.level in ("position", "tree")
+    if not args.dry_run and options.samples is None:  # long: 20 pilots or more
+        tv = options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
+        total = sum(planned_samples(subject, options, battery, tv))
+        if total < 20 * (PILOT_BATCHED if batched else PILOT_SINGLE):
+            return None
+    estimate = _guarded(args, bar, lambda: pilot_estimate(subject, options, battery), hint)
+    if not isinstance(estimate, int):
+        bar.note(format_estimate(estimate))
+        if args.dry_run and not shown:
+            print(format_estimate(estimate), file=sys.stderr)
+    return estimate
+
+
 def _guarded(
     args: argparse.Namespace,
     bar: ProgressBar,
-    audit_run: Callable[[], AuditReport],
+    audit_run: Callable[[], T],
     hint: str = "",
-) -> AuditReport | int:
+) -> T | int:
     """``audit_run()``, or the exit code of what went wrong, reported where it arose
     (``blame``): the audited function's invalid output (5) or crash (6, with ``hint`` after
     its traceback), a crash of a helper the user gave (6, naming it), or specdec's own failure
