@@ -423,8 +423,10 @@ def _pilot(
     if not (shown or args.dry_run):
         return None
     batched = subject.batched or subject.level in ("position", "tree")
-    if not args.dry_run and options.samples is None:  # long: 20 pilots or more
-        tv = options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
+    if not args.dry_run:  # only before a long audit: 20 pilots or more
+        tv = None
+        if options.samples is None:
+            tv = options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
         total = sum(planned_samples(subject, options, battery, tv))
         if total < 20 * (PILOT_BATCHED if batched else PILOT_SINGLE):
             return None
