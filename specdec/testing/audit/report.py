@@ -303,10 +303,10 @@ class AuditReport:
 
     def format(self) -> str:
         """A human-readable report: the headline, one row per scenario, the evidence of what
-        failed, and the time taken."""
+        failed, each scenario's branch rates, and the time taken (the last line)."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
-        return "\n".join([*lines, *self._branch_lines()])
+        return "\n".join([*lines[:-1], *self._branch_lines(), lines[-1]])  # time last
 
     def _branch_lines(self) -> list[str]:
         """Each scenario's branch rates (``branches``), after the rest."""
