@@ -64,6 +64,16 @@ class ProgressBar:
             self.bar.write(line, file=self.stream)
         self.bar.update(1)
 
+    def note(self, line: str) -> None:
+        """A line about the run that is not an item done (a heartbeat): above the bar, or a
+        plain line; the bar does not advance."""
+        if not self.enabled:
+            return
+        if self.bar is None:
+            print(line, file=self.stream, flush=True)
+        else:
+            self.bar.write(line, file=self.stream)
+
     def close(self) -> None:
         """Remove the bar (nothing to do for plain lines); safe to call twice."""
         if self.bar is not None:

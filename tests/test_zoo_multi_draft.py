@@ -3,12 +3,16 @@
 ``specdec.testing.audit.multi`` discovers each entry's exact law from its own decisions (the
 claim-14 grid engine) on its battery, candidates drawn as the entry is registered; every control
 must be lossless there (total variation within float64 rounding, no forbidden outcome) and every
-bug lossy on every scenario (the battery was chosen so; the exact distances are asserted). To
-keep the suite fast the controls are judged on the battery's first scenario only (the proofs of
-claims 16 and 17 check the lossless rules on many more, cell by cell).
+bug lossy, with an exact distance of at least 0.03 on each scenario ``SHOWN_ON`` names for it
+(the battery was chosen so; a bug may be invisible elsewhere: the branches it lives in are not
+reached there, as a bonus drawn at the wrong temperature on one-hot leaves, or rows with
+``p == q``). To keep the suite fast the controls are judged on the battery's first scenario
+only (the proofs of claims 16 and 17 check the lossless rules on many more, cell by cell), and
+the bugs on the scenarios ``SHOWN_ON`` names.
 """
 
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -25,6 +29,37 @@ F = Fraction
 
 POSITIONS = [name for name, entry in MULTI_ZOO.items() if entry.kind == "position"]
 TREES = [name for name, entry in MULTI_ZOO.items() if entry.kind == "tree"]
+
+_POSITION_BUG = ("v4-zero-target", "v4-dyadic", "v5-soft-t07-topk4")
+SHOWN_ON = {
+    "iid_rule_on_distinct_drafts": _POSITION_BUG,
+    "residual_not_updated": _POSITION_BUG,
+    "draft_not_renormalised": _POSITION_BUG,
+    "point_mass_scored_with_q": (*_POSITION_BUG, "v4-equal-t07-topp09"),
+    "tree_point_mass_scored_with_q": (
+        "two-then-one",
+        "two-branches",
+        "soft-leaves-t07-topk3",
+        "soft-leaves-t07-topp09",
+    ),
+    "tree_iid_rule_on_distinct_siblings": ("two-then-one", "two-branches"),
+    "tree_bonus_wrong_temperature": ("soft-leaves-t07-topk3", "soft-leaves-t07-topp09"),
+}
+"""The scenarios of the default battery on which each known bug shows with exact TV >= 0.03
+(measured: the smallest are 0.0306 at one position and 0.0317 in a tree; a bonus drawn at the
+wrong temperature 0.088 and 0.041 on the soft leaves, 0.008 and 0.006 on the first two)."""
+
+
+def shown_on(name: str, battery: list[Any]) -> list[Any]:
+    """The scenarios of ``battery`` a bug is judged on (``SHOWN_ON``)."""
+    return [s for s in battery if s.name in SHOWN_ON[name]]
+
+
+def test_every_bug_shows_somewhere_and_every_scenario_shows_some_bug() -> None:
+    lossy = {name for name, entry in MULTI_ZOO.items() if entry.lossy}
+    assert set(SHOWN_ON) == lossy
+    names = {s.name for s in [*position_scenarios(), *tree_scenarios()]}
+    assert set().union(*SHOWN_ON.values()) == names
 
 
 def test_registry_holds_controls_and_bugs_of_both_kinds() -> None:
@@ -57,12 +92,15 @@ def test_position_entry_verdict(name: str) -> None:
     entry = MULTI_ZOO[name]
     scenarios = position_scenarios()
     report = audit_multi_draft(
-        entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1], exact=True
+        entry.rule,
+        entry.draw,
+        shown_on(name, scenarios) if entry.lossy else scenarios[:1],
+        exact=True,
     )
     assert all(r.status == "exact" for r in report.results), report
     assert report.lossy == entry.lossy, (name, [r.evidence for r in report.results])
     distances = [r.total_variation for r in report.results]
-    if entry.lossy:  # every scenario of the battery shows every bug
+    if entry.lossy:  # every scenario SHOWN_ON names shows the bug
         assert all(d is not None and d >= F(3, 100) for d in distances), distances
     else:
         assert all(d is not None and d <= ROUNDING_BOUND for d in distances), distances
@@ -75,7 +113,10 @@ def test_tree_entry_verdict(name: str) -> None:
     entry = MULTI_ZOO[name]
     scenarios = tree_scenarios()
     report = audit_tree(
-        entry.rule, entry.draw, scenarios if entry.lossy else scenarios[:1], exact=True
+        entry.rule,
+        entry.draw,
+        shown_on(name, scenarios) if entry.lossy else scenarios[:1],
+        exact=True,
     )
     assert all(r.status == "exact" for r in report.results), report
     assert report.lossy == entry.lossy, (name, [r.evidence for r in report.results])

@@ -91,7 +91,9 @@ def add_parser(
         type=_option(lambda name, value: check_int(name, value, minimum=0), int),
         default=None,
         help=f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
-        f"{SEARCHED_PAIRS}; 0: none)",
+        f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join "
+        "the statistical battery: small residuals, near ties, sparse and one-hot rows "
+        "(default none)",
     )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
     multi = audit.add_mutually_exclusive_group()
@@ -219,6 +221,14 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "it such blocks are INVALID-OUTPUT (exit 5)",
     )
     group.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="time a pilot (the function on the first scenario), print on stderr how long the "
+        "statistical audit would take at the chosen power and at a cheaper one (--detect-tv "
+        "doubled), and exit 0 without auditing; the same estimate is printed before any long "
+        "statistical audit",
+    )
+    group.add_argument(
         "--fail-on-suboptimal",
         action="store_true",
         help="exit 7 when lossless but below token-level rejection sampling's tokens per step",
@@ -237,11 +247,25 @@ class _ListScenarios(argparse.Action):
             "position": "--multi-draft scenarios (all in the default battery):",
             "tree": "--tree scenarios (all in the default battery):",
         }
+        from specdec.testing.audit.branches import listing
+
+        print(BRANCHES_NOTE)
         for level, heading in headings.items():
             print(heading)
+            branches = listing(level)
             for name, (scenario, default) in scenario_catalogue(level).items():
                 print(f"  {'*' if default else ' '} {name:<24} {scenario.description}")
+                print("\n".join(branches[name]))
         parser.exit()
+
+
+BRANCHES_NOTE = """\
+Under each scenario: the probability that one sample takes each branch of the rule it is
+judged against (specdec.testing.audit.branches; multi-draft and tree: candidates drawn iid)
+and, in the default battery, the expected number of samples taking it at the default sample
+size (detect-tv 0.05 for verifiers and steps, 0.01 for --multi-draft and --tree); 'rare':
+below 20, so a bug living only there may go unseen.
+"""
 
 
 def _add_stream_options(audit: argparse.ArgumentParser) -> None:
@@ -328,6 +352,15 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         action=_ListScenarios,
         nargs=0,
         help="list the scenario names of both levels and exit",
+    )
+    group.add_argument(
+        "--scenario-file",
+        default=None,
+        metavar="FILE",
+        help='your own scenarios: FILE.json (a pair of rows {"target": [...], "draft": '
+        '[...], "k": 2}, rows per context, a list of them) or FILE.py[:NAME] (NAME, default '
+        "'scenarios': a list of scenarios or a function returning one); they replace the "
+        "default battery (with --scenarios, join the named ones); fields in docs/audit.md",
     )
     group.add_argument(
         "--reserved-ids",

@@ -38,8 +38,11 @@ from typing import Any, TypeVar, Unpack
 from torch import Tensor
 
 from specdec.multi_law import Draw
+from specdec.testing.audit.adversarial import adversarial_scenarios
+from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.catalogue import AnyScenario, default_scenarios
+from specdec.testing.audit.branches import with_branches
+from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.exact import audit_exact
 from specdec.testing.audit.multi import exact_multi_audit
@@ -113,24 +116,29 @@ def audit(
             battery = list(scenarios or default_scenarios(subject.level))
             multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
             engine = exact_multi_audit if chosen.exact else sampled_audit
-            return engine(subject, chosen, multi, progress)
+            return with_branches(engine(subject, chosen, multi, progress), multi, draw=subject.draw)
         given = [s for s in scenarios or () if isinstance(s, Scenario)]
         if chosen.exact:
-            return audit_exact(
+            report = audit_exact(
                 subject, scenarios=given or None, search=chosen.search, seed=chosen.seed,
                 progress=progress,
             )  # fmt: skip
+            searched = search_scenarios(chosen.search, seed=chosen.seed) if not given else []
+            return with_branches(report, [*(given or verifier_scenarios()), *searched])
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
+        searched = adversarial_scenarios(chosen.adversarial, seed=chosen.seed)
         chosen_battery = engine_scenarios(
-            given or defaults,
+            [*(given or defaults), *searched],
             step=subject.level == "step",
             reserved=chosen.reserved_ids,
             dtype=chosen.dtype,
             warp=chosen.target_warp,
         )
         if chosen.target_sampler is not None:
-            return audit_with_sampler(subject, chosen, chosen_battery, progress)
-        return sample_audit(subject, chosen, chosen_battery, progress)
+            report = audit_with_sampler(subject, chosen, chosen_battery, progress)
+        else:
+            report = sample_audit(subject, chosen, chosen_battery, progress)
+        return with_branches(report, chosen_battery)
 
 
 def _with_options(entry: F) -> F:

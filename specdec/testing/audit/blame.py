@@ -56,6 +56,7 @@ ROLES = {
     "target": "the target model (--target)",
     "reference": "the reference sampler (--reference)",
     "position_kinds": "the position-kind hook (position_kinds)",
+    "scenario_file": "the scenario file (--scenario-file)",
 }
 """The roles of user code in an audit, and how the command names each."""
 

@@ -19,7 +19,7 @@ Adding a scenario: write it in the module of its kind (a default battery's funct
 command's ``--scenarios`` and ``--list-scenarios`` at once.
 
 Example:
-    >>> [name for name, (_, default) in scenario_catalogue("tree").items() if default]
+    >>> [name for name, (_, default) in scenario_catalogue("tree").items() if default][:2]
     ['two-then-one', 'two-branches']
 """
 

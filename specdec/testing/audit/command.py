@@ -19,19 +19,25 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
 from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.conventions import DTYPES
+from specdec.testing.audit.heartbeat import Heartbeat
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.subject import APPLICABLE, Subject, as_subject
 
-__all__ = ["FLAGS", "load_attribute", "load_function", "run"]
+__all__ = ["FLAGS", "HEARTBEAT_SECONDS", "load_attribute", "load_function", "run"]
+
+T = TypeVar("T")
+
+HEARTBEAT_SECONDS = 30.0
+"""Seconds without a progress line before the command says what it is still working on."""
 
 FLAGS = {
     "samples": "--samples",
@@ -138,6 +144,7 @@ def _usage(args: argparse.Namespace, level: str) -> str:
     if level == "stream":
         flags = [("--step", args.step), ("--exact", args.exact), ("--scenarios", args.scenarios)]
         flags += [("--plot", args.plot), ("--multi-draft", args.multi_draft)]
+        flags += [("--scenario-file", args.scenario_file)]
         refused = [flag for flag, value in flags if value] + refused
         if refused:
             return f"--stream takes none of {', '.join(refused)}."
@@ -219,6 +226,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         allow_nondeterministic=args.allow_nondeterministic,
         blocks_span_steps=args.blocks_span_steps,
         search=args.search if args.search is not None else AuditOptions.search,
+        adversarial=args.search if args.search is not None and not args.exact else 0,
         reserved_ids=_ids(args.reserved_ids, "--reserved-ids") if args.reserved_ids else (),
         dtype=DTYPES[args.dtype] if args.dtype is not None else None,
         device=args.device,
@@ -228,15 +236,22 @@ def _options(args: argparse.Namespace) -> AuditOptions:
     )
 
 
-def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None:
-    """The scenarios named by ``--scenarios`` (the exact verifier audit adds its searched
-    pairs); ``None``: the level's default battery."""
+def _scenarios(
+    args: argparse.Namespace, level: str, custom: list[AnyScenario] | None = None
+) -> list[AnyScenario] | None:
+    """The scenarios named by ``--scenarios``, then ``custom`` (``--scenario-file``'s; the
+    exact verifier audit adds its searched pairs); ``None``: the level's default battery."""
     if level == "stream":
         return _stream_scenarios(args)
     chosen: list[AnyScenario] | None = None
     if args.scenarios is not None:
         names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
         chosen = select_scenarios(names, level)
+    if custom:
+        chosen = [*(chosen or []), *custom]
+        names = [s.name for s in chosen]
+        if len(set(names)) != len(names):
+            raise ValueError(f"--scenario-file {args.scenario_file} repeats a name of --scenarios.")
     if not args.exact or level != "verifier":
         return chosen
     from specdec.testing.audit.battery import verifier_scenarios
@@ -248,6 +263,34 @@ def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None
         raise ValueError(f"--exact needs exact rational rows; {', '.join(inexact)} is float-only.")
     search = args.search if args.search is not None else AuditOptions.search
     return [*battery, *search_scenarios(search, seed=args.seed)]
+
+
+def _scenario_file(args: argparse.Namespace, level: str) -> list[AnyScenario] | int | None:
+    """``--scenario-file``'s scenarios (``None`` without it), or the exit code of its failure,
+    reported where it arose: a malformed file is a usage error naming the file and the field
+    (2); an exception of the user's Python code in it is that file's crash (6), never the
+    audited function's; specdec's own failure is an internal error (8)."""
+    if getattr(args, "scenario_file", None) is None:
+        return None
+    from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario_file
+
+    try:
+        return load_scenario_file(args.scenario_file, level)
+    except ScenarioFileError as error:
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}"
+        if origin(error) == "scenario_file":
+            print(f"specdec audit: {ROLES['scenario_file']} {args.scenario_file} crashed:",
+                  file=sys.stderr)  # fmt: skip
+            traceback.print_exc()
+            message = f"{ROLES['scenario_file']} {args.scenario_file}: {message}"
+            return _failure(args, "crash", message, ExitCode.CRASH)
+        print("specdec audit: specdec failed reading the scenario file; please report it "
+              "with this traceback:", file=sys.stderr)  # fmt: skip
+        traceback.print_exc()
+        return _failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
 
 
 def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
@@ -290,7 +333,10 @@ def run(args: argparse.Namespace) -> int:
         problem = _usage(args, level) or _plot_problem(args)
         if problem:
             raise ValueError(problem)
-        scenarios = _scenarios(args, level)
+        custom = _scenario_file(args, level)
+        if isinstance(custom, int):
+            return custom
+        scenarios = _scenarios(args, level, custom)
         options = _options(args)
     except ValueError as error:
         print(f"specdec audit: {error}", file=sys.stderr)
@@ -311,17 +357,32 @@ def run(args: argparse.Namespace) -> int:
     from specdec.testing.audit.catalogue import default_scenarios
 
     battery = scenarios or default_scenarios(level)  # built once: the audit runs these
-    bar = start_progress(
-        len(battery), "audit", enabled=not (args.quiet or args.json), unit="scenario"
-    )
+    total = len(battery) + options.adversarial * (level == "verifier")  # joined in audit()
+    bar = start_progress(total, "audit", enabled=not (args.quiet or args.json), unit="scenario")
     hint = "" if subject.batched else (
         f"hint: if {args.function} takes a leading batch axis N, mark it "
         "@specdec.testing.signatures.batched or pass --batched"
     )  # fmt: skip
-    chosen = _stream_mode(args, subject, options, battery, bar.advance)
-    if isinstance(chosen, int):
-        return chosen
-    report = _guarded(args, bar, chosen, hint)
+    estimate = _pilot(args, bar, subject, options, battery, hint)
+    if isinstance(estimate, int) or args.dry_run:
+        bar.close()
+        return estimate if isinstance(estimate, int) else 0
+    names = [s.name for s in battery]
+    if level == "verifier" and not options.exact and options.adversarial:
+        from specdec.testing.audit.adversarial import adversarial_scenarios
+
+        names += [s.name for s in adversarial_scenarios(options.adversarial, seed=options.seed)]
+    with Heartbeat(bar.note, names, interval=HEARTBEAT_SECONDS) as beat:
+
+        def progress(line: str) -> None:
+            bar.advance(line)
+            beat.done(line)
+
+        chosen = _stream_mode(args, subject, options, battery, progress)
+        if isinstance(chosen, int):
+            bar.close()
+            return chosen
+        report = _guarded(args, bar, chosen, hint)
     if isinstance(report, int):
         return report
     bar.close()
@@ -376,12 +437,57 @@ def _print(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout again at exit
 
 
+def _pilot(
+    args: argparse.Namespace,
+    bar: ProgressBar,
+    subject: Any,
+    options: AuditOptions,
+    battery: list[AnyScenario],
+    hint: str,
+) -> Any:
+    """Before a long statistical audit (or with ``--dry-run``): time a pilot and print on
+    stderr how long the chosen power and a cheaper one will take (``pilot``). Returns the
+    estimate, ``None`` where there is none (an exact audit, a stream, an engine's sampler,
+    an audit planned short, progress off), or the exit code of the pilot's failure."""
+    from specdec.testing.audit.pilot import (
+        PILOT_BATCHED,
+        PILOT_SINGLE,
+        format_estimate,
+        pilot_estimate,
+        planned_samples,
+    )
+    from specdec.testing.audit.plan import DETECT_TV_BATCHED, DETECT_TV_SINGLE
+
+    shown = not (args.quiet or args.json)
+    if options.exact or subject.level == "stream" or options.target_sampler is not None:
+        if args.dry_run:
+            print("specdec audit: --dry-run: nothing to estimate (the pilot times statistical "
+                  "verifier, step, multi-draft and tree audits).", file=sys.stderr)  # fmt: skip
+        return None
+    if not (shown or args.dry_run):
+        return None
+    batched = subject.batched or subject.level in ("position", "tree")
+    if not args.dry_run:  # only before a long audit: 20 pilots or more
+        tv = None
+        if options.samples is None:
+            tv = options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
+        total = sum(planned_samples(subject, options, battery, tv))
+        if total < 20 * (PILOT_BATCHED if batched else PILOT_SINGLE):
+            return None
+    estimate = _guarded(args, bar, lambda: pilot_estimate(subject, options, battery), hint)
+    if not isinstance(estimate, int):
+        bar.note(format_estimate(estimate))
+        if args.dry_run and not shown:
+            print(format_estimate(estimate), file=sys.stderr)
+    return estimate
+
+
 def _guarded(
     args: argparse.Namespace,
     bar: ProgressBar,
-    audit_run: Callable[[], AuditReport],
+    audit_run: Callable[[], T],
     hint: str = "",
-) -> AuditReport | int:
+) -> T | int:
     """``audit_run()``, or the exit code of what went wrong, reported where it arose
     (``blame``): the audited function's invalid output (5) or crash (6, with ``hint`` after
     its traceback), a crash of a helper the user gave (6, naming it), or specdec's own failure

@@ -33,7 +33,6 @@ from specdec.discover_multi import (
     multi_verdict,
     tree_verdict,
 )
-from specdec.models.toy import make_toy_pair
 from specdec.multi_law import Draw
 from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
@@ -61,9 +60,7 @@ def _decide(
         )
         return found, None if found.law is None else multi_verdict(found, scenario.target_row)
     tree_scenario = cast(TreeScenario, scenario)
-    pair = make_toy_pair(
-        tree_scenario.vocab, seed=tree_scenario.seed, closeness=tree_scenario.closeness
-    )
+    pair = tree_scenario.pair()
     tree = TokenTree(parents=tree_scenario.parents, draw=draw)
     found = discover_tree_law(rule, tree, pair.target, pair.draft, tree_scenario.prefix, seed=seed)
     if found.law is None:

@@ -44,7 +44,6 @@ from torch import Tensor
 
 from specdec._checks import check_emitted_blocks
 from specdec.exact import target_law
-from specdec.models.toy import make_toy_pair
 from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.audit.blame import blamed
@@ -74,6 +73,7 @@ __all__ = [
     "sample_position_counts",
     "sample_tree_counts",
     "sampled_audit",
+    "scenario_cells",
 ]
 
 
@@ -147,7 +147,7 @@ def sample_tree_counts(
         >>> tuple(counts.shape), int(counts.sum())  # 3^3 completed sequences
         ((27,), 500)
     """
-    pair = make_toy_pair(scenario.vocab, seed=scenario.seed, closeness=scenario.closeness)
+    pair = scenario.pair()
     call = blamed(rule, "function")  # its errors are its own (``blame``)
     tree = TokenTree(parents=scenario.parents, draw=draw)
     counts = torch.zeros(scenario.vocab ** (tree.depth + 1), dtype=torch.int64)
@@ -177,10 +177,15 @@ def _cells(
     length (1 token, or ``depth+1`` for a tree)."""
     if isinstance(scenario, PositionScenario):
         return _rows(scenario.target_row, 1)[0], len(scenario.target_row), 1
-    pair = make_toy_pair(scenario.vocab, seed=scenario.seed, closeness=scenario.closeness)
+    pair = scenario.pair()
     length = TokenTree(parents=scenario.parents, draw="iid").depth + 1
     law = target_law(pair.target, scenario.prefix, length)
     return law_tensor(law, scenario.vocab, length), scenario.vocab, length
+
+
+def scenario_cells(scenario: PositionScenario | TreeScenario) -> int:
+    """How many cells the scenario's test has (``V``, or ``V^(depth+1)`` for a tree)."""
+    return int(_cells(scenario)[0].numel())
 
 
 def sampled_audit(

@@ -79,6 +79,7 @@ class AuditKeywords(TypedDict, total=False):
     model_interface: Literal["logits", "transformers"]
     target_warp: WarpFn | None
     target_sampler: SamplerFn | None
+    adversarial: int
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ class AuditOptions:
         model_interface: (step) ``"logits"`` callables or ``"transformers"``-like models.
         target_warp: (step) the engine's warping: the target is its warped law.
         target_sampler: (step) the engine's target-only sampler: a two-sample test.
+        adversarial: (statistical, verifiers) adversarial pairs added to the battery
+            (``adversarial.adversarial_scenarios``: small residuals, near ties, sparse and
+            one-hot rows); the command's ``--search N`` without ``--exact``.
 
     Raises:
         TypeError: an option of the wrong type.
@@ -140,6 +144,7 @@ class AuditOptions:
     model_interface: Literal["logits", "transformers"] = "logits"
     target_warp: WarpFn | None = None
     target_sampler: SamplerFn | None = None
+    adversarial: int = 0
 
     def __post_init__(self) -> None:
         check_audit_options(
@@ -152,6 +157,7 @@ class AuditOptions:
             num_threads=self.num_threads,
         )
         check_int("search", self.search, minimum=0)
+        check_int("adversarial", self.adversarial, minimum=0)
         ids = tuple(self.reserved_ids)
         for token in ids:
             check_int("reserved_ids", token, minimum=0)

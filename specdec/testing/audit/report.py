@@ -49,6 +49,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
+from specdec.testing.audit.branches import BranchRates, format_rates
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -139,6 +140,9 @@ class AuditReport:
         draw: (multi-draft and tree) the candidate draw the rule was judged on.
         reason: (exact) why the audit cannot decide, when it cannot.
         rounding_bound: (exact) the TV attributed to float64 rounding.
+        branches: each scenario's rate of every branch of the rule
+            (``specdec.testing.audit.branches``), with its expected count at the scenario's
+            sample size when sampled; empty where none were computed (a stream).
     """
 
     verdict: str
@@ -157,6 +161,7 @@ class AuditReport:
     draw: str | None = None
     reason: str = ""
     rounding_bound: Fraction | None = None
+    branches: tuple[BranchRates, ...] = ()
 
     @property
     def lossless(self) -> bool:
@@ -322,12 +327,25 @@ class AuditReport:
 
     def format(self) -> str:
         """A human-readable report: the headline, one row per scenario, the evidence of what
-        failed, and the time taken."""
+        failed, each scenario's branch rates, and the time taken (the last line)."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
         if self.mode in STREAM_STATISTICS_MODES:
             return "\n".join(lines + self._stream_lines())
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
-        return "\n".join(lines)
+        return "\n".join([*lines[:-1], *self._branch_lines(), lines[-1]])  # time last
+
+    def _branch_lines(self) -> list[str]:
+        """Each scenario's branch rates (``branches``), after the rest."""
+        if not self.branches:
+            return []
+        counted = "; expected samples taking it, 'rare' below 20" if self.mode != "exact" else ""
+        lines = [
+            "",
+            f"  branches of the rule each scenario reaches (probability per sample{counted}):",
+        ]
+        for rates in self.branches:
+            lines += [f"  {rates.scenario}:", *format_rates(rates, indent="    ")]
+        return lines
 
     def _stream_lines(self) -> list[str]:
         lines = [
@@ -457,5 +475,7 @@ def _jsonable(value: object) -> object:
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, (ScenarioResult, ExactScenarioResult, StreamStatisticsResult)):
+        return value.document()
+    if isinstance(value, BranchRates):
         return value.document()
     return str(value)

@@ -87,9 +87,11 @@ _STEP = ("model_interface", "target_warp", "target_sampler")
 _STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
-    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
-    "batched verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged")),
-    "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
+    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial")),
+    "batched verifier": frozenset(
+        (*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "adversarial")
+    ),
+    "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial")),
     "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "multi-draft rule": frozenset(_COMMON),

@@ -318,6 +318,50 @@ def tree_iid_rule_on_distinct_siblings(
     return _walk_as(tree, draft_tokens, draft_probs, target_probs, uniforms, "iid")
 
 
+BONUS_TEMPERATURE = 0.7
+"""The temperature whose logits ``tree_bonus_wrong_temperature`` forgets at the bonus."""
+
+
+@MULTI_ZOO.register(kind="tree", draw="iid", lossy=True)
+def tree_bonus_wrong_temperature(
+    tree: TokenTree,
+    draft_tokens: Tensor,
+    draft_probs: Tensor | None,
+    target_probs: Tensor,
+    uniforms: Tensor,
+) -> TreeVerification:
+    r"""Bug: the bonus token at a leaf is drawn at temperature 1 while the tree was verified
+    at ``T = 0.7``: from :math:`\mathrm{softmax}(z) \propto p_T^{\,T}` instead of
+    :math:`p_T = \mathrm{softmax}(z / T)`.
+
+    Family: a public tree verifier that warps the logits for acceptance and the residual but
+    samples the bonus from the raw logits of the leaf. Invisible at a leaf whose row is one-hot
+    (every temperature gives the same row there) and on rows uniform on their support; it
+    shows on soft leaf rows (``multi_battery.tree_scenarios``: ``soft-leaves-t07``).
+    Everything else is ``verify_tree``'s.
+    """
+    ids, draft, target, noise = _tree_flat(tree, draft_tokens, draft_probs, target_probs, uniforms)
+    shape = target_probs.shape[:-2]
+    out = walk_tree(tree, ids, draft, target, noise, tree.draw)
+    rows = torch.arange(ids.shape[0], device=ids.device)
+    steps = out.num_accepted  # [b]
+    last = out.path.gather(-1, (steps - 1).clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    leaf = (steps > 0) & (tree.children_table().to(ids.device)[last + 1] < 0).all(dim=-1)
+    leaf_row = target[rows, last + 1]  # the target row at the last accepted node
+    wrong = leaf_row**BONUS_TEMPERATURE  # softmax(z) from softmax(z / T), up to its sum
+    bonus = inverse_cdf(wrong / wrong.sum(-1, keepdim=True), noise[:, -1])
+    tokens = out.tokens.clone()
+    at = steps.unsqueeze(-1)
+    tokens.scatter_(
+        -1, at, torch.where(leaf, bonus, tokens.gather(-1, at).squeeze(-1)).unsqueeze(-1)
+    )
+    return TreeVerification(
+        out.num_accepted.reshape(shape),
+        out.path.reshape(*shape, -1),
+        tokens.reshape(*shape, -1),
+    )
+
+
 def _walk_as(
     tree: TokenTree,
     draft_tokens: Tensor,
