@@ -337,6 +337,7 @@ def audit_stream(
     options: SamplingOptions | None = None,
     batched: bool | None = None,
     progress: Progress | None = None,
+    eos_token_id: int | None = None,
     **audit_options: Unpack[AuditKeywords],
 ) -> AuditReport:
     r"""Audit an engine's whole generation: do its new tokens have the target's law?
@@ -364,6 +365,9 @@ def audit_stream(
         options: the law the engine claims (default: temperature 1, no filter).
         batched: override the ``@batched`` marker.
         progress: called with one line per finished prompt.
+        eos_token_id: judge "the first ``n`` tokens or until this EOS" (EOS absorbing: the
+            engine may stop there and return fewer tokens or ``-1`` padding; a token after
+            it is a forbidden outcome); ``None``: every generation must give ``n`` tokens.
         **audit_options: ``samples`` or ``detect_tv`` (default 0.01 batched, 0.05 single),
             ``min_power_tv``, ``false_fail_rate`` (family-wise, over the prompts),
             ``false_pass_rate``, ``seed``, ``num_threads``, ``allow_nondeterministic``.
@@ -396,5 +400,5 @@ def audit_stream(
     subject = as_subject(sample, level="stream", batched=batched)
     chosen = AuditOptions.of(**audit_options)
     subject.check(chosen)
-    scenarios = stream_scenarios(prompts, new_tokens, target, options)
+    scenarios = stream_scenarios(prompts, new_tokens, target, options, eos_token_id)
     return audit(subject, chosen, scenarios=scenarios, progress=progress)
