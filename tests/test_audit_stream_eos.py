@@ -13,12 +13,14 @@ loop (k = 2) and the exact law (the lossless loop measures 0.002 there: the nois
 """
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import torch
 from torch import Tensor
 
 import specdec
+from specdec.cli import main
 from specdec.models import ToyLM, make_toy_pair
 from specdec.testing.audit import InvalidOutputError, ScenarioResult, audit_stream
 from specdec.testing.audit.stream import stream_law, stream_scenarios
@@ -148,3 +150,43 @@ def test_exact_mode_counts_the_stop_symbol() -> None:
     stream_scenarios([[1]], 8, TARGET, OPTIONS)
     with pytest.raises(ValueError, match="exact-law mode does not apply: 5 \\*\\* new_tokens"):
         stream_scenarios([[1]], 8, TARGET, OPTIONS, eos_token_id=EOS)
+
+
+ENGINE = """
+from fractions import Fraction
+import specdec
+from specdec.models import ToyLM, make_toy_pair
+from specdec.testing.signatures import batched
+
+PAIR = make_toy_pair(4, seed=0, closeness=Fraction(3, 4))
+
+
+def target():
+    return ToyLM(PAIR.target)
+
+
+@batched
+def sample(prompts, generator):
+    return specdec.generate_speculative(
+        target(), ToyLM(PAIR.draft), prompts, k=2, max_new_tokens=3, generator=generator,
+        eos_token_id=2,
+    ).tokens
+"""
+
+
+@pytest.mark.parametrize(("extra", "code"), [(["--eos-token-id", "2"], 0), ([], 5)])
+def test_command_eos_token_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], code: int
+) -> None:
+    """``specdec audit --stream ... --eos-token-id 2``: LOSSLESS (exit 0) at TV 0.05; without
+    it the engine's early stops are an invalid output (exit 5)."""
+    (tmp_path / "engine.py").write_text(ENGINE)
+    engine = str(tmp_path / "engine.py")
+    arguments = ["audit", "--stream", f"{engine}:sample", "--target", f"{engine}:target"]
+    arguments += ["--prompts", "1", "--new-tokens", "3", "--detect-tv", "0.05", "--quiet"]
+    assert main([*arguments, *extra]) == code, capsys.readouterr()
+
+
+def test_command_refuses_eos_token_id_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "specdec:verify_tokens", "--eos-token-id", "1"]) == 2
+    assert "applies to --stream audits only" in capsys.readouterr().err

@@ -65,6 +65,7 @@ _STREAM_FLAGS = {
     "top_k": "--top-k",
     "top_p": "--top-p",
     "min_p": "--min-p",
+    "eos_token_id": "--eos-token-id",
 }
 """The options of ``--stream`` alone (not ``AuditOptions``: they make its scenarios)."""
 _SAMPLING = ("samples", "detect_tv", "min_power_tv")
@@ -274,7 +275,7 @@ def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
         min_p=args.min_p,
     )
     new_tokens = 2 if args.new_tokens is None else args.new_tokens
-    return list(stream_scenarios(prompts, new_tokens, model, sampling))
+    return list(stream_scenarios(prompts, new_tokens, model, sampling, args.eos_token_id))
 
 
 def run(args: argparse.Namespace) -> int:
