@@ -92,10 +92,11 @@ def test_sampling_options_are_refused_in_generate_kwargs() -> None:
 
 
 FILTERED = S(temperature=0.7, top_k=5, top_p=0.8)
+LOOKUP = S(temperature=1.3, top_k=4, min_p=0.2)
 CASES = {  # engine, architecture, claimed law, prompt
     "assisted-llama-T1": ("assisted", "llama", S(), [2, 3]),
     "assisted-gpt2-T0.7-topk5-topp0.8": ("assisted", "gpt2", FILTERED, [2, 3]),
-    "lookup-qwen2-T1.3-topk4": ("lookup", "qwen2", S(temperature=1.3, top_k=4), [2, 3, 4, 2, 3]),
+    "lookup-qwen2-T1.3-topk4-minp0.2": ("lookup", "qwen2", LOOKUP, [2, 3, 4, 2, 3]),
 }
 
 
@@ -164,8 +165,8 @@ def test_generate_speculative_on_tiny_transformers_until_eos(
     options: specdec.SamplingOptions,
 ) -> None:
     """specdec's own ``generate_speculative`` (k = 3) on the same tiny Llama pair, stopping
-    at EOS, the first 3 tokens (9^3 = 729 outcomes): LOSSLESS at TV 0.05 (false-fail 1e-6,
-    false-pass 1e-3 at 0.05)."""
+    at EOS, the first 3 tokens (9^3 = 729 outcomes): LOSSLESS at TV 0.1 (false-fail 1e-6,
+    false-pass 1e-3 at 0.1)."""
     model, draft_model = _pair("llama")
     target, draft = HFModel(model), HFModel(draft_model)
 
@@ -178,6 +179,6 @@ def test_generate_speculative_on_tiny_transformers_until_eos(
 
     report = audit_stream(
         sample, model, prompts=[[2, 3]], new_tokens=3, options=options, eos_token_id=EOS,
-        detect_tv=0.05,
+        detect_tv=0.1,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()
