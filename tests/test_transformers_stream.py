@@ -5,8 +5,9 @@ The models are tiny random-initialised transformers built in code (``tests._tiny
 (Gaussian noise of standard deviation 0.3 on every weight). Each audit judges the first
 2 new tokens after one prompt, EOS absorbing (9^2 = 81 outcomes), at the default family-wise
 false-fail rate 1e-6 and false-pass rate 1e-3 at ``DETECT_TV``. transformers' assisted
-generation takes one sequence per call (about 5 ms here), so these audits are sized for
-TV 0.25 (about 900 generations each); stronger runs are in the closing notes of issue 28.
+generation takes one sequence per call, so these audits are sized for TV 0.25 (about 900
+generations each). The same cases sized for TV 0.1 (3,000 to 6,900 generations) were also
+LOSSLESS (``docs/audit.md``).
 
 Findings about transformers (5.24) pinned here:
 
