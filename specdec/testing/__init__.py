@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         toy_pairs,
         vocabulary_maps,
     )
+    from specdec.testing.transformers_stream import transformers_stream_sampler
 
 __all__ = [
     "AuditOptions",
@@ -65,6 +66,7 @@ __all__ = [
     "rational_rows",
     "tiny_mass_vectors",
     "toy_pairs",
+    "transformers_stream_sampler",
     "uniform_values",
     "verify_inputs",
     "vocabulary_maps",
@@ -99,6 +101,7 @@ _HOMES = {
     "tiny_mass_vectors": "specdec.testing.strategies_more",
     "toy_pairs": "specdec.testing.strategies_more",
     "vocabulary_maps": "specdec.testing.strategies_more",
+    "transformers_stream_sampler": "specdec.testing.transformers_stream",
 }
 """Where each exported name lives: imported on first use, so that importing one module of
 the package (``specdec audit --help`` imports the command's parser) loads no other."""

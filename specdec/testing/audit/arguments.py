@@ -337,6 +337,14 @@ def _add_stream_options(audit: argparse.ArgumentParser) -> None:
         metavar="FILE:SAMPLE",
         help="(--stream-mode two-sample) the engine without speculation, in FUNCTION's form",
     )
+    group.add_argument(
+        "--eos-token-id",
+        type=_option(lambda name, value: check_int(name, value, minimum=0), int),
+        default=None,
+        metavar="ID",
+        help="judge the first --new-tokens tokens or until this EOS (EOS absorbing: an engine "
+        "may stop there, -1 padded; a token after it is a forbidden outcome; exact-law mode only)",
+    )
 
 
 def _add_engine_options(audit: argparse.ArgumentParser) -> None:

@@ -355,6 +355,7 @@ def audit_stream(
     mode: str = "auto",
     reference: Callable[..., Any] | None = None,
     position_kinds: PositionKinds | None = None,
+    eos_token_id: int | None = None,
     **audit_options: Unpack[AuditKeywords],
 ) -> AuditReport:
     r"""Audit an engine's whole generation: do its new tokens have the target's law?
@@ -394,6 +395,10 @@ def audit_stream(
         position_kinds: (large, two-sample) ``(prompts [N, L], tokens [N, n]) -> [N, n]``
             labels 0 accepted draft, 1 corrected, 2 bonus, called after each ``sample`` call:
             the report gains a row per kind.
+        eos_token_id: (exact-law mode) judge "the first ``n`` tokens or until this EOS" (EOS
+            absorbing: the engine may stop there and return fewer tokens or ``-1`` padding; a
+            token after it is a forbidden outcome); ``None``: every generation must give ``n``
+            tokens.
         **audit_options: ``samples`` or ``detect_tv`` (default 0.01 batched, 0.05 single),
             ``min_power_tv``, ``false_fail_rate`` (family-wise, over the prompts),
             ``false_pass_rate``, ``seed``, ``num_threads``, ``allow_nondeterministic``.
@@ -426,7 +431,9 @@ def audit_stream(
     subject = as_subject(sample, level="stream", batched=batched)
     chosen = AuditOptions.of(**audit_options)
     subject.check(chosen)
-    scenarios = stream_scenarios(prompts, new_tokens, target, options, exact_law=mode == "exact")
+    scenarios = stream_scenarios(
+        prompts, new_tokens, target, options, eos_token_id, exact_law=mode == "exact"
+    )
     if mode == "auto" and reference is None and position_kinds is None:
         return audit(subject, chosen, scenarios=scenarios, progress=progress)
     other = None if reference is None else as_subject(reference, level="stream", batched=batched)

@@ -73,6 +73,7 @@ _STREAM_FLAGS = {
     "min_p": "--min-p",
     "stream_mode": "--stream-mode",
     "reference": "--reference",
+    "eos_token_id": "--eos-token-id",
 }
 """The options of ``--stream`` alone (not ``AuditOptions``: they make its scenarios)."""
 _SAMPLING = ("samples", "detect_tv", "min_power_tv")
@@ -322,7 +323,11 @@ def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
     )
     new_tokens = 2 if args.new_tokens is None else args.new_tokens
     exact_law = args.stream_mode == "exact"  # auto: large above the exact limit
-    return list(stream_scenarios(prompts, new_tokens, model, sampling, exact_law=exact_law))
+    return list(
+        stream_scenarios(
+            prompts, new_tokens, model, sampling, args.eos_token_id, exact_law=exact_law
+        )
+    )
 
 
 def run(args: argparse.Namespace) -> int:

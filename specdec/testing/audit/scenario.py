@@ -98,6 +98,7 @@ class StreamScenario(NamedScenario):
         new_tokens: how many new tokens are judged (the first ``n`` the engine emits).
         target: the target model (a ``CausalLM``) whose warped law the stream must have.
         sampling: the law the engine claims (``SamplingOptions``).
+        eos_token_id: the end-of-sequence id, absorbing (``None``: no stop is judged).
     """
 
     description: str
@@ -105,6 +106,7 @@ class StreamScenario(NamedScenario):
     new_tokens: int
     target: CausalLM = field(compare=False, repr=False)
     sampling: SamplingOptions = field(default_factory=SamplingOptions)
+    eos_token_id: int | None = None
 
     @property
     def k(self) -> int:

@@ -31,8 +31,18 @@ ties: then the rounding can move a token in or out of the kept set).
 Vocabularies: ``V^n`` above ``EXACT_LAW_SEQUENCES`` is judged by the large-vocabulary mode
 (``stream_large``: each token against its row, anytime-valid); exact-law mode asked for
 explicitly there is refused with a usage error: the audit never claims more than it
-enumerated. An engine that stops early (EOS) must still return
-``new_tokens`` tokens for the prompts audited: fewer is an invalid output.
+enumerated. Without ``eos_token_id`` an engine that stops early must
+still return ``new_tokens`` tokens for the prompts audited: fewer is an invalid output.
+
+End of sequence (``eos_token_id``): the law judged is that of "the first ``n`` tokens or
+until EOS", the target's law with EOS absorbing. Every position after the first EOS holds a
+stop symbol (code ``V``, so outcomes are ``(V+1)^n`` codes): its law is the push-forward of
+the ``V^n`` law above by "replace what follows the first EOS with stop" (the mass of a
+sequence ending in EOS at position ``i`` is its ``i``-token prefix's probability). The engine
+may stop at EOS and return fewer tokens, ``-1`` padding, or EOS repeated after its EOS (all
+read as stop); any other token after an EOS is an outcome the target forbids (a certain
+rejection: the engine ran past its end), and a stop before any EOS is an invalid output.
+Exact-law mode only: with ``eos_token_id`` above the exact limit the audit refuses (usage error).
 """
 
 import itertools
@@ -65,7 +75,7 @@ from specdec.testing.audit.run import InvalidOutputError, collect_evidence
 from specdec.testing.audit.sampled import decide_battery, power_of, sampled_report
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.subject import Subject
-from specdec.testing.stats import pool_law_by_expected_count
+from specdec.testing.stats import encode_sequences, pool_law_by_expected_count
 from specdec.warp import SamplingOptions
 
 __all__ = [
@@ -110,6 +120,7 @@ def stream_scenarios(
     new_tokens: int,
     target: object,
     options: SamplingOptions | None = None,
+    eos_token_id: int | None = None,
     *,
     exact_law: bool = True,
 ) -> list[StreamScenario]:
@@ -119,8 +130,9 @@ def stream_scenarios(
     Raises:
         TypeError: a target that is not a model, options that are not ``SamplingOptions``.
         ValueError: no prompt, an empty prompt, ids outside ``[0, V)``, ``new_tokens < 1``,
-            or ``V ** new_tokens`` above ``EXACT_LAW_SEQUENCES`` (exact-law mode does not
-            apply).
+            ``V ** new_tokens`` (``(V+1) ** new_tokens`` with ``eos_token_id``) above
+            ``EXACT_LAW_SEQUENCES`` (exact-law mode does not apply), or ``eos_token_id``
+            outside ``[0, V)``.
 
     Example:
         >>> from specdec.models import ToyLM, make_toy_model
@@ -134,12 +146,20 @@ def stream_scenarios(
         raise TypeError(f"options must be a SamplingOptions, got {type(sampling).__name__}.")
     check_positive_int("new_tokens", new_tokens)
     vocab = int(model.vocab_size)
-    if exact_law and vocab**new_tokens > EXACT_LAW_SEQUENCES:
+    if eos_token_id is not None and (
+        isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int)
+        or not 0 <= eos_token_id < vocab
+    ):  # fmt: skip
         raise ValueError(
-            f"exact-law mode does not apply: V ** new_tokens = {vocab}^{new_tokens} = "
-            f"{vocab**new_tokens} continuations, above the {EXACT_LAW_SEQUENCES} it enumerates "
-            "per prompt; judge fewer new tokens or a smaller vocabulary (no large-vocabulary "
-            "mode here, so no verdict is given)."
+            f"eos_token_id must be an id in [0, {vocab}) or None, got {eos_token_id!r}."
+        )
+    symbols = vocab if eos_token_id is None else vocab + 1  # + the stop symbol
+    if (exact_law or eos_token_id is not None) and symbols**new_tokens > EXACT_LAW_SEQUENCES:
+        raise ValueError(
+            f"exact-law mode does not apply: {symbols} ** new_tokens = {symbols}^{new_tokens} = "
+            f"{symbols**new_tokens} continuations, above the {EXACT_LAW_SEQUENCES} it enumerates "
+            "per prompt; judge fewer new tokens or a smaller vocabulary, or (without "
+            "eos_token_id, which only exact-law mode handles) the large-vocabulary mode."
         )
     if len(prompts) < 1:
         raise ValueError("prompts must hold at least one prompt, got none.")
@@ -152,9 +172,11 @@ def stream_scenarios(
             )
         text = " ".join(map(str, ids))
         description = f"prompt [{text}], {new_tokens} new tokens, {_law(sampling)}"
-        scenarios.append(
-            StreamScenario(f"prompt-{index}", description, ids, new_tokens, model, sampling)
-        )
+        if eos_token_id is not None:
+            description += f", until EOS {eos_token_id}"
+        scenarios.append(StreamScenario(
+            f"prompt-{index}", description, ids, new_tokens, model, sampling, eos_token_id
+        ))  # fmt: skip
     return scenarios
 
 
@@ -173,8 +195,16 @@ def _heads(vocab: int, length: int) -> Int[Tensor, "heads length"]:
     return torch.tensor(list(itertools.product(range(vocab), repeat=length)), dtype=torch.int64)
 
 
+def _absorbed(tokens: Int[Tensor, "m n"], eos: int, vocab: int) -> Int[Tensor, "m n"]:
+    """``tokens`` with every position after the first ``eos`` set to the stop symbol ``vocab``."""
+    is_eos = (tokens == eos).long()
+    return torch.where(is_eos.cumsum(1) - is_eos > 0, vocab, tokens)
+
+
 def stream_law(scenario: StreamScenario) -> Float[Tensor, " sequences"]:
     """The target's warped law of the ``n`` new tokens after the prompt, over ``V^n`` codes.
+
+    With ``eos_token_id``: over ``(V+1)^n`` codes, EOS absorbing (module docstring).
 
     Example:
         >>> from specdec.models import ToyLM, make_toy_model
@@ -196,7 +226,12 @@ def stream_law(scenario: StreamScenario) -> Float[Tensor, " sequences"]:
             rows = scenario.sampling.probs(logits.cpu()).to(torch.float64)  # [m, n, V]
             seen = rows[:, :-1].gather(2, head[:, :, None])[:, :, 0]  # [m, n-1] head tokens
             parts.append(seen.prod(dim=1)[:, None] * rows[:, -1])  # [m, V]
-    return torch.cat(parts).reshape(-1)  # code = head code * V + last token
+    law = torch.cat(parts).reshape(-1)  # code = head code * V + last token
+    if scenario.eos_token_id is None:
+        return law
+    stopped = _absorbed(_heads(vocab, n), scenario.eos_token_id, vocab)  # [V^n, n]
+    codes = encode_sequences(stopped, vocab + 1)  # each sequence's "until EOS" outcome
+    return torch.zeros((vocab + 1) ** n, dtype=law.dtype).index_add(0, codes, law)
 
 
 @dataclass(frozen=True)
@@ -231,16 +266,37 @@ def _planner(laws: dict[str, Tensor]) -> Callable[[StreamScenario, int], StreamP
     def plan(scenario: StreamScenario, samples: int) -> StreamPlan:
         mapping, pooled = pool_law_by_expected_count(laws[scenario.name], samples)
         vocab, n = int(scenario.target.vocab_size), float(scenario.new_tokens)
+        vocab += scenario.eos_token_id is not None  # the stop symbol
         return StreamPlan(scenario, vocab, mapping, pooled, n, n)
 
     return plan
 
 
-def _first(out: object, rows: int, n: int, vocab: int) -> Int[Tensor, "rows n"]:
-    """The first ``n`` tokens of each of ``rows`` generations, checked."""
+def _first(
+    out: object, rows: int, n: int, vocab: int, eos: int | None = None
+) -> Int[Tensor, "rows n"]:
+    """The first ``n`` tokens of each of ``rows`` generations, checked.
+
+    With ``eos``, ``vocab`` counts the stop symbol (``vocab - 1``): rows may be shorter,
+    ``-1`` or EOS after the first EOS read as stop, other tokens after it are kept.
+    """
     if not isinstance(out, Tensor) or out.dtype not in (torch.int64, torch.int32):
         raise InvalidOutputError(f"expected an integer tensor of new tokens, got {out!r:.80}.")
     tokens = out.cpu().long()
+    if eos is not None and tokens.dim() == 2 and tokens.shape[0] == rows:
+        stop = vocab - 1
+        padded = torch.full((rows, max(n, tokens.shape[1])), -1, dtype=torch.int64)
+        padded[:, : tokens.shape[1]] = tokens  # a generation that stopped: -1 after it
+        tokens = padded[:, :n]
+        if bool((tokens >= stop).any() or (tokens < -1).any()):
+            raise InvalidOutputError(f"new tokens must be ids in [0, {stop}) or -1 padding.")
+        is_eos = (tokens == eos).long()
+        after = is_eos.cumsum(1) - is_eos > 0  # strictly after the first EOS
+        if bool((~after & (tokens == -1)).any()):
+            raise InvalidOutputError(
+                f"a generation stopped before {n} new tokens without an EOS ({eos}) first."
+            )
+        return torch.where(after & ((tokens == -1) | (tokens == eos)), stop, tokens)
     if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.shape[1] < n:
         raise InvalidOutputError(
             f"expected {rows} generation(s) of at least {n} new tokens, got shape "
@@ -262,17 +318,17 @@ def stream_draw(
 
     def draw(plan: StreamPlan, size: int, data: torch.Generator, noise: torch.Generator) -> Tensor:
         del data  # the engine draws everything itself, from noise
-        s, vocab = plan.scenario, plan.vocab
+        s, vocab, eos = plan.scenario, plan.vocab, plan.scenario.eos_token_id
         prompt = torch.tensor(s.prompt, dtype=torch.int64)
         if not is_batch:
-            rows = [_first(sample(prompt.clone(), noise)[None], 1, s.new_tokens, vocab)
+            rows = [_first(sample(prompt.clone(), noise)[None], 1, s.new_tokens, vocab, eos)
                     for _ in range(size)]  # fmt: skip
             return torch.cat(rows)
         parts = []
         for start in range(0, size, STREAM_BATCH):
             count = min(STREAM_BATCH, size - start)
             out = sample(prompt.expand(count, -1).clone(), noise)
-            parts.append(_first(out, count, s.new_tokens, vocab))
+            parts.append(_first(out, count, s.new_tokens, vocab, eos))
         return torch.cat(parts)
 
     return draw

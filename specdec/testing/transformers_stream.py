@@ -1,0 +1,151 @@
+"""transformers' own ``generate`` as a stream sampler for ``audit_stream``.
+
+``transformers_stream_sampler(model, options=..., max_new_tokens=n, assistant_model=draft)``
+returns a batched ``sample(prompts [N, L], generator) -> [N, n]`` that calls, once per prompt
+row (assisted generation takes one sequence at a time),
+
+    model.generate(prompt [1, L], do_sample=True, temperature=T, top_k=..., top_p=...,
+                   min_p=..., max_new_tokens=n, **generate_kwargs)
+
+and keeps the new tokens. ``generate_kwargs`` is where the engine is chosen:
+``assistant_model=draft`` (speculative sampling, ``_speculative_sampling``),
+``prompt_lookup_num_tokens=m`` (prompt lookup: candidates copied from the prompt, verified by
+exact match), or nothing (plain sampling: the control).
+
+The sampling law: ``options`` become ``generate``'s own arguments (``top_k=0`` and
+``top_p=1.0`` when unset: transformers' defaults would otherwise filter with top-k 50);
+temperature 0 is ``do_sample=False``. The audit then holds transformers' warping (its logits
+processors, float32) to specdec's ``warp_probs`` (float64), so a disagreement between the two
+is a finding too (the same filter order: temperature, top-k, top-p, min-p).
+
+Randomness: transformers draws from torch's *global* generator (the assistant's
+``torch.multinomial``, the acceptance ``torch.rand_like``, the final ``torch.multinomial``).
+As ``specdec.testing.signatures.global_rng_batched`` does for verifiers, one seed is drawn from
+``generator`` per call, the global CPU generator is seeded with it inside
+``torch.random.fork_rng(devices=[])`` and the rows then draw on from that one stream; the global
+state is restored on exit. So the same ``generator`` state gives the same tokens and the caller
+sees no side effect. The model must be on the CPU (an accelerator's generator is not forked).
+
+No hidden state: with ``num_assistant_tokens_schedule="heuristic"`` transformers writes the
+adapted draft length back into ``assistant_model.generation_config.num_assistant_tokens`` at
+the end of every call (its documented persistence), so a second call with the same seed drafts
+other lengths and draws other tokens. The sampler restores that field after each call.
+
+End of sequence: ``generate`` stops at the model's EOS; the rows are padded with ``-1`` to
+``max_new_tokens`` (audit them with ``audit_stream(..., eos_token_id=...)``, which judges the
+law of "the first ``n`` tokens or until EOS"). Tokens transformers returns after an EOS are
+kept as returned, so an engine that runs past its EOS is seen.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from specdec._checks import check_positive_int
+from specdec.testing.signatures import batched, seeded_global_rng
+from specdec.warp import SamplingOptions
+
+__all__ = ["generate_options", "transformers_stream_sampler"]
+
+
+def generate_options(options: SamplingOptions) -> dict[str, Any]:
+    """``generate``'s sampling arguments for ``options`` (every filter given, none defaulted).
+
+    Example:
+        >>> generate_options(SamplingOptions(temperature=0.7, top_k=3))
+        {'do_sample': True, 'temperature': 0.7, 'top_k': 3, 'top_p': 1.0, 'min_p': None}
+        >>> generate_options(SamplingOptions(temperature=0.0))["do_sample"]
+        False
+    """
+    if options.temperature == 0:
+        return {"do_sample": False, "top_k": 0, "top_p": 1.0, "min_p": None}
+    return {
+        "do_sample": True,
+        "temperature": options.temperature,
+        "top_k": 0 if options.top_k is None else options.top_k,
+        "top_p": 1.0 if options.top_p is None else options.top_p,
+        "min_p": options.min_p,
+    }
+
+
+def transformers_stream_sampler(
+    model: Any,
+    *,
+    max_new_tokens: int,
+    options: SamplingOptions | None = None,
+    **generate_kwargs: Any,
+) -> Callable[[Tensor, torch.Generator], Tensor]:
+    """A batched stream sampler running ``model.generate`` once per prompt row (module notes).
+
+    Args:
+        model: a transformers causal LM on the CPU (the target).
+        max_new_tokens: ``n``, new tokens per generation.
+        options: the sampling law passed to ``generate`` (default temperature 1, no filter).
+        **generate_kwargs: more ``generate`` arguments: ``assistant_model=``,
+            ``prompt_lookup_num_tokens=``, ``pad_token_id=``, ...; not the sampling options,
+            ``max_new_tokens`` or ``generation_config`` (given above, or fixed by them).
+
+    Returns:
+        ``sample(prompts [N, L], generator) -> LongTensor [N, n]`` (``@batched``), new tokens
+        only, ``-1`` after a generation that stopped early.
+
+    Raises:
+        TypeError: ``options`` not a ``SamplingOptions``, or a sampling option in
+            ``generate_kwargs``. ValueError: ``max_new_tokens < 1``, a model not on the CPU.
+
+    Example:
+        >>> import torch
+        >>> from transformers import GPT2Config, GPT2LMHeadModel
+        >>> _ = torch.manual_seed(0)
+        >>> config = GPT2Config(vocab_size=8, n_embd=16, n_layer=1, n_head=2, eos_token_id=None)
+        >>> model = GPT2LMHeadModel(config).eval()
+        >>> sample = transformers_stream_sampler(model, max_new_tokens=3, pad_token_id=0)
+        >>> first = sample(torch.tensor([[1, 2], [3, 4]]), torch.Generator().manual_seed(0))
+        >>> again = sample(torch.tensor([[1, 2], [3, 4]]), torch.Generator().manual_seed(0))
+        >>> tuple(first.shape), torch.equal(first, again)
+        ((2, 3), True)
+    """
+    check_positive_int("max_new_tokens", max_new_tokens)
+    sampling = options if options is not None else SamplingOptions()
+    if not isinstance(sampling, SamplingOptions):
+        raise TypeError(f"options must be a SamplingOptions, got {type(sampling).__name__}.")
+    fixed = {*generate_options(sampling), "temperature", "max_new_tokens", "generation_config"}
+    clash = sorted(fixed & set(generate_kwargs))
+    if clash:
+        raise TypeError(
+            f"generate_kwargs must not hold {clash}: pass the sampling law as options= "
+            "(a SamplingOptions) and the length as max_new_tokens=."
+        )
+    if getattr(model, "device", torch.device("cpu")).type != "cpu":
+        raise ValueError(
+            f"model must be on the CPU (its generator is the one forked and seeded), got "
+            f"{model.device}."
+        )
+    arguments = {**generate_kwargs, **generate_options(sampling)}
+    arguments["max_new_tokens"] = max_new_tokens
+    assistant = generate_kwargs.get("assistant_model")
+
+    def one(prompt: Int[Tensor, " seq"]) -> Int[Tensor, " n"]:
+        """One generation from the global stream, the assistant's draft length restored."""
+        config = getattr(assistant, "generation_config", None)
+        length = getattr(config, "num_assistant_tokens", None)
+        try:
+            with torch.no_grad():
+                sequence = model.generate(prompt[None], **arguments)[0]
+        finally:
+            if config is not None:  # transformers' "heuristic" schedule writes it back
+                config.num_assistant_tokens = length
+        new = sequence[prompt.shape[0] :].cpu().long()
+        out = torch.full((max_new_tokens,), -1, dtype=torch.int64)
+        out[: new.shape[0]] = new[:max_new_tokens]
+        return out
+
+    @batched
+    def sample(prompts: Int[Tensor, "batch seq"], generator: torch.Generator) -> Tensor:
+        with seeded_global_rng(generator):  # one seed per call; the global state restored
+            return torch.stack([one(row) for row in prompts.cpu().long()])
+
+    return sample
