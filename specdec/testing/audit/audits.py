@@ -32,8 +32,9 @@ from typing import Any, TypeVar, Unpack
 from torch import Tensor
 
 from specdec.multi_law import Draw
+from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.catalogue import AnyScenario, default_scenarios
+from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.exact import audit_exact
 from specdec.testing.audit.multi import exact_multi_audit
@@ -45,6 +46,12 @@ from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
 from specdec.testing.audit.scenario import Scenario, StreamScenario
+from specdec.testing.audit.search import (
+    TRIES_PER_SEARCH,
+    CoverageSearch,
+    coverage_search,
+    measurable,
+)
 from specdec.testing.audit.stream import stream_audit, stream_scenarios
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
@@ -109,21 +116,46 @@ def audit(
             return engine(subject, chosen, multi, progress)
         given = [s for s in scenarios or () if isinstance(s, Scenario)]
         if chosen.exact:
-            return audit_exact(
-                subject, scenarios=given or None, search=chosen.search, seed=chosen.seed,
-                progress=progress,
+            battery = given or [
+                *verifier_scenarios(), *search_scenarios(chosen.search, seed=chosen.seed)
+            ]  # fmt: skip
+            covered = _covered(subject, chosen, battery, search=not given)
+            report = audit_exact(
+                subject, scenarios=[*battery, *(covered.found if covered else ())],
+                search=chosen.search, seed=chosen.seed, progress=progress,
             )  # fmt: skip
+            return replace(report, coverage=covered.coverage) if covered else report
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
-        chosen_battery = engine_scenarios(
-            given or defaults,
-            step=subject.level == "step",
-            reserved=chosen.reserved_ids,
-            dtype=chosen.dtype,
-            warp=chosen.target_warp,
-        )
+
+        def engine(battery: Sequence[Scenario]) -> list[Scenario]:
+            return engine_scenarios(
+                battery,
+                step=subject.level == "step",
+                reserved=chosen.reserved_ids,
+                dtype=chosen.dtype,
+                warp=chosen.target_warp,
+            )
+
+        chosen_battery = engine(given or defaults)
         if chosen.target_sampler is not None:
             return audit_with_sampler(subject, chosen, chosen_battery, progress)
-        return sample_audit(subject, chosen, chosen_battery, progress)
+        covered = _covered(subject, chosen, chosen_battery, search=not given)
+        if covered is None:
+            return sample_audit(subject, chosen, chosen_battery, progress)
+        report = sample_audit(subject, chosen, [*chosen_battery, *engine(covered.found)], progress)
+        return replace(report, coverage=covered.coverage)
+
+
+def _covered(
+    subject: Subject, options: AuditOptions, battery: Sequence[Scenario], *, search: bool
+) -> CoverageSearch | None:
+    """The coverage of ``battery`` and, on the default battery, the coverage-guided search's
+    finds (``specdec.testing.audit.search``: ``TRIES_PER_SEARCH * search`` candidates, at most
+    ``search`` kept); ``None`` where it is off or not measured (``search.measurable``)."""
+    if not options.coverage or not measurable(subject, options.given()):
+        return None
+    tries = TRIES_PER_SEARCH * options.search if search else 0
+    return coverage_search(subject, battery, tries=tries, keep=options.search, seed=options.seed)
 
 
 def _with_options(entry: F) -> F:

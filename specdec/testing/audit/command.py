@@ -47,6 +47,7 @@ FLAGS = {
     "model_interface": "--model-interface",
     "target_warp": "--target-warp",
     "target_sampler": "--target-sampler",
+    "coverage": "--no-coverage",
 }
 """The command's flag for each option of ``AuditOptions`` that has one."""
 
@@ -122,7 +123,8 @@ def _level(args: argparse.Namespace) -> str:
 
 def _given(args: argparse.Namespace) -> list[str]:
     """The options given on the command line (by ``AuditOptions`` field name)."""
-    return [name for name in FLAGS if getattr(args, name, None) not in (None, False)]
+    values = {**vars(args), "coverage": getattr(args, "no_coverage", False)}  # --no-coverage
+    return [name for name in FLAGS if values.get(name) not in (None, False)]
 
 
 def _usage(args: argparse.Namespace, level: str) -> str:
@@ -221,6 +223,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         ragged=bool(args.ragged),
         model_interface=args.model_interface or "logits",
         **loaded,
+        coverage=not args.no_coverage,
     )
 
 
@@ -233,7 +236,7 @@ def _scenarios(args: argparse.Namespace, level: str) -> list[AnyScenario] | None
     if args.scenarios is not None:
         names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
         chosen = select_scenarios(names, level)
-    if not args.exact or level != "verifier":
+    if not args.exact or level != "verifier" or chosen is None:  # None: battery and search
         return chosen
     from specdec.testing.audit.battery import verifier_scenarios
     from specdec.testing.audit.scenario import Scenario

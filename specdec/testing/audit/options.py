@@ -79,6 +79,7 @@ class AuditKeywords(TypedDict, total=False):
     model_interface: Literal["logits", "transformers"]
     target_warp: WarpFn | None
     target_sampler: SamplerFn | None
+    coverage: bool
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,9 @@ class AuditOptions:
         model_interface: (step) ``"logits"`` callables or ``"transformers"``-like models.
         target_warp: (step) the engine's warping: the target is its warped law.
         target_sampler: (step) the engine's target-only sampler: a two-sample test.
+        coverage: (verifiers) measure which branches of the function's own code the
+            scenarios reach and search pairs that reach the others (``search`` sets the
+            budget; ``specdec.testing.audit.search``); ``False``: neither.
 
     Raises:
         TypeError: an option of the wrong type.
@@ -140,6 +144,7 @@ class AuditOptions:
     model_interface: Literal["logits", "transformers"] = "logits"
     target_warp: WarpFn | None = None
     target_sampler: SamplerFn | None = None
+    coverage: bool = True
 
     def __post_init__(self) -> None:
         check_audit_options(

@@ -49,6 +49,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
+from specdec.testing.audit.coverage import CodeCoverage
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -133,6 +134,9 @@ class AuditReport:
         draw: (multi-draft and tree) the candidate draw the rule was judged on.
         reason: (exact) why the audit cannot decide, when it cannot.
         rounding_bound: (exact) the TV attributed to float64 rounding.
+        coverage: (verifiers) what the scenarios ran of the function's own code and what the
+            coverage-guided search added (``specdec.testing.audit.coverage``); ``None``: not
+            measured (``coverage=False``, another level, engine options).
     """
 
     verdict: str
@@ -151,6 +155,7 @@ class AuditReport:
     draw: str | None = None
     reason: str = ""
     rounding_bound: Fraction | None = None
+    coverage: CodeCoverage | None = None
 
     @property
     def lossless(self) -> bool:
@@ -215,6 +220,7 @@ class AuditReport:
             "detectable_tv": self.detectable_tv,
             "not_audited": list(self.not_audited),
             "scenarios": [s.document() for s in self.scenarios],
+            "coverage": _coverage_document(self.coverage),
         }
         if self.draw is not None:
             document.update(
@@ -228,6 +234,12 @@ class AuditReport:
         """The verdict in one line, with the power it was reached at (statistical) or what was
         enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
         line = self._exact_line() if self.mode == "exact" else self._verdict_line()
+        if self.coverage is not None:  # what the verdict covered, never more
+            covered = self.coverage
+            line += (
+                f"; reached {covered.arcs_reached} of {covered.arcs_total} branch arcs of "
+                "the function's own code"
+            )
         rejected = self.not_audited
         if not rejected:
             return line
@@ -249,11 +261,11 @@ class AuditReport:
                 for s in self._exact()
                 if s.lossless is False
             )
-            return f"LOSSY (exact): {distances} ({where})"
+            return f"LOSSY (exact {where}): {distances}"
         if self.verdict == "cannot decide":
             undecided = [s.name for s in self._exact() if s.lossless is None]
-            return f"CANNOT DECIDE (exact): no law for {', '.join(undecided)} ({where})"
-        return f"{self.verdict.upper()} (exact, {where})"
+            return f"CANNOT DECIDE (exact {where}): no law for {', '.join(undecided)}"
+        return f"{self.verdict.upper()} (exact {where})"
 
     def _verdict_line(self) -> str:
         rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
@@ -301,6 +313,7 @@ class AuditReport:
         failed, and the time taken."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
+        lines += coverage_lines(self.coverage)
         return "\n".join(lines)
 
     def _title(self) -> str:
@@ -415,3 +428,43 @@ def _jsonable(value: object) -> object:
     if isinstance(value, (ScenarioResult, ExactScenarioResult)):
         return value.document()
     return str(value)
+
+
+UNREACHED_SHOWN = 20
+"""Branch arcs never reached that ``format`` lists (the JSON lists them all)."""
+
+
+def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
+    """The report's coverage section: what ran of the function's own code, what the search
+    added, the branch arcs never reached (``file:line -> line``) and the limits."""
+    if coverage is None:
+        return []
+    lines = [
+        "",
+        f"  coverage: {coverage.line()} ({coverage.fraction:.0%} of branch arcs), in "
+        f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
+        f"    measured by a probe: {coverage.probe}",
+    ]
+    if coverage.searched:
+        found = ", ".join(coverage.found) or "none reached a new branch"
+        tried = coverage.searched
+        lines.append(f"    coverage-guided search: {tried} candidate pairs tried, kept {found}")
+    shown = coverage.unreached[:UNREACHED_SHOWN]
+    if shown:
+        lines.append("    never reached (a verdict says nothing about these branches):")
+        lines += [f"      {arc}" for arc in shown]
+        if len(coverage.unreached) > len(shown):
+            lines.append(f"      ... and {len(coverage.unreached) - len(shown)} more (--json)")
+    lines.append(
+        "    branches are Python branches across lines: a threshold inside vectorised code "
+        "(torch.where) is not one"
+    )
+    lines.append(f"    measuring and searching took {coverage.seconds:.1f} s")
+    return lines
+
+
+def _coverage_document(coverage: CodeCoverage | None) -> dict[str, Any] | None:
+    """The coverage as JSON: every field, and the fraction of branch arcs reached."""
+    if coverage is None:
+        return None
+    return {**dataclasses.asdict(coverage), "fraction": coverage.fraction}

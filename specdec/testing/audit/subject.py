@@ -87,9 +87,9 @@ _STEP = ("model_interface", "target_warp", "target_sampler")
 _STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
-    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
-    "batched verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged")),
-    "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
+    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "coverage")),
+    "batched verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "coverage")),
+    "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "coverage")),
     "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "multi-draft rule": frozenset(_COMMON),
@@ -99,7 +99,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
-_EXACT = frozenset(("exact", "seed", "num_threads", "search"))
+_EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage"))
 
 
 @dataclass(frozen=True)
