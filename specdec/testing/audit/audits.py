@@ -116,18 +116,18 @@ def audit(
             return engine(subject, chosen, multi, progress)
         given = [s for s in scenarios or () if isinstance(s, Scenario)]
         if chosen.exact:
-            battery = given or [
+            exact_battery: list[Scenario] = given or [
                 *verifier_scenarios(), *search_scenarios(chosen.search, seed=chosen.seed)
             ]  # fmt: skip
-            covered = _covered(subject, chosen, battery, search=not given)
+            covered = _covered(subject, chosen, exact_battery, search=not given)
             report = audit_exact(
-                subject, scenarios=[*battery, *(covered.found if covered else ())],
+                subject, scenarios=[*exact_battery, *(covered.found if covered else ())],
                 search=chosen.search, seed=chosen.seed, progress=progress,
             )  # fmt: skip
             return replace(report, coverage=covered.coverage) if covered else report
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
 
-        def engine(battery: Sequence[Scenario]) -> list[Scenario]:
+        def engine_inputs(battery: Sequence[Scenario]) -> list[Scenario]:
             return engine_scenarios(
                 battery,
                 step=subject.level == "step",
@@ -136,13 +136,15 @@ def audit(
                 warp=chosen.target_warp,
             )
 
-        chosen_battery = engine(given or defaults)
+        chosen_battery = engine_inputs(given or defaults)
         if chosen.target_sampler is not None:
             return audit_with_sampler(subject, chosen, chosen_battery, progress)
         covered = _covered(subject, chosen, chosen_battery, search=not given)
         if covered is None:
             return sample_audit(subject, chosen, chosen_battery, progress)
-        report = sample_audit(subject, chosen, [*chosen_battery, *engine(covered.found)], progress)
+        report = sample_audit(
+            subject, chosen, [*chosen_battery, *engine_inputs(covered.found)], progress
+        )
         return replace(report, coverage=covered.coverage)
 
 
@@ -353,7 +355,7 @@ def audit_tree(
         >>> from specdec.verify import verify_tree
         >>> from specdec.testing.audit import tree_scenarios
         >>> audit_tree(verify_tree, "point_mass", tree_scenarios()[:1], exact=True).headline()
-        'LOSSLESS (exact, on 1 tree scenario(s), candidates drawn point_mass)'
+        'LOSSLESS (exact on 1 tree scenario(s), candidates drawn point_mass)'
     """
     subject = as_subject(rule, level="tree", draw=draw)
     return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)

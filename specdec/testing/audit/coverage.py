@@ -102,7 +102,9 @@ def user_files(fn: Callable[..., Any]) -> frozenset[str]:
     code = getattr(unwrapped, "__code__", None)
     if isinstance(code, types.CodeType):  # "<stdin>", "<doctest ...>" kept as they are
         name = code.co_filename
-        files.add(name if name.startswith("<") else os.path.abspath(name))
+        path = name if name.startswith("<") else os.path.abspath(name)
+        if not path.startswith(_excluded_roots()):  # not a wrapper of specdec's own
+            files.add(path)
     return frozenset(files)
 
 
@@ -156,7 +158,7 @@ def branch_arcs(code: types.CodeType) -> frozenset[Arc]:
     """
     instructions = {i.offset: i for i in dis.get_instructions(code)}
     lines = _lines(code)
-    arcs = set()
+    arcs: set[Arc] = set()
     for offset, instruction in instructions.items():
         name = instruction.opname
         if not (name in _CONDITIONAL or name.startswith("POP_JUMP")):
@@ -225,6 +227,19 @@ class CodeCoverage:
     def fraction(self) -> float:
         """The fraction of branch arcs reached (1.0 when the code has no branch)."""
         return self.arcs_reached / self.arcs_total if self.arcs_total else 1.0
+
+    def headline(self) -> str:
+        """What the report's headline says of it: the branch arcs reached (the lines where the
+        code has no branch)."""
+        if not self.arcs_total:
+            return (
+                f"reached {self.lines_reached} of {self.lines_total} lines of the function's "
+                "own code (it has no branch)"
+            )
+        return (
+            f"reached {self.arcs_reached} of {self.arcs_total} branch arcs of the function's "
+            "own code"
+        )
 
     def line(self) -> str:
         """One line for the headline: how many branch arcs (and lines) were reached."""

@@ -235,11 +235,7 @@ class AuditReport:
         enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
         line = self._exact_line() if self.mode == "exact" else self._verdict_line()
         if self.coverage is not None:  # what the verdict covered, never more
-            covered = self.coverage
-            line += (
-                f"; reached {covered.arcs_reached} of {covered.arcs_total} branch arcs of "
-                "the function's own code"
-            )
+            line += f"; {self.coverage.headline()}"
         rejected = self.not_audited
         if not rejected:
             return line
