@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 import specdec
+from specdec.cli import main
 from specdec.testing import zoo
 from specdec.testing.audit import audit_exact, audit_verifier, search_scenarios, verifier_scenarios
 from specdec.testing.audit.coverage import ArcRecorder, branch_arcs, user_files
@@ -173,3 +174,14 @@ def test_engine_options_leave_coverage_unmeasured() -> None:
         zoo.reference_verifier, scenarios=scenarios, samples=200, dtype=torch.float32
     )
     assert report.coverage is None
+
+
+def test_the_command_takes_no_coverage_and_refuses_it_for_a_step(capsys: Any) -> None:
+    argv = ["audit", "specdec.verify:verify_tokens", "--exact", "--scenarios", "zeros-v3-k4"]
+    assert main([*argv, "--search", "0", "--no-coverage", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["coverage"] is None
+    assert main([*argv, "--search", "0", "--json", "--quiet"]) == 0  # the control: measured
+    assert json.loads(capsys.readouterr().out)["coverage"]["lines_total"] == 13
+    step = ["audit", "specdec.testing.zoo:reference_step_single", "--step", "--no-coverage"]
+    assert main(step) == 2
+    assert "--no-coverage" in capsys.readouterr().err

@@ -91,12 +91,14 @@ WITNESSES = 3
 """Scenarios the search gives each branch arc and line before it stops looking for more."""
 
 PROBE = (
-    "each scenario run once on every draft block the draft can propose (at most {blocks}), at "
-    "uniforms all 0, all 1 - 2^-53 and two seeded random draws"
+    "each scenario run once on every draft block the draft can propose (at most {blocks}; "
+    "{single} for a single-sequence verifier), at uniforms all 0, all 1 - 2^-53 and two seeded "
+    "random draws (a verifier drawing its own randomness: each block four times)"
 )
 """How a scenario is run for the measurement (the report's ``probe``)."""
 
 _BLOCKS = 64
+_SINGLE_BLOCKS = 16
 _DENOMINATOR = 2**20
 _OWN_KIND = 0.6
 
@@ -109,25 +111,25 @@ def measurable(subject: Subject, given: Sequence[str]) -> bool:
     return subject.level == "verifier" and not engine & set(given)
 
 
-def _blocks(scenario: Scenario, rng: random.Random) -> list[tuple[int, ...]]:
+def _blocks(scenario: Scenario, rng: random.Random, limit: int) -> list[tuple[int, ...]]:
     """Draft blocks the draft can propose after the prefix (positive probability at every
-    position), all of them when at most ``_BLOCKS``, else a seeded sample."""
+    position), all of them when at most ``limit``, else a seeded sample of ``limit``."""
     draft, vocab = scenario.pair.draft, scenario.pair.draft.vocab_size
     if vocab**scenario.k > 4096:  # too many to list: drawn from the draft instead
         drawn = set()
-        for _ in range(4 * _BLOCKS):
+        for _ in range(4 * limit):
             block: list[int] = []
             for _ in range(scenario.k):
                 row = draft.float_probs(torch.tensor([[*scenario.prefix, *block]]))[0]
                 block.append(rng.choices(range(vocab), weights=row.tolist())[0])
             drawn.add(tuple(block))
-        return sorted(drawn)[:_BLOCKS]
+        return sorted(drawn)[:limit]
     possible: list[tuple[int, ...]] = [()]
     for _ in range(scenario.k):  # extend every block by the tokens the draft can propose
         rows = draft.float_probs(torch.tensor([[*scenario.prefix, *b] for b in possible]))
         possible = [(*b, t) for b, row in zip(possible, rows.tolist(), strict=True)
                     for t in range(vocab) if row[t] > 0]  # fmt: skip
-    return possible if len(possible) <= _BLOCKS else sorted(rng.sample(possible, _BLOCKS))
+    return possible if len(possible) <= limit else sorted(rng.sample(possible, limit))
 
 
 def _rows(scenario: Scenario, blocks: Sequence[tuple[int, ...]]) -> tuple[Tensor, Tensor, Tensor]:
@@ -163,7 +165,8 @@ def _probe(subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: in
     """Run ``subject`` on ``scenario``'s probe (``PROBE``) with arcs recorded; what the
     function raises is left to the audit (it runs every kept scenario itself)."""
     rng = random.Random(f"specdec-coverage:{seed}:{scenario.name}")
-    blocks = _blocks(scenario, rng)
+    single = subject.form != "rule" and not subject.batched  # one call per block: fewer
+    blocks = _blocks(scenario, rng, _SINGLE_BLOCKS if single else _BLOCKS)
     if not blocks:
         return
     tokens, draft, target = _rows(scenario, blocks)
@@ -184,8 +187,8 @@ def _probe(subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: in
         elif subject.batched:
             fn(*repeat, generator)
         else:
-            for row in range(size):  # two calls per block, on one generator
-                for _ in range(2):
+            for row in range(size):  # four calls per block, on one generator
+                for _ in range(4):
                     fn(tokens[row], draft[row], target[row], generator)
     except Exception:  # the audit runs the scenario itself and reports what it raises
         return
@@ -260,7 +263,7 @@ def coverage_search(
         tuple(per_scenario),
         searched=tried,
         found=tuple(s.name for s in found),
-        probe=PROBE.format(blocks=_BLOCKS),
+        probe=PROBE.format(blocks=_BLOCKS, single=_SINGLE_BLOCKS),
         seconds=time.perf_counter() - start,
     )
     return CoverageSearch(tuple(found), coverage)
