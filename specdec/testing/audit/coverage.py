@@ -76,13 +76,21 @@ _UNCONDITIONAL = ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
 _EXITS = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
 
 
-def _excluded_roots() -> tuple[str, ...]:
-    """Folders whose files are never the user's: specdec's package, the standard library and
-    installed packages."""
+def _foreign_roots() -> tuple[str, ...]:
+    """Folders of the standard library and installed packages."""
     paths = sysconfig.get_paths()
-    roots = [os.path.dirname(os.path.abspath(specdec.__file__))]
-    roots += [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths]
+    roots = [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths]
     return tuple(os.path.join(os.path.abspath(root), "") for root in roots)
+
+
+def _specdec_root() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(specdec.__file__)), "")
+
+
+def _excluded_roots() -> tuple[str, ...]:
+    """Folders whose files are never the user's unless named (``user_files``): specdec's
+    package, the standard library and installed packages."""
+    return (_specdec_root(), *_foreign_roots())
 
 
 def user_files(fn: Callable[..., Any]) -> frozenset[str]:
@@ -97,7 +105,9 @@ def user_files(fn: Callable[..., Any]) -> frozenset[str]:
     files = set()
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
     if module is not None and getattr(module, "__file__", None):
-        files.add(os.path.abspath(str(module.__file__)))
+        path = os.path.abspath(str(module.__file__))
+        if path.startswith(_specdec_root()) or not path.startswith(_foreign_roots()):
+            files.add(path)  # not functools' for a partial, nor torch's for a module
     unwrapped = inspect.unwrap(fn) if callable(fn) else fn
     code = getattr(unwrapped, "__code__", None)
     if isinstance(code, types.CodeType):  # "<stdin>", "<doctest ...>" kept as they are
@@ -231,6 +241,8 @@ class CodeCoverage:
     def headline(self) -> str:
         """What the report's headline says of it: the branch arcs reached (the lines where the
         code has no branch)."""
+        if not self.lines_total:
+            return "none of the function's own code was traced (no Python line of it ran)"
         if not self.arcs_total:
             return (
                 f"reached {self.lines_reached} of {self.lines_total} lines of the function's "
