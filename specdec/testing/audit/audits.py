@@ -46,12 +46,7 @@ from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
 from specdec.testing.audit.scenario import Scenario, StreamScenario
-from specdec.testing.audit.search import (
-    TRIES_PER_SEARCH,
-    CoverageSearch,
-    coverage_search,
-    measurable,
-)
+from specdec.testing.audit.search import CoverageSearch, coverage_search, measurable, tries_for
 from specdec.testing.audit.stream import stream_audit, stream_scenarios
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
@@ -152,11 +147,11 @@ def _covered(
     subject: Subject, options: AuditOptions, battery: Sequence[Scenario], *, search: bool
 ) -> CoverageSearch | None:
     """The coverage of ``battery`` and, on the default battery, the coverage-guided search's
-    finds (``specdec.testing.audit.search``: ``TRIES_PER_SEARCH * search`` candidates, at most
+    finds (``specdec.testing.audit.search``: ``tries_for(subject, search)`` candidates, at most
     ``search`` kept); ``None`` where it is off or not measured (``search.measurable``)."""
     if not options.coverage or not measurable(subject, options.given()):
         return None
-    tries = TRIES_PER_SEARCH * options.search if search else 0
+    tries = tries_for(subject, options.search) if search else 0
     return coverage_search(subject, battery, tries=tries, keep=options.search, seed=options.seed)
 
 

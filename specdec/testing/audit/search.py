@@ -67,6 +67,7 @@ __all__ = [
     "coverage_candidates",
     "coverage_search",
     "measurable",
+    "tries_for",
 ]
 
 KINDS = (
@@ -85,7 +86,9 @@ SCALES = (2.0**-7, 2.0**-10, 2.0**-13, 2.0**-17)
 """The small masses, probabilities and ratio gaps the candidates use, the largest first."""
 
 TRIES_PER_SEARCH = 8
-"""Candidates tried per unit of ``search`` (the search's budget knob): 128 at the default 16."""
+"""Candidates tried per unit of ``search`` (the search's budget knob): 128 at the default 16, for
+a rule or a batched verifier (one call per candidate); a single-sequence verifier, called once
+per block, tries ``search`` candidates (``tries_for``)."""
 
 WITNESSES = 3
 """Scenarios the search gives each branch arc and line before it stops looking for more."""
@@ -93,14 +96,32 @@ WITNESSES = 3
 PROBE = (
     "each scenario run once on every draft block the draft can propose (at most {blocks}; "
     "{single} for a single-sequence verifier), at uniforms all 0, all 1 - 2^-53 and two seeded "
-    "random draws (a verifier drawing its own randomness: each block four times)"
+    "random draws (a verifier drawing its own randomness: each block four times, twice for a "
+    "single-sequence one)"
 )
 """How a scenario is run for the measurement (the report's ``probe``)."""
 
 _BLOCKS = 64
-_SINGLE_BLOCKS = 16
+_SINGLE_BLOCKS = 8
 _DENOMINATOR = 2**20
 _OWN_KIND = 0.6
+
+
+def tries_for(subject: Subject, search: int) -> int:
+    """The candidates the search tries for ``subject`` at budget ``search`` (``TRIES_PER_SEARCH``
+    per unit for a rule or a batched verifier, one per unit for a single-sequence one).
+
+    Example:
+        >>> import specdec
+        >>> from specdec.testing import zoo
+        >>> from specdec.testing.audit.subject import as_subject
+        >>> tries_for(as_subject(specdec.verify_tokens), 16)
+        128
+        >>> tries_for(as_subject(zoo.reference_verifier_single), 16)
+        16
+    """
+    batched = subject.form == "rule" or subject.batched
+    return (TRIES_PER_SEARCH if batched else 1) * search
 
 
 def measurable(subject: Subject, given: Sequence[str]) -> bool:
@@ -187,8 +208,8 @@ def _probe(subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: in
         elif subject.batched:
             fn(*repeat, generator)
         else:
-            for row in range(size):  # four calls per block, on one generator
-                for _ in range(4):
+            for row in range(size):  # two calls per block, on one generator
+                for _ in range(2):
                     fn(tokens[row], draft[row], target[row], generator)
     except Exception:  # the audit runs the scenario itself and reports what it raises
         return
