@@ -92,6 +92,7 @@ def test_reference_verifier_is_lossless_and_optimal() -> None:
     report = audit_verifier(_batched(specdec.verify_tokens), detect_tv=0.05)
     assert report.verdict == "lossless", report.format()
     assert report.exit_code == 0 and len(report.scenarios) == len(verifier_scenarios())
+    assert report.coverage is not None and not report.coverage.found  # no branch to search for
     assert all(s.deterministic and not s.suboptimal for s in report.scenarios)
     assert all(s.detectable_tv <= 0.05 for s in report.scenarios)
     assert (
@@ -99,7 +100,7 @@ def test_reference_verifier_is_lossless_and_optimal() -> None:
         .splitlines()[0]
         .endswith(
             f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found "
-            "(false-fail 1e-06, false-pass 0.001)"
+            f"(false-fail 1e-06, false-pass 0.001); {report.coverage.headline()}"
         )
     )
 

@@ -213,7 +213,8 @@ def test_headline_is_never_a_bare_lossless() -> None:
     first = verifier_scenarios()[:1]
     report = audit_verifier(specdec.verify_tokens, detect_tv=0.1, scenarios=first)
     assert report.verdict == "lossless"
+    assert report.coverage is not None
     assert report.headline() == (
         f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found "
-        "(false-fail 1e-06, false-pass 0.001)"
+        f"(false-fail 1e-06, false-pass 0.001); {report.coverage.headline()}"
     )

@@ -160,6 +160,6 @@ def test_exact_takes_the_batched_flag_for_an_unmarked_batched_verifier(
     )
     argv = ["audit", f"{path}:batched_fn", "--exact", "--scenarios", "equal-v4-k3", "--search", "0"]
     assert main([*argv, "--batched", "--quiet"]) == 0
-    assert "LOSSLESS (exact, on 1 verifier scenario(s))" in capsys.readouterr().out
+    assert "LOSSLESS (exact on 1 verifier scenario(s))" in capsys.readouterr().out
     assert main([*argv, "--quiet"]) == 6  # CRASH: the rows of one block have no batch axis
     assert "hint: if" in capsys.readouterr().err  # with a hint, not a bare traceback

@@ -27,6 +27,7 @@ from specdec.exact import (
 from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.noise import uniforms
 from specdec.testing import zoo
+from specdec.testing.audit.search import coverage_candidates
 from specdec.testing.signatures import is_batched
 from specdec.testing.transformers_adapter import (
     transformers_speculative_sampling,
@@ -232,7 +233,21 @@ DISJOINT = make_toy_pair(3, seed=13, zero_rate=0.6, one_hot_rate=0.0, denominato
 BLOCK = make_toy_pair(3, seed=7, closeness=Fraction(0))  # the audit's block-v3-k2 scenario
 Case = tuple[ToyPair, list[int], int, Breakpoints]
 DEFAULT: Case = (NEAR, [2], 1, lambda rows: zoo_breakpoints(rows, grid=False))
+SEARCHED = {s.name: s for s in coverage_candidates(32)}  # the coverage-guided search's pairs
+
+
+def searched_case(name: str, breakpoints: Breakpoints | None = None) -> Case:
+    """A pair the coverage-guided search keeps for a small-threshold entry (its bug shows only
+    there: ``specdec.testing.zoo._thresholds``)."""
+    scenario = SEARCHED[name]
+    cuts = breakpoints or (lambda rows: zoo_breakpoints(rows, grid=False))
+    return scenario.pair, list(scenario.prefix), scenario.k, cuts
+
+
 CASES: dict[str, Case] = {
+    "tiny_residual_uniform": searched_case("coverage-10-tiny-draft-v3-k1"),
+    "tiny_draft_accepted": searched_case("coverage-10-tiny-draft-v3-k1"),
+    "near_one_ratio_accepts_rest": searched_case("coverage-22-equal-v3-k2", rejection_breakpoints),
     "small_mass_token0": (NEAR, [0], 1, lambda rows: zoo_breakpoints(rows, grid=False)),
     "accept_zero_prob_8bit": (DISJOINT, [0], 1, lambda rows: zoo_breakpoints(rows, grid=True)),
     "count_all_acceptances": (GENERAL, [2], 2, rejection_breakpoints),

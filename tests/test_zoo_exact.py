@@ -70,19 +70,21 @@ def test_every_verifier_entry_gets_its_exact_verdict(entry: Entry) -> None:
         return
     report = audit_exact(entry.rule, scenarios=BATTERY)
     assert measured_battery_tv(report) == entry.exact_tv[: len(SCENARIOS)], entry.name
-    if entry.exact_lossy:
+    if entry.exact_lossy and not entry.found_by_search:
         worst = report.worst()
         assert report.verdict == "lossy", report.format()
         assert worst is not None and worst.total_variation is not None
         assert worst.total_variation > 0
         return
+    # a small-threshold entry: the battery alone never reaches its bug (the coverage-guided
+    # search does: tests/test_audit_coverage.py, tests/statistical/test_zoo_search.py)
     expected = "lossless, suboptimal" if entry.suboptimal else "lossless"
     assert report.verdict == expected, report.format()
 
 
-def test_the_registry_marks_the_entry_only_the_exact_audit_can_catch() -> None:
+def test_the_registry_marks_the_entries_only_the_exact_audit_can_catch() -> None:
     differ = [entry.name for entry in ZOO.values() if entry.exact_lossy != entry.lossy]
-    assert differ == ["accept_le_full_precision"]
+    assert differ == ["accept_le_full_precision", "tiny_residual_from_target"]
 
 
 if __name__ == "__main__":  # print every scenario's known_tv afresh (about 3 minutes, one core)

@@ -105,7 +105,7 @@ def test_position_entry_verdict(name: str) -> None:
     else:
         assert all(d is not None and d <= ROUNDING_BOUND for d in distances), distances
         assert report.verdict == "lossless" and report.exit_code == 0
-        assert report.headline().startswith("LOSSLESS (exact, on 1 position scenario(s)")
+        assert report.headline().startswith("LOSSLESS (exact on 1 position scenario(s)")
 
 
 @pytest.mark.parametrize("name", TREES)

@@ -93,7 +93,14 @@ def add_parser(
         help=f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
         f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join "
         "the statistical battery: small residuals, near ties, sparse and one-hot rows "
-        "(default none)",
+        "(default none); also the coverage-guided search's budget",
+    )
+    audit.add_argument(
+        "--no-coverage",
+        action="store_true",
+        help="verifiers: neither measure which branches of FUNCTION's own code the scenarios "
+        "reach nor search pairs that reach the others (by default both: --search N sets the "
+        "search's budget, 8 N candidates, at most N kept)",
     )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
     multi = audit.add_mutually_exclusive_group()

@@ -54,6 +54,7 @@ from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
 from specdec.testing.audit.scenario import Scenario, StreamScenario
+from specdec.testing.audit.search import CoverageSearch, coverage_search, measurable, tries_for
 from specdec.testing.audit.stream import stream_scenarios
 from specdec.testing.audit.stream_large import PositionKinds, judge_stream
 from specdec.testing.audit.subject import Subject, as_subject
@@ -119,26 +120,52 @@ def audit(
             return with_branches(engine(subject, chosen, multi, progress), multi, draw=subject.draw)
         given = [s for s in scenarios or () if isinstance(s, Scenario)]
         if chosen.exact:
+            exact_battery: list[Scenario] = given or [
+                *verifier_scenarios(), *search_scenarios(chosen.search, seed=chosen.seed)
+            ]  # fmt: skip
+            covered = _covered(subject, chosen, exact_battery, search=not given)
+            found = list(covered.found) if covered else []
             report = audit_exact(
-                subject, scenarios=given or None, search=chosen.search, seed=chosen.seed,
-                progress=progress,
+                subject, scenarios=[*exact_battery, *found],
+                search=chosen.search, seed=chosen.seed, progress=progress,
             )  # fmt: skip
-            searched = search_scenarios(chosen.search, seed=chosen.seed) if not given else []
-            return with_branches(report, [*(given or verifier_scenarios()), *searched])
+            report = replace(report, coverage=covered.coverage) if covered else report
+            return with_branches(report, [*exact_battery, *found])
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
         searched = adversarial_scenarios(chosen.adversarial, seed=chosen.seed)
-        chosen_battery = engine_scenarios(
-            [*(given or defaults), *searched],
-            step=subject.level == "step",
-            reserved=chosen.reserved_ids,
-            dtype=chosen.dtype,
-            warp=chosen.target_warp,
-        )
+
+        def engine_inputs(battery: Sequence[Scenario]) -> list[Scenario]:
+            return engine_scenarios(
+                battery,
+                step=subject.level == "step",
+                reserved=chosen.reserved_ids,
+                dtype=chosen.dtype,
+                warp=chosen.target_warp,
+            )
+
+        chosen_battery = engine_inputs([*(given or defaults), *searched])
         if chosen.target_sampler is not None:
             report = audit_with_sampler(subject, chosen, chosen_battery, progress)
-        else:
+            return with_branches(report, chosen_battery)
+        covered = _covered(subject, chosen, chosen_battery, search=not given)
+        if covered is None:
             report = sample_audit(subject, chosen, chosen_battery, progress)
-        return with_branches(report, chosen_battery)
+            return with_branches(report, chosen_battery)
+        extended = [*chosen_battery, *engine_inputs(covered.found)]
+        report = sample_audit(subject, chosen, extended, progress)
+        return with_branches(replace(report, coverage=covered.coverage), extended)
+
+
+def _covered(
+    subject: Subject, options: AuditOptions, battery: Sequence[Scenario], *, search: bool
+) -> CoverageSearch | None:
+    """The coverage of ``battery`` and, on the default battery, the coverage-guided search's
+    finds (``specdec.testing.audit.search``: ``tries_for(subject, search)`` candidates, at most
+    ``search`` kept); ``None`` where it is off or not measured (``search.measurable``)."""
+    if not options.coverage or not measurable(subject, options.given()):
+        return None
+    tries = tries_for(subject, options.search) if search else 0
+    return coverage_search(subject, battery, tries=tries, keep=options.search, seed=options.seed)
 
 
 def _with_options(entry: F) -> F:
@@ -336,7 +363,7 @@ def audit_tree(
         >>> from specdec.verify import verify_tree
         >>> from specdec.testing.audit import tree_scenarios
         >>> audit_tree(verify_tree, "point_mass", tree_scenarios()[:1], exact=True).headline()
-        'LOSSLESS (exact, on 1 tree scenario(s), candidates drawn point_mass)'
+        'LOSSLESS (exact on 1 tree scenario(s), candidates drawn point_mass)'
     """
     subject = as_subject(rule, level="tree", draw=draw)
     return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)

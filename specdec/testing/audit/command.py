@@ -53,6 +53,7 @@ FLAGS = {
     "model_interface": "--model-interface",
     "target_warp": "--target-warp",
     "target_sampler": "--target-sampler",
+    "coverage": "--no-coverage",
 }
 """The command's flag for each option of ``AuditOptions`` that has one."""
 
@@ -131,7 +132,8 @@ def _level(args: argparse.Namespace) -> str:
 
 def _given(args: argparse.Namespace) -> list[str]:
     """The options given on the command line (by ``AuditOptions`` field name)."""
-    return [name for name in FLAGS if getattr(args, name, None) not in (None, False)]
+    values = {**vars(args), "coverage": getattr(args, "no_coverage", False)}  # --no-coverage
+    return [name for name in FLAGS if values.get(name) not in (None, False)]
 
 
 def _usage(args: argparse.Namespace, level: str) -> str:
@@ -234,6 +236,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         ragged=bool(args.ragged),
         model_interface=args.model_interface or "logits",
         **loaded,
+        coverage=not args.no_coverage,
     )
 
 
@@ -253,7 +256,7 @@ def _scenarios(
         names = [s.name for s in chosen]
         if len(set(names)) != len(names):
             raise ValueError(f"--scenario-file {args.scenario_file} repeats a name of --scenarios.")
-    if not args.exact or level != "verifier":
+    if not args.exact or level != "verifier" or chosen is None:  # None: battery and search
         return chosen
     from specdec.testing.audit.battery import verifier_scenarios
     from specdec.testing.audit.scenario import Scenario

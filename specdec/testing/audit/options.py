@@ -80,6 +80,7 @@ class AuditKeywords(TypedDict, total=False):
     target_warp: WarpFn | None
     target_sampler: SamplerFn | None
     adversarial: int
+    coverage: bool
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,9 @@ class AuditOptions:
         adversarial: (statistical, verifiers) adversarial pairs added to the battery
             (``adversarial.adversarial_scenarios``: small residuals, near ties, sparse and
             one-hot rows); the command's ``--search N`` without ``--exact``.
+        coverage: (verifiers) measure which branches of the function's own code the
+            scenarios reach and search pairs that reach the others (``search`` sets the
+            budget; ``specdec.testing.audit.search``); ``False``: neither.
 
     Raises:
         TypeError: an option of the wrong type.
@@ -145,6 +149,7 @@ class AuditOptions:
     target_warp: WarpFn | None = None
     target_sampler: SamplerFn | None = None
     adversarial: int = 0
+    coverage: bool = True
 
     def __post_init__(self) -> None:
         check_audit_options(

@@ -50,6 +50,7 @@ from fractions import Fraction
 from typing import Any
 
 from specdec.testing.audit.branches import BranchRates, format_rates
+from specdec.testing.audit.coverage import CodeCoverage
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -143,6 +144,9 @@ class AuditReport:
         branches: each scenario's rate of every branch of the rule
             (``specdec.testing.audit.branches``), with its expected count at the scenario's
             sample size when sampled; empty where none were computed (a stream).
+        coverage: (verifiers) what the scenarios ran of the function's own code and what the
+            coverage-guided search added (``specdec.testing.audit.coverage``); ``None``: not
+            measured (``coverage=False``, another level, engine options).
     """
 
     verdict: str
@@ -162,6 +166,7 @@ class AuditReport:
     reason: str = ""
     rounding_bound: Fraction | None = None
     branches: tuple[BranchRates, ...] = ()
+    coverage: CodeCoverage | None = None
 
     @property
     def lossless(self) -> bool:
@@ -226,6 +231,7 @@ class AuditReport:
             "detectable_tv": self.detectable_tv if math.isfinite(self.detectable_tv) else None,
             "not_audited": list(self.not_audited),
             "scenarios": [s.document() for s in self.scenarios],
+            "coverage": _coverage_document(self.coverage),
         }
         if self.draw is not None:
             document.update(
@@ -241,6 +247,8 @@ class AuditReport:
         line = self._exact_line() if self.mode == "exact" else self._verdict_line()
         if self.mode in STREAM_STATISTICS_MODES:
             line = self._stream_line()
+        if self.coverage is not None:  # what the verdict covered, never more
+            line += f"; {self.coverage.headline()}"
         rejected = self.not_audited
         if not rejected:
             return line
@@ -262,11 +270,11 @@ class AuditReport:
                 for s in self._exact()
                 if s.lossless is False
             )
-            return f"LOSSY (exact): {distances} ({where})"
+            return f"LOSSY (exact {where}): {distances}"
         if self.verdict == "cannot decide":
             undecided = [s.name for s in self._exact() if s.lossless is None]
-            return f"CANNOT DECIDE (exact): no law for {', '.join(undecided)} ({where})"
-        return f"{self.verdict.upper()} (exact, {where})"
+            return f"CANNOT DECIDE (exact {where}): no law for {', '.join(undecided)}"
+        return f"{self.verdict.upper()} (exact {where})"
 
     def _stream_line(self) -> str:
         """Large-vocabulary and two-sample stream modes: the verdict, what it is about."""
@@ -332,7 +340,8 @@ class AuditReport:
         if self.mode in STREAM_STATISTICS_MODES:
             return "\n".join(lines + self._stream_lines())
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
-        return "\n".join([*lines[:-1], *self._branch_lines(), lines[-1]])  # time last
+        lines = [*lines[:-1], *coverage_lines(self.coverage), *self._branch_lines(), lines[-1]]
+        return "\n".join(lines)  # time last
 
     def _branch_lines(self) -> list[str]:
         """Each scenario's branch rates (``branches``), after the rest."""
@@ -479,3 +488,43 @@ def _jsonable(value: object) -> object:
     if isinstance(value, BranchRates):
         return value.document()
     return str(value)
+
+
+UNREACHED_SHOWN = 20
+"""Branch arcs never reached that ``format`` lists (the JSON lists them all)."""
+
+
+def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
+    """The report's coverage section: what ran of the function's own code, what the search
+    added, the branch arcs never reached (``file:line -> line``) and the limits."""
+    if coverage is None:
+        return []
+    lines = [
+        "",
+        f"  coverage: {coverage.line()} ({coverage.fraction:.0%} of branch arcs), in "
+        f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
+        f"    measured by a probe: {coverage.probe}",
+    ]
+    if coverage.searched:
+        found = ", ".join(coverage.found) or "none reached a new branch"
+        tried = coverage.searched
+        lines.append(f"    coverage-guided search: {tried} candidate pairs tried, kept {found}")
+    shown = coverage.unreached[:UNREACHED_SHOWN]
+    if shown:
+        lines.append("    never reached (a verdict says nothing about these branches):")
+        lines += [f"      {arc}" for arc in shown]
+        if len(coverage.unreached) > len(shown):
+            lines.append(f"      ... and {len(coverage.unreached) - len(shown)} more (--json)")
+    lines.append(
+        "    branches are Python branches across lines: a threshold inside vectorised code "
+        "(torch.where) is not one"
+    )
+    lines.append(f"    measuring and searching took {coverage.seconds:.1f} s")
+    return lines
+
+
+def _coverage_document(coverage: CodeCoverage | None) -> dict[str, Any] | None:
+    """The coverage as JSON: every field, and the fraction of branch arcs reached."""
+    if coverage is None:
+        return None
+    return {**dataclasses.asdict(coverage), "fraction": coverage.fraction}

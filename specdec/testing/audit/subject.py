@@ -87,11 +87,13 @@ _STEP = ("model_interface", "target_warp", "target_sampler")
 _STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
-    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial")),
+    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage")),
     "batched verifier": frozenset(
-        (*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "adversarial")
+        (*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "adversarial", "coverage")
     ),
-    "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial")),
+    "single verifier": frozenset(
+        (*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage")
+    ),
     "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "multi-draft rule": frozenset(_COMMON),
@@ -101,7 +103,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
-_EXACT = frozenset(("exact", "seed", "num_threads", "search"))
+_EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage"))
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ class Entry:
         exact_lossy: whether the *exact* audit must call it lossy; the same as ``lossy``
             except for an entry whose deviation is real but far below any sampling-based
             detection (``accept_le_full_precision``: a forbidden draft accepted at ``u = 0``).
+        found_by_search: the bug lives in a branch no scenario of the default battery
+            reaches: the audit at defaults finds it through the coverage-guided search
+            (``specdec.testing.audit.search``), and the battery alone calls it lossless.
     """
 
     name: str
@@ -93,6 +96,7 @@ class Entry:
     draws_noise: bool
     exact_tv: tuple[ExactTV, ...]
     exact_lossy: bool = False
+    found_by_search: bool = False
 
 
 def _single_verifier(verifier: BatchedFn) -> BatchedFn:
@@ -180,6 +184,7 @@ class Registry(Mapping[str, Entry]):
         law: VerifyRule | None = None,
         exact_tv: tuple[ExactTV, ...] = (),
         exact_lossy: bool | None = None,
+        found_by_search: bool = False,
     ) -> Callable[[F], F]:
         """Record the decorated function as an entry (see the module docstring for the forms).
 
@@ -225,6 +230,7 @@ class Registry(Mapping[str, Entry]):
                 draws_noise,
                 exact_tv,
                 exactly,
+                found_by_search,
             )
             return fn
 

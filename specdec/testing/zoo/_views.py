@@ -14,6 +14,7 @@ from specdec.testing.zoo import (  # noqa: F401  (imported to register their ent
     _rows,
     _small_mass,
     _target_law,
+    _thresholds,
 )
 from specdec.testing.zoo._registry import ZOO, BatchedFn
 from specdec.types import VerifyRule

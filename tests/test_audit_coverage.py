@@ -1,0 +1,187 @@
+"""Coverage of the audited code (``audit.coverage``) and the coverage-guided search
+(``audit.search``).
+
+Controls: the arcs of a hand-counted function (``tests/_coverage_control.py``) must come out
+exactly, so a miscounted arc fails; the small-threshold entries of the zoo are lossless on the
+battery alone and lossy on the scenarios the search finds (exactly, and statistically by the
+forbidden outcomes they emit), while a lossless verifier with a harmless small-threshold
+branch stays lossless on the same search. The audits at full defaults are in
+``tests/statistical/test_zoo_search.py``.
+"""
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+import specdec
+from specdec.cli import main
+from specdec.testing import zoo
+from specdec.testing.audit import audit_exact, audit_verifier, search_scenarios, verifier_scenarios
+from specdec.testing.audit.coverage import ArcRecorder, branch_arcs, user_files
+from specdec.testing.audit.options import AuditOptions
+from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.search import coverage_candidates, coverage_search
+from specdec.testing.audit.subject import as_subject
+from specdec.types import Verification
+from tests import _coverage_control
+from tests._coverage_control import control
+
+THRESHOLD_ENTRIES = sorted(n for n, e in zoo.ZOO.items() if e.found_by_search)
+BATTERY = [*verifier_scenarios(), *search_scenarios(16)]  # the exact audit's default battery
+CONTROL_FILE = _coverage_control.__file__
+
+
+def test_the_branch_arcs_of_the_control_are_the_hand_counted_ones() -> None:
+    assert branch_arcs(control.__code__) == {
+        (9, 10), (9, 14), (10, 11), (10, 12), (12, 13), (12, 9), (14, 15), (14, 16),
+    }  # fmt: skip
+
+
+def test_the_control_reached_and_unreached_are_counted_exactly() -> None:
+    recorder = ArcRecorder.for_function(control)
+    assert recorder.traced(control)(3, [1, 3, 5, 20]) == 5  # never enters the while loop
+    summary = recorder.summary()
+    assert (summary.arcs_total, summary.arcs_reached) == (8, 7)
+    assert (summary.lines_total, summary.lines_reached) == (9, 8)  # line 15 never ran
+    assert [arc.split(":")[-1] for arc in summary.unreached] == ["14 -> 15"]
+    assert recorder.traced(control)(0, [5] * 30) == 100  # now the loop runs: every arc
+    assert recorder.summary().arcs_reached == 8 and recorder.summary().unreached == ()
+
+
+def test_tracing_is_on_only_inside_the_call_and_restores_the_previous_tracer() -> None:
+    def previous(frame: object, event: str, arg: object) -> None:
+        return None
+
+    recorder = ArcRecorder.for_function(control)
+    sys.settrace(previous)
+    try:
+        recorder.traced(control)(1, [2])
+        assert sys.gettrace() is previous
+    finally:
+        sys.settrace(None)
+    assert sys.gettrace() is None
+
+
+def test_the_users_files_are_the_functions_module_and_not_specdecs_helpers() -> None:
+    assert [f.rsplit("/", 1)[-1] for f in user_files(specdec.verify_tokens)] == ["tokens.py"]
+    # a zoo entry's batched form is specdec's wrapper, named after the entry's module
+    files = user_files(zoo.tiny_residual_uniform)
+    assert any(f.endswith("_thresholds.py") for f in files)
+
+
+def test_the_candidates_are_seeded_valid_pairs() -> None:
+    first = [s.pair for s in coverage_candidates(16, seed=0)]
+    assert first == [s.pair for s in coverage_candidates(16, seed=0)]
+    assert first != [s.pair for s in coverage_candidates(16, seed=1)]
+    for scenario in coverage_candidates(16):
+        for model in (scenario.pair.target, scenario.pair.draft):
+            assert all(sum(row) == 1 and min(row) >= 0 for row in model.rows), scenario.name
+
+
+@pytest.mark.parametrize("name", THRESHOLD_ENTRIES)
+def test_the_battery_misses_a_threshold_entry_and_the_search_reaches_it(name: str) -> None:
+    subject = as_subject(zoo.ZOO[name].rule, level="verifier")
+    alone = coverage_search(subject, BATTERY, tries=0, keep=0).coverage
+    assert alone.arcs_reached < alone.arcs_total and alone.unreached  # the guard's true way
+    searched = coverage_search(subject, BATTERY, tries=128, keep=16)
+    assert searched.found and searched.coverage.arcs_reached == searched.coverage.arcs_total
+    assert searched.coverage.found == tuple(s.name for s in searched.found)
+
+
+def _found(rule: Callable[..., Any]) -> list[Scenario]:
+    """The scenarios the search keeps at defaults (128 candidates, at most 16 kept)."""
+    subject = as_subject(rule, level="verifier")
+    return list(coverage_search(subject, BATTERY, tries=128, keep=16).found)
+
+
+@pytest.mark.parametrize("name", THRESHOLD_ENTRIES)
+def test_a_threshold_entry_is_lossy_exactly_on_the_searched_scenarios(name: str) -> None:
+    entry = zoo.ZOO[name]
+    report = audit_exact(entry.rule, scenarios=_found(entry.rule))
+    assert report.verdict == "lossy", report.format()
+
+
+@pytest.mark.parametrize("name", [n for n in THRESHOLD_ENTRIES if zoo.ZOO[n].lossy])
+def test_a_threshold_entry_is_lossy_statistically_on_the_searched_scenarios(name: str) -> None:
+    # tiny_residual_uniform and tiny_draft_accepted are caught by outcomes the target forbids
+    # (a certain rejection): the exact audit measures a forbidden mass >= 6e-4 on one of their
+    # scenarios, so 20,000 samples see none with probability < exp(-12). near_one_ratio_
+    # accepts_rest is at exact TV 0.18 on one of its scenarios, which 20,000 samples detect at
+    # the default error rates (detectable TV <= 0.12 on that scenario, false-pass 1e-3).
+    entry = zoo.ZOO[name]
+    report = audit_verifier(entry.batched, scenarios=_found(entry.rule), samples=20_000)
+    assert report.verdict == "lossy", report.format()
+
+
+def guarded_reference(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """Lossless: ``verify_tokens``, with a small-threshold branch that changes nothing (a
+    residual mass below 1e-3 is recomputed, as a careful engine might, to the same value)."""
+    excess = (target_probs[:, :-1] - draft_probs).clamp(min=0.0).sum(-1)  # [N, k]
+    tiny = excess < 1e-3
+    if bool((tiny & (excess > 0)).any()):  # harmless: the same rows, copied
+        target_probs = target_probs.clone()
+    return specdec.verify_tokens(draft_tokens, draft_probs, target_probs, uniforms)
+
+
+def test_a_lossless_verifier_with_a_harmless_threshold_branch_stays_lossless() -> None:
+    found = _found(guarded_reference)
+    assert found  # the search reached its branch
+    assert audit_exact(guarded_reference, scenarios=found).verdict == "lossless"
+    report = audit_verifier(guarded_reference, scenarios=found, detect_tv=0.05)
+    assert report.verdict == "lossless", report.format()
+
+
+def test_the_report_states_its_coverage_in_text_and_json() -> None:
+    rule = zoo.ZOO["tiny_draft_accepted"].rule
+    scenarios = [s for s in verifier_scenarios() if s.name == "zeros-v3-k4"]
+    report = audit_verifier(rule, exact=True, scenarios=scenarios)
+    coverage = report.coverage
+    assert coverage is not None and coverage.searched == 0  # given scenarios: no search
+    assert report.headline() == (
+        "LOSSLESS (exact on 1 verifier scenario(s)); reached "
+        f"{coverage.arcs_reached} of {coverage.arcs_total} branch arcs of the function's own code"
+    )
+    assert coverage.arcs_reached < coverage.arcs_total
+    text = report.format()
+    assert "never reached (a verdict says nothing about these branches):" in text
+    assert all(arc in text for arc in coverage.unreached)
+    document = json.loads(report.to_json())
+    keys = list(document)
+    assert keys.index("coverage") == keys.index("rounding_bound") + 1  # the last field
+    assert document["coverage"]["unreached"] == list(coverage.unreached)
+    assert document["coverage"]["fraction"] == coverage.arcs_reached / coverage.arcs_total
+
+
+def test_no_coverage_turns_measurement_and_search_off() -> None:
+    scenarios = [s for s in verifier_scenarios() if s.name == "zeros-v3-k4"]
+    report = audit_verifier(specdec.verify_tokens, exact=True, scenarios=scenarios, coverage=False)
+    assert report.coverage is None and "branch arcs" not in report.headline()
+    assert AuditOptions(coverage=False).given() == ("coverage",)
+    with pytest.raises(ValueError, match="coverage"):
+        specdec.testing.audit.audit_step(zoo.reference_step_single, coverage=False)
+
+
+def test_engine_options_leave_coverage_unmeasured() -> None:
+    scenarios = [s for s in verifier_scenarios() if s.name == "disjoint-v4-k1"]
+    report = audit_verifier(
+        zoo.reference_verifier, scenarios=scenarios, samples=200, dtype=torch.float32
+    )
+    assert report.coverage is None
+
+
+def test_the_command_takes_no_coverage_and_refuses_it_for_a_step(capsys: Any) -> None:
+    argv = ["audit", "specdec.verify:verify_tokens", "--exact", "--scenarios", "zeros-v3-k4"]
+    assert main([*argv, "--search", "0", "--no-coverage", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["coverage"] is None
+    assert main([*argv, "--search", "0", "--json", "--quiet"]) == 0  # the control: measured
+    assert json.loads(capsys.readouterr().out)["coverage"]["lines_total"] == 13
+    step = ["audit", "specdec.testing.zoo:reference_step_single", "--step", "--no-coverage"]
+    assert main(step) == 2
+    assert "--no-coverage" in capsys.readouterr().err
