@@ -25,10 +25,12 @@ from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
 from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
+from specdec.testing.audit.checkpoint import CheckpointError
 from specdec.testing.audit.conventions import DTYPES
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
+from specdec.testing.audit.shard import UnimportableFunctionError
 from specdec.testing.audit.subject import APPLICABLE, as_subject
 
 __all__ = ["FLAGS", "load_attribute", "load_function", "run"]
@@ -47,6 +49,9 @@ FLAGS = {
     "model_interface": "--model-interface",
     "target_warp": "--target-warp",
     "target_sampler": "--target-sampler",
+    "workers": "--workers",
+    "checkpoint": "--checkpoint",
+    "resume": "--resume",
 }
 """The command's flag for each option of ``AuditOptions`` that has one."""
 
@@ -221,6 +226,9 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         ragged=bool(args.ragged),
         model_interface=args.model_interface or "logits",
         **loaded,
+        workers=getattr(args, "workers", None) or 1,
+        checkpoint=getattr(args, "checkpoint", None),
+        resume=getattr(args, "resume", None),
     )
 
 
@@ -346,6 +354,10 @@ def _guarded(
     returned = "result" if args.multi_draft or args.tree else "block"
     try:
         return audit_run()
+    except (CheckpointError, UnimportableFunctionError) as error:  # found once planned
+        bar.close()
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
     except InvalidOutputError as error:
         bar.close()
         print(

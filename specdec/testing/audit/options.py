@@ -23,7 +23,9 @@ Example:
 """
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -79,6 +81,10 @@ class AuditKeywords(TypedDict, total=False):
     model_interface: Literal["logits", "transformers"]
     target_warp: WarpFn | None
     target_sampler: SamplerFn | None
+    workers: int
+    executor: Executor | None
+    checkpoint: str | os.PathLike[str] | None
+    resume: str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True)
@@ -113,13 +119,23 @@ class AuditOptions:
         model_interface: (step) ``"logits"`` callables or ``"transformers"``-like models.
         target_warp: (step) the engine's warping: the target is its warped law.
         target_sampler: (step) the engine's target-only sampler: a two-sample test.
+        workers: (statistical) draw the chunks on this many local processes (``spawn``; the
+            function is imported by name in each, ``shard.function_reference``); the report
+            is the same for any number (``specdec.testing.audit.shard``).
+        executor: (statistical) draw the chunks on this ``concurrent.futures.Executor``
+            instead (a Dask ``client.get_executor()``, say); not with ``workers > 1``.
+        checkpoint: (statistical) write the merged evidence to this JSON file after each
+            chunk, atomically (``specdec.testing.audit.checkpoint``).
+        resume: (statistical) continue from this checkpoint (it must be this audit's) and
+            keep checkpointing to it unless ``checkpoint`` names another file.
 
     Raises:
         TypeError: an option of the wrong type.
         ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
             both ``samples`` and ``detect_tv``, ``num_threads < 1``, ``search < 0``, a
             negative reserved id, an unknown ``model_interface``, both ``target_warp`` and
-            ``target_sampler``, a sampling option with ``exact``.
+            ``target_sampler``, a sampling option with ``exact``, ``workers < 1``, both
+            ``workers > 1`` and ``executor``.
     """
 
     exact: bool = False
@@ -140,6 +156,10 @@ class AuditOptions:
     model_interface: Literal["logits", "transformers"] = "logits"
     target_warp: WarpFn | None = None
     target_sampler: SamplerFn | None = None
+    workers: int = 1
+    executor: Executor | None = None
+    checkpoint: str | os.PathLike[str] | None = None
+    resume: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         check_audit_options(
@@ -162,6 +182,22 @@ class AuditOptions:
             )
         if self.target_warp is not None and self.target_sampler is not None:
             raise ValueError("give target_warp or target_sampler, not both.")
+        check_positive_int("workers", self.workers)
+        if self.executor is not None and not isinstance(self.executor, Executor):
+            raise TypeError(
+                "executor must be a concurrent.futures.Executor, got "
+                f"{type(self.executor).__name__}."
+            )
+        if self.executor is not None and self.workers > 1:
+            raise ValueError(
+                f"give workers ({self.workers}) or executor, not both: the executor's workers "
+                "draw the chunks."
+            )
+        for name in ("checkpoint", "resume"):
+            if getattr(self, name) is not None and not isinstance(
+                getattr(self, name), (str, os.PathLike)
+            ):
+                raise TypeError(f"{name} must be a path, got {type(getattr(self, name)).__name__}.")
         if self.exact and self.given(*SAMPLING_OPTIONS):
             given = ", ".join(self.given(*SAMPLING_OPTIONS))
             raise ValueError(
