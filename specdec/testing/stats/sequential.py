@@ -67,7 +67,8 @@ def kt_log_e_values(
     n = cells.numel()
     order = torch.sort(cells, stable=True).indices  # group equal cells, keep time order
     sorted_cells = cells[order]
-    starts = torch.searchsorted(sorted_cells, sorted_cells, right=False)
+    counts = torch.bincount(cells, minlength=m)  # [m], this chunk's draws per cell
+    starts = (torch.cumsum(counts, dim=0) - counts)[sorted_cells]  # each group's first place
     seen_before = torch.empty(n, dtype=torch.float64)
     seen_before[order] = (torch.arange(n) - starts).to(torch.float64)  # earlier same-cell draws
     time = torch.arange(n, dtype=torch.float64)  # draws before this one
