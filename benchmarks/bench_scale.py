@@ -5,8 +5,10 @@ Constants first, then straight-line code. ``--split``: the default batched audit
 one torch thread, the audit's default) split into the verifier's own (every call of the
 rule, its input checks included) and the audit's own (everything else: planning, drafting,
 completing, encoding, the e-process, the tests). ``--workers 1,2``: the same audit
-with ``workers=N`` for each N, its samples per second and the speed-up over one process
-(pool start-up included). Prints one JSON line per measurement, with ``uptime``'s load.
+with ``workers=N`` for each N, its samples per second (pool start-up included) and the CPU
+seconds of this process and of the workers: on a loaded machine the wall-clock speed-up says
+little, the CPU split says what two idle cores would give. Prints one JSON line per
+measurement, with ``uptime``'s load.
 
     PYTHONPATH=. python benchmarks/bench_scale.py --split
     PYTHONPATH=. python benchmarks/bench_scale.py --workers 1,2
@@ -16,8 +18,11 @@ with ``workers=N`` for each N, its samples per second and the speed-up over one 
 import argparse
 import json
 import os
+import resource
 import time
 from typing import Any
+
+import scipy.stats  # noqa: F401  (the G test's; imported once before the clock starts)
 
 import specdec
 from specdec.testing.audit import audit_verifier
@@ -36,6 +41,12 @@ def timed_rule(
     return out
 
 
+def cpu(who: int) -> float:
+    """User and system CPU seconds of this process or of its finished children."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
@@ -47,9 +58,9 @@ def main() -> None:
     parser.add_argument("--detect-tv", type=float, default=None)
     args = parser.parse_args()
     if args.split:
-        start, cpu, before = time.perf_counter(), time.process_time(), load()
+        start, cpu_start, before = time.perf_counter(), time.process_time(), load()
         report = audit_verifier(timed_rule, detect_tv=args.detect_tv)
-        total, total_cpu = time.perf_counter() - start, time.process_time() - cpu
+        total, total_cpu = time.perf_counter() - start, time.process_time() - cpu_start
         samples = sum(s.samples for s in report.scenarios)
         print(json.dumps({
             "measure": "split", "verdict": report.verdict, "samples": samples,
@@ -60,13 +71,17 @@ def main() -> None:
         }))  # fmt: skip
     for workers in [int(w) for w in args.workers.split(",") if w]:
         start, before = time.perf_counter(), load()
+        own, children = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
         report = audit_verifier(specdec.verify_tokens, detect_tv=args.detect_tv, workers=workers)
         total = time.perf_counter() - start
+        own, children = cpu(resource.RUSAGE_SELF) - own, cpu(resource.RUSAGE_CHILDREN) - children
         samples = sum(s.samples for s in report.scenarios)
         print(json.dumps({
             "measure": "workers", "workers": workers, "verdict": report.verdict,
             "samples": samples, "total_s": round(total, 2),
-            "samples_per_s": round(samples / total), "load_before": before, "load_after": load(),
+            "samples_per_s": round(samples / total), "cpu_main_s": round(own, 2),
+            "cpu_workers_s": round(children, 2),
+            "load_before": before, "load_after": load(),
         }), flush=True)  # fmt: skip
 
 

@@ -77,5 +77,5 @@ def kt_log_e_values(
         time = time + float(prior_counts.sum())
     log_predictive = torch.log(seen_before + 0.5) - torch.log(time + m / 2.0)
     with torch.no_grad():
-        log_null = torch.log(law[cells])  # -inf on impossible cells
+        log_null = torch.log(law)[cells]  # -inf on impossible cells; m logs, not n
     return torch.cumsum(log_predictive - log_null, dim=0)
