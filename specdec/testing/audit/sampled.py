@@ -240,6 +240,7 @@ def sample_audit(
         job=job,
         executor=options.executor,
         workers=options.workers,
+        num_threads=options.num_threads,
         window=EXECUTOR_WINDOW if options.executor is not None else 2 * options.workers,
         after=None if target is None else lambda now: write_checkpoint(target, identity, now),
         done=done,

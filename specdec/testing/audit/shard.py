@@ -30,6 +30,7 @@ import functools
 import hashlib
 import importlib.util
 import multiprocessing
+import pickle
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -71,6 +72,7 @@ __all__ = [
     "merge_chunk",
     "run_chunks",
     "run_job",
+    "run_packed",
     "start_state",
 ]
 
@@ -315,10 +317,33 @@ def run_job(job: ChunkJob) -> ChunkDraw:
         )
 
 
-def local_pool(workers: int) -> ProcessPoolExecutor:
+def run_packed(job: bytes) -> bytes:
+    """``run_job`` on a pickled ``ChunkJob``, its ``ChunkDraw`` pickled: plain bytes both ways.
+
+    A tensor a process pool pickles itself travels through shared memory (torch registers
+    that with ``multiprocessing``): a segment per tensor per chunk, which cost more than the
+    chunk's own work. Pickled to bytes first, it is copied like any other data. (Between the
+    audit's own processes only; a checkpoint is never a pickle.)
+    """
+    return pickle.dumps(run_job(pickle.loads(job)))
+
+
+def _start_worker(num_threads: int | None) -> None:
+    """A local worker's torch intra-op threads, once for its life: toggling them per chunk
+    (``threads``) keeps an idle pool of threads spinning between chunks."""
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+
+
+def local_pool(workers: int, num_threads: int | None = 1) -> ProcessPoolExecutor:
     """``workers`` local processes, started with ``spawn`` (no state copied by ``fork``;
-    safe beside torch's threads)."""
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    safe beside torch's threads), each on ``num_threads`` torch threads."""
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(num_threads,),
+    )
 
 
 Key = tuple[int, int]
@@ -334,6 +359,7 @@ def run_chunks(
     job: Callable[[int, int], ChunkJob] | None = None,
     executor: Executor | None = None,
     workers: int = 1,
+    num_threads: int | None = 1,
     window: int = 2,
     after: Callable[[Sequence[EvidenceState]], None] | None = None,
     done: Callable[[int, EvidenceState], None] | None = None,
@@ -341,8 +367,9 @@ def run_chunks(
     """Draw and merge every unfinished scenario's remaining chunks; the final states.
 
     In this process (``local(i, c)``, in order) when ``workers == 1`` and no ``executor``;
-    else each chunk is a ``job(i, c)`` run by ``run_job`` on ``executor`` or on a local pool
-    of ``workers`` processes (started again when one of its workers dies, at most
+    else each chunk is a ``job(i, c)`` run by ``run_packed`` on ``executor`` or on a local pool
+    of ``workers`` processes on ``num_threads`` torch threads each (started again when one
+    of its workers dies, at most
     ``MAX_POOL_RESTARTS`` times), ``window`` chunks in flight. ``merge(i, state, drawn)``
     merges in chunk order; ``after(states)`` follows every merged chunk; ``done(i, state)``
     follows each scenario's last (and each already finished one, first).
@@ -374,7 +401,9 @@ def run_chunks(
         return current
     if job is None:
         raise ValueError("run_chunks needs job to draw on workers.")
-    _parallel(chunks, current, merged, job, executor, workers, window)
+    _parallel(
+        chunks, current, merged, job, executor, lambda: local_pool(workers, num_threads), window
+    )
     return current
 
 
@@ -384,7 +413,7 @@ def _parallel(
     merged: Callable[[int, ChunkDraw], bool],
     job: Callable[[int, int], ChunkJob],
     executor: Executor | None,
-    workers: int,
+    start: Callable[[], Executor],
     window: int,
 ) -> None:
     """The scheduling loop of ``run_chunks``: submit in order, merge in order; a local pool
@@ -396,16 +425,16 @@ def _parallel(
         if not is_finished(current[i], chunks[i])
         for c in range(current[i].chunks_done, len(chunks[i]))
     )
-    pending: dict[Future[ChunkDraw], Key] = {}
+    pending: dict[Future[bytes], Key] = {}
     ready: dict[Key, ChunkDraw] = {}
     restarts = 0
-    pool = executor or local_pool(workers)
+    pool = executor or start()
     try:
         while todo or pending:
             while todo and len(pending) < window:
                 key = todo.popleft()
                 if not is_finished(current[key[0]], chunks[key[0]]):
-                    pending[pool.submit(run_job, job(*key))] = key
+                    pending[pool.submit(run_packed, pickle.dumps(job(*key)))] = key
             if not pending:
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -413,7 +442,7 @@ def _parallel(
             for future in finished:
                 key = pending.pop(future)
                 try:
-                    ready[key] = future.result()
+                    ready[key] = pickle.loads(future.result())
                 except BrokenProcessPool:
                     if executor is not None:  # the caller's pool: theirs to restart
                         raise
@@ -428,7 +457,7 @@ def _parallel(
                 todo = deque(sorted([*lost, *pending.values(), *todo]))
                 pending.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
-                pool = local_pool(workers)
+                pool = start()
             for i in range(len(chunks)):
                 while (
                     not is_finished(current[i], chunks[i]) and (i, current[i].chunks_done) in ready
