@@ -127,7 +127,7 @@ def write_checkpoint(
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
     try:
         with os.fdopen(handle, "w") as file:
-            json.dump(document, file, sort_keys=True, indent=1)
+            file.write(json.dumps(document, sort_keys=True))  # one write, not json.dump's many
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, target)
