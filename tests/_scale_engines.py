@@ -12,7 +12,8 @@ switches on through an environment variable (worker processes inherit the enviro
 * ``sleepy_rule``: sleeps ``SPECDEC_TEST_SLEEP`` seconds per call (a slow engine, long enough
   to kill the whole run mid-way).
 
-``accept_all_rule`` is the lossy control (it accepts every draft).
+``accept_all_rule`` is the lossy control (it accepts every draft); ``crashing_rule`` raises in
+a worker process.
 """
 
 import multiprocessing
@@ -66,3 +67,12 @@ def accept_all_rule(
     rows), so a block follows the draft's law, not the target's."""
     rows = torch.cat([draft_probs, target_probs[..., -1:, :]], dim=-2)
     return specdec.verify_tokens(draft_tokens, draft_probs, rows, uniforms)
+
+
+def crashing_rule(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """Raises in a worker process (a crash of the audited function there)."""
+    if multiprocessing.parent_process() is not None:
+        raise RuntimeError("crashed in a worker")
+    return specdec.verify_tokens(draft_tokens, draft_probs, target_probs, uniforms)

@@ -32,12 +32,24 @@ import pytest
 import specdec
 from specdec.cli import main
 from specdec.testing.audit import audit_verifier
+from specdec.testing.audit.blame import origin
 from specdec.testing.audit.catalogue import default_scenarios
 from specdec.testing.audit.checkpoint import CheckpointError
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.shard import UnimportableFunctionError, chunk_seed, function_reference
-from tests._scale_engines import accept_all_rule, failing_rule, killing_rule, sleepy_rule
+from specdec.testing.audit.shard import (
+    UnimportableFunctionError,
+    chunk_seed,
+    function_reference,
+    local_pool,
+)
+from tests._scale_engines import (
+    accept_all_rule,
+    crashing_rule,
+    failing_rule,
+    killing_rule,
+    sleepy_rule,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"scenarios": default_scenarios("verifier")[:2], "samples": 30_000}
@@ -124,7 +136,11 @@ def test_two_and_three_local_workers_give_the_same_report_a_killed_one_s_chunk_d
     assert marker.exists()  # a worker did die mid-chunk: the pool was started again
     expected = {**references["lossless"], "function": "tests._scale_engines:killing_rule"}
     assert _same(report) == expected
-    assert _same(audit_verifier(accept_all_rule, workers=3, **SMALL)) == references["lossy"]
+    with local_pool(3) as pool:  # three spawned processes, as workers=3 starts them
+        assert _same(audit_verifier(accept_all_rule, executor=pool, **SMALL)) == references["lossy"]
+        with pytest.raises(RuntimeError, match="crashed in a worker") as crash:
+            audit_verifier(crashing_rule, executor=pool, **SMALL)
+    assert origin(crash.value) == "function"  # the function's crash, blamed across processes
 
 
 def test_dask_local_cluster_gives_the_same_report(references: dict[str, dict[str, Any]]) -> None:
