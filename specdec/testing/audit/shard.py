@@ -321,9 +321,10 @@ def run_packed(job: bytes) -> bytes:
     """``run_job`` on a pickled ``ChunkJob``, its ``ChunkDraw`` pickled: plain bytes both ways.
 
     A tensor a process pool pickles itself travels through shared memory (torch registers
-    that with ``multiprocessing``): a segment per tensor per chunk, which cost more than the
-    chunk's own work. Pickled to bytes first, it is copied like any other data. (Between the
-    audit's own processes only; a checkpoint is never a pickle.)
+    that with ``multiprocessing``): a segment per tensor per chunk, and a file descriptor
+    each. Pickled to bytes first, it is copied like any other data, the same way on a local
+    pool and on a cluster's executor (the time was the same here: benchmarks/README.md).
+    Between the audit's own processes only; a checkpoint is never a pickle.
     """
     return pickle.dumps(run_job(pickle.loads(job)))
 
