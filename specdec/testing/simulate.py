@@ -37,8 +37,85 @@ class DraftBatch:
     target_probs: Float[Tensor, "n k_plus_1 vocab"]
 
 
-def _prefix(prefix: Sequence[int], n: int) -> Tensor:
-    return torch.tensor([list(prefix)] * n, dtype=torch.int64).reshape(n, len(prefix))
+def _prefix(prefix: Sequence[int], n: int) -> Int[Tensor, "n seq"]:
+    """``prefix`` repeated ``n`` times (a view: built once, not from ``n`` Python lists)."""
+    return torch.tensor(list(prefix), dtype=torch.int64).reshape(1, len(prefix)).expand(n, -1)
+
+
+def _context_codes(
+    model: ToyModel, prefix: Sequence[int], tokens: Int[Tensor, "n m"], upto: int
+) -> Int[Tensor, " n"]:
+    """Each context ``prefix + tokens[:, :upto]``'s row of ``model.float_table``: its last
+    ``order`` tokens read in base ``V+1`` (``V`` before the start), as ``float_probs`` reads
+    them; only those columns are touched."""
+    vocab, length = model.vocab_size, len(prefix) + upto
+    code = torch.zeros(tokens.shape[0], dtype=torch.int64)
+    for back in range(model.order, 0, -1):  # oldest of the last `order` tokens first
+        at = length - back
+        if at < 0:
+            code = code * (vocab + 1) + vocab  # the start symbol
+        elif at < len(prefix):
+            code = code * (vocab + 1) + int(prefix[at])
+        else:
+            code = code * (vocab + 1) + tokens[:, at - len(prefix)]
+    return code
+
+
+@dataclass(frozen=True)
+class _Sampler:
+    """A toy model's rows, their CDFs and last positive token, once per call: sampling a
+    row is then a gather and a comparison (the rows are few, the samples many)."""
+
+    table: Float[Tensor, "contexts vocab"]
+    cdf: Float[Tensor, "contexts vocab"]
+    last_positive: Int[Tensor, " contexts"]
+
+    @classmethod
+    def of(cls, model: ToyModel) -> "_Sampler":
+        table = model.float_table
+        positions = torch.arange(model.vocab_size)
+        last = torch.where(table > 0, positions, -1).amax(dim=-1)
+        return cls(table, table.cumsum(dim=-1), last)
+
+    def sample(self, codes: Int[Tensor, " n"], noise: Float[Tensor, " n"]) -> Int[Tensor, " n"]:
+        """``inverse_cdf(table[codes], noise)``, token for token: the first index whose CDF
+        exceeds ``u * total`` is the number of CDF values at or below it (the CDF does not
+        decrease); where that is ``V`` (``u * total`` rounded up to the total), the row's
+        last positive token."""
+        cdf = self.cdf.index_select(0, codes)  # [n, V]: the row's own cumsum, bit for bit
+        threshold = (noise * cdf[:, -1]).unsqueeze(-1)  # [n, 1]
+        index = (cdf <= threshold).sum(dim=-1)
+        over = index >= cdf.shape[-1]
+        if not bool(over.any()):
+            return index
+        return torch.where(over, self.last_positive.index_select(0, codes), index)
+
+
+def _draft_toy_batch(
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    k: int,
+    n: int,
+    generator: torch.Generator,
+) -> DraftBatch:
+    """``draft_batch`` on toy models: the same draws, rows gathered by context code."""
+    sampler = _Sampler.of(draft)
+    same = (target.order, target.vocab_size) == (draft.order, draft.vocab_size)  # same codes
+    tokens = torch.zeros(n, k, dtype=torch.int64)
+    draft_codes, target_codes = [], []
+    for i in range(k):
+        code = _context_codes(draft, prefix, tokens, i)
+        tokens[:, i] = sampler.sample(code, uniforms(generator, (n,)))
+        draft_codes.append(code)
+        target_codes.append(code if same else _context_codes(target, prefix, tokens, i))
+    target_codes.append(_context_codes(target, prefix, tokens, k))
+    vocab = draft.vocab_size
+    draft_probs = draft.float_table.index_select(0, torch.stack(draft_codes, dim=1).reshape(-1))
+    target_probs = target.float_table.index_select(0, torch.stack(target_codes, dim=1).reshape(-1))
+    draft_probs = draft_probs.reshape(n, k, vocab)  # [n, k, V]
+    target_probs = target_probs.reshape(n, k + 1, vocab)  # [n, k+1, V]
+    return DraftBatch(tokens, draft_probs, target_probs)
 
 
 def draft_batch(
@@ -50,6 +127,8 @@ def draft_batch(
     generator: torch.Generator,
 ) -> DraftBatch:
     """Sample ``n`` blocks of ``k`` drafts autoregressively from ``draft``, rows included."""
+    if isinstance(target, ToyModel) and isinstance(draft, ToyModel):
+        return _draft_toy_batch(target, draft, prefix, k, n, generator)
     target_rows = target.float_probs if isinstance(target, ToyModel) else target
     draft_rows = draft.float_probs if isinstance(draft, ToyModel) else draft
     context = _prefix(prefix, n)
@@ -71,6 +150,8 @@ def complete_blocks(
     generator: torch.Generator,
 ) -> Int[Tensor, "n k_plus_1"]:
     """Replace each row's ``-1`` padding with tokens sampled from the target, left to right."""
+    if isinstance(target, ToyModel):
+        return _complete_toy_blocks(target, prefix, blocks, generator)
     target_rows = target.float_probs if isinstance(target, ToyModel) else target
     n, width = blocks.shape
     base = _prefix(prefix, n)
@@ -86,6 +167,28 @@ def complete_blocks(
         completed = torch.cat(
             [completed[:, :position], column[:, None], completed[:, position + 1 :]], dim=1
         )
+    return completed
+
+
+def _complete_toy_blocks(
+    target: ToyModel,
+    prefix: Sequence[int],
+    blocks: Int[Tensor, "n k_plus_1"],
+    generator: torch.Generator,
+) -> Int[Tensor, "n k_plus_1"]:
+    """``complete_blocks`` on a toy model: the same draws, rows gathered by context code."""
+    sampler = _Sampler.of(target)
+    n, width = blocks.shape
+    completed = blocks.long().clone()  # a fresh tensor, filled in place below
+    for position in range(width):
+        noise = uniforms(generator, (n,))  # drawn for every row: the stream is the same
+        rows = (completed[:, position] < 0).nonzero().squeeze(1)  # [r], rows to complete
+        if rows.numel() == 0:
+            continue
+        # Their first `position` tokens are set (a -1 is followed by -1s only, and those
+        # before it are filled by now).
+        code = _context_codes(target, prefix, completed.index_select(0, rows), position)
+        completed[rows, position] = sampler.sample(code, noise.index_select(0, rows))
     return completed
 
 

@@ -30,7 +30,9 @@ built; ``audits.audit(subject, options)`` picks the scenarios (``catalogue``) an
 engine, and every engine returns one ``AuditReport`` (``report``; per-scenario results and
 the decision in ``results``) with one exit-code table (``ExitCode``). The engines:
 ``sampled`` (the statistical audit of verifiers and steps: ``plan`` fixes sample sizes, cells
-and the error-rate split, ``run`` calls the function and completes its blocks), ``sampler``
+and the error-rate split, ``run`` calls the function and completes its blocks, ``shard``
+draws the chunks in this process, on local workers or on any executor with the same report,
+``checkpoint`` saves and resumes them), ``sampler``
 (a step against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's
 law from its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree
 rules, exactly or by sampling), ``stream`` (an engine's whole generation against the target's

@@ -126,6 +126,7 @@ def add_parser(
     _add_stream_options(audit)
     _add_engine_options(audit)
     _add_audit_plot(audit)
+    _add_scale_options(audit)
     audit.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps the epilog's lines
     audit.epilog = EPILOG
     audit.description = textwrap.fill(audit.description or "", 88)
@@ -431,4 +432,40 @@ def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
         help="also write DIR/audit_law.png: each scenario's observed against exact law (its "
         "most deviant cells), lossy scenarios in red; with --exact DIR/audit_exact.png, the "
         "exact TV per scenario (needs pip install 'specdec[plot]')",
+    )
+
+
+def _add_scale_options(audit: argparse.ArgumentParser) -> None:
+    """Where the statistical audit of a verifier or step draws, and its checkpoints
+    (``specdec.testing.audit.shard``, ``checkpoint``); docs/scale.md."""
+    from specdec._checks import check_positive_int
+
+    group = audit.add_argument_group(
+        "scale (statistical verifier and step audits)",
+        "Chunks are seeded by their index: the report is the same for any --workers.",
+    )
+    group.add_argument(
+        "--workers",
+        type=_option(check_positive_int, int),
+        default=None,
+        metavar="N",
+        help="draw the chunks on N local processes (FUNCTION is imported by name in each); "
+        "the same report as --workers 1 (default)",
+    )
+    group.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="write the merged counts and e-process state to FILE (JSON) after each chunk, "
+        "atomically",
+    )
+    group.add_argument(
+        "--resume",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="continue from the checkpoint FILE (refused if another audit or version wrote it, "
+        "or it was changed) and keep checkpointing to it: the same report as a run never "
+        "interrupted",
     )

@@ -25,11 +25,13 @@ from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
 from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
+from specdec.testing.audit.checkpoint import CheckpointError
 from specdec.testing.audit.conventions import DTYPES
 from specdec.testing.audit.heartbeat import Heartbeat
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
+from specdec.testing.audit.shard import UnimportableFunctionError
 from specdec.testing.audit.subject import APPLICABLE, Subject, as_subject
 
 __all__ = ["FLAGS", "HEARTBEAT_SECONDS", "load_attribute", "load_function", "run"]
@@ -54,6 +56,9 @@ FLAGS = {
     "target_warp": "--target-warp",
     "target_sampler": "--target-sampler",
     "coverage": "--no-coverage",
+    "workers": "--workers",
+    "checkpoint": "--checkpoint",
+    "resume": "--resume",
 }
 """The command's flag for each option of ``AuditOptions`` that has one."""
 
@@ -237,6 +242,9 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         model_interface=args.model_interface or "logits",
         **loaded,
         coverage=not args.no_coverage,
+        workers=getattr(args, "workers", None) or 1,
+        checkpoint=getattr(args, "checkpoint", None),
+        resume=getattr(args, "resume", None),
     )
 
 
@@ -503,6 +511,10 @@ def _guarded(
     returned = "result" if args.multi_draft or args.tree else "block"
     try:
         return audit_run()
+    except (CheckpointError, UnimportableFunctionError) as error:  # found once planned
+        bar.close()
+        print(f"specdec audit: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
     except InvalidOutputError as error:
         bar.close()
         print(

@@ -23,7 +23,9 @@ Example:
 """
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -81,6 +83,10 @@ class AuditKeywords(TypedDict, total=False):
     target_sampler: SamplerFn | None
     adversarial: int
     coverage: bool
+    workers: int
+    executor: Executor | None
+    checkpoint: str | os.PathLike[str] | None
+    resume: str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True)
@@ -121,13 +127,23 @@ class AuditOptions:
         coverage: (verifiers) measure which branches of the function's own code the
             scenarios reach and search pairs that reach the others (``search`` sets the
             budget; ``specdec.testing.audit.search``); ``False``: neither.
+        workers: (statistical) draw the chunks on this many local processes (``spawn``; the
+            function is imported by name in each, ``shard.function_reference``); the report
+            is the same for any number (``specdec.testing.audit.shard``).
+        executor: (statistical) draw the chunks on this ``concurrent.futures.Executor``
+            instead (a Dask ``client.get_executor()``, say); not with ``workers > 1``.
+        checkpoint: (statistical) write the merged evidence to this JSON file after each
+            chunk, atomically (``specdec.testing.audit.checkpoint``).
+        resume: (statistical) continue from this checkpoint (it must be this audit's) and
+            keep checkpointing to it unless ``checkpoint`` names another file.
 
     Raises:
         TypeError: an option of the wrong type.
         ValueError: ``samples < 1``, a rate outside ``(0, 1)``, a distance outside ``(0, 1]``,
             both ``samples`` and ``detect_tv``, ``num_threads < 1``, ``search < 0``, a
             negative reserved id, an unknown ``model_interface``, both ``target_warp`` and
-            ``target_sampler``, a sampling option with ``exact``.
+            ``target_sampler``, a sampling option with ``exact``, ``workers < 1``, both
+            ``workers > 1`` and ``executor``.
     """
 
     exact: bool = False
@@ -150,6 +166,10 @@ class AuditOptions:
     target_sampler: SamplerFn | None = None
     adversarial: int = 0
     coverage: bool = True
+    workers: int = 1
+    executor: Executor | None = None
+    checkpoint: str | os.PathLike[str] | None = None
+    resume: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         check_audit_options(
@@ -173,6 +193,22 @@ class AuditOptions:
             )
         if self.target_warp is not None and self.target_sampler is not None:
             raise ValueError("give target_warp or target_sampler, not both.")
+        check_positive_int("workers", self.workers)
+        if self.executor is not None and not isinstance(self.executor, Executor):
+            raise TypeError(
+                "executor must be a concurrent.futures.Executor, got "
+                f"{type(self.executor).__name__}."
+            )
+        if self.executor is not None and self.workers > 1:
+            raise ValueError(
+                f"give workers ({self.workers}) or executor, not both: the executor's workers "
+                "draw the chunks."
+            )
+        for name in ("checkpoint", "resume"):
+            if getattr(self, name) is not None and not isinstance(
+                getattr(self, name), (str, os.PathLike)
+            ):
+                raise TypeError(f"{name} must be a path, got {type(getattr(self, name)).__name__}.")
         if self.exact and self.given(*SAMPLING_OPTIONS):
             given = ", ".join(self.given(*SAMPLING_OPTIONS))
             raise ValueError(

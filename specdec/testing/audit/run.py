@@ -7,10 +7,11 @@ checks that each is an emitted block, completes it to ``k+1`` tokens by sampling
 chunk. It then calls the function twice more on the same 64 inputs with the same generator seed,
 to check determinism.
 
-Randomness comes from two generators per scenario, both seeded from the audit's ``seed`` and the
-scenario's index: ``data`` for the audit's own draws (drafts, completions) and ``noise``, the
-only one the audited function sees (on the audit's ``device``). Separate streams keep the
-function's uniforms independent of the drafts it verifies.
+Randomness comes from two generators per chunk, both seeded from the audit's ``seed``, the
+scenario's index and the chunk's index (``specdec.testing.audit.shard``): ``data`` for the
+audit's own draws (drafts, completions) and ``noise``, the only one the audited function sees
+(on the audit's ``device``). Separate streams keep the function's uniforms independent of the
+drafts it verifies.
 
 Inputs as engines pass them (``Inputs``): the rows or logits in a chosen dtype and on a chosen
 device, token ids the engine reserves (an emitted one is an invalid output), and, for steps,
@@ -37,7 +38,7 @@ from specdec.testing.audit.scenario import Scenario, scenario_logits, warped_row
 from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import LogitsFn, StepFn, VerifierFn
 from specdec.testing.simulate import complete_blocks, draft_batch
-from specdec.testing.stats import RowFn, encode_sequences, kt_log_e_values
+from specdec.testing.stats import RowFn
 
 __all__ = [
     "SLICE_ENTRIES",
@@ -342,28 +343,31 @@ def collect_evidence(
 ) -> ScenarioEvidence:
     """DrawBlocks ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice.
 
-    The function's generator lives on ``device`` (default CPU), as engines on it expect; a
+    Each chunk draws from generators seeded by the audit's ``seed``, the scenario's ``index``
+    and the chunk's index alone (``shard.draw_chunk``), and is merged in order
+    (``shard.merge_chunk``): the evidence of ``run_chunks`` on any number of workers. The
+    function's generator lives on ``device`` (default CPU), as engines on it expect; a
     ``DrawBlocks`` and a ``Complete`` for a ``ScenarioPlan``, or a stream's for its plan.
     """
-    on = device or torch.device("cpu")
-    data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
-    noise = torch.Generator(device=on).manual_seed(1_000_003 * seed + 2 * index + 2)
-    counts = torch.zeros_like(plan.pooled, dtype=torch.int64)
-    emitted, log_e, peak, seen, stopped = 0, 0.0, 0.0, 0, False
-    for size in chunks:
-        blocks = draw(plan, size, data, noise)  # [size, k+1], -1-padded
-        emitted += int((blocks >= 0).sum())
-        cells = plan.mapping[encode_sequences(complete(plan, blocks, data), plan.vocab)]
-        path = log_e + kt_log_e_values(cells, plan.pooled, counts)  # log E_t in this chunk
-        peak = max(peak, float(path.max()))
-        log_e = float(path[-1])
-        counts = counts + torch.bincount(cells, minlength=counts.numel())
-        seen += size
-        if peak >= e_log_threshold:  # Ville: the supremum crosses it with prob <= its level
-            stopped = True
-            break
+    from specdec.testing.audit.shard import draw_chunk, is_finished, merge_chunk, start_state
+
+    state = start_state(plan.pooled)
+    while not is_finished(state, chunks):
+        drawn = draw_chunk(
+            plan,
+            draw,
+            complete,
+            seed=seed,
+            index=index,
+            chunk=state.chunks_done,
+            size=chunks[state.chunks_done],
+            device=device,
+        )
+        state = merge_chunk(state, drawn, plan.pooled, e_log_threshold)
     deterministic = is_deterministic(plan, draw, index=index, seed=seed, device=device)
-    return ScenarioEvidence(counts, seen, emitted, peak, stopped, deterministic)
+    return ScenarioEvidence(
+        state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
+    )
 
 
 def is_deterministic(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
+from specdec.testing.audit.checkpoint import audit_identity, read_checkpoint, write_checkpoint
 from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
@@ -41,19 +42,32 @@ from specdec.testing.audit.results import (
 from specdec.testing.audit.run import (
     DrawBlocks,
     Inputs,
-    collect_evidence,
-    complete_step,
-    complete_verifier,
+    ScenarioEvidence,
+    is_deterministic,
     probe_options,
-    step_draw,
-    verifier_draw,
 )
 from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.shard import (
+    ChunkDraw,
+    ChunkJob,
+    EvidenceState,
+    draw_chunk,
+    draws_of,
+    function_reference,
+    merge_chunk,
+    run_chunks,
+    start_state,
+)
 from specdec.testing.audit.subject import Subject
 
 S = TypeVar("S")
 
+EXECUTOR_WINDOW = 128
+"""Chunks in flight on a caller's executor (its number of workers is not known): enough to
+keep 64 workers busy, each chunk's cells at most 200 kB."""
+
 __all__ = [
+    "EXECUTOR_WINDOW",
     "decide_battery",
     "inputs_of",
     "is_plain",
@@ -135,11 +149,13 @@ def sample_audit(
     inputs, step = inputs_of(options), subject.level == "step"
     if step:
         plan_scenario: PlanScenario = plan_step_scenario
-        draw, complete = step_draw(subject.fn, subject.batched, inputs=inputs), complete_step
     else:
         plan_scenario = _ragged_plan if options.ragged else plan_verifier_scenario
-        draw = verifier_draw(subject.verifier(), subject.batched, inputs=inputs)
-        complete = complete_verifier
+    fn = subject.fn if step else subject.verifier()
+    draw, complete = draws_of(subject.level, fn, subject.batched, inputs)
+    reference = (
+        function_reference(subject.fn) if options.workers > 1 or options.executor else ""
+    )  # checked before any draw: workers import the function by name
     budget = split_error_rate(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )
@@ -150,31 +166,88 @@ def sample_audit(
         options.samples,
         lambda s: samples_for_tv(plan_scenario, s, target_tv or 0.0, budget),
     )
-    results: list[ScenarioResult] = []
-    for index, (n, plan) in enumerate(sized):
+    chunks = [chunk_sizes(n, subject.batched) for n, _ in sized]
+    identity = audit_identity(
+        subject, options, [(p.scenario.name, n, p.pooled.numel()) for n, p in sized]
+    )
+    states = (
+        read_checkpoint(options.resume, identity, chunks)
+        if options.resume is not None
+        else [start_state(plan.pooled) for _, plan in sized]
+    )
+    results: dict[int, ScenarioResult] = {}
+    for index, (_, plan) in enumerate(sized):
         rejected = rejected_by(plan, draw, (index, len(sized)), inputs, progress) if step else None
         if rejected is not None:
-            results.append(rejected)
-            continue
-        evidence = collect_evidence(
-            plan,
-            draw,
-            complete,
-            index=index,
-            seed=options.seed,
-            chunks=chunk_sizes(n, subject.batched),
-            e_log_threshold=budget.e_log_threshold,
-            device=inputs.device,
+            results[index] = rejected
+            states[index] = replace(states[index], stopped=True)  # nothing to draw
+
+    def done(index: int, state: EvidenceState) -> None:
+        plan = sized[index][1]
+        if index in results:  # rejected: reported already
+            return
+        deterministic = is_deterministic(
+            plan, draw, index=index, seed=options.seed, device=inputs.device
+        )
+        evidence = ScenarioEvidence(
+            state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
         )
         result = scenario_result(plan, evidence, budget)
         if options.target_warp is not None:
             tv = warping_distance(plan.scenario, options.target_warp)
             result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
-        results.append(result)
+        results[index] = result
         if progress is not None:
-            progress(progress_line(index, len(sized), results[-1]))
+            progress(progress_line(index, len(sized), result))
+
+    def job(index: int, chunk: int) -> ChunkJob:
+        plan = sized[index][1]
+        return ChunkJob(
+            function=reference,
+            level=subject.level,
+            form=subject.form,
+            batched=subject.batched,
+            inputs=inputs,
+            plan=plan,
+            seed=options.seed,
+            index=index,
+            chunk=chunk,
+            size=chunks[index][chunk],
+            num_threads=options.num_threads,
+        )
+
+    def local(index: int, chunk: int) -> ChunkDraw:
+        plan = sized[index][1]
+        return draw_chunk(
+            plan,
+            draw,
+            complete,
+            seed=options.seed,
+            index=index,
+            chunk=chunk,
+            size=chunks[index][chunk],
+            device=inputs.device,
+        )
+
+    target = options.checkpoint or options.resume
+    run_chunks(
+        chunks,
+        states,
+        lambda i, state, drawn: merge_chunk(
+            state, drawn, sized[i][1].pooled, budget.e_log_threshold
+        ),
+        local=local,
+        job=job,
+        executor=options.executor,
+        workers=options.workers,
+        num_threads=options.num_threads,
+        window=EXECUTOR_WINDOW if options.executor is not None else 2 * options.workers,
+        after=None if target is None else lambda now: write_checkpoint(target, identity, now),
+        done=done,
+    )
+    ordered = [results[index] for index in range(len(sized))]
     decided = decide_battery(
-        results,
+        ordered,
         scenarios,
         budget,
         minimum,

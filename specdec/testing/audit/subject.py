@@ -84,18 +84,19 @@ _COMMON = ("exact", "seed", "num_threads", *_STATISTICAL)
 _JUDGED = ("allow_nondeterministic", "blocks_span_steps")
 _ENGINE = ("reserved_ids", "dtype", "device")
 _STEP = ("model_interface", "target_warp", "target_sampler")
+_SCALE = ("workers", "executor", "checkpoint", "resume")
 _STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
-    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage")),
+    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage", *_SCALE)),
     "batched verifier": frozenset(
-        (*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "adversarial", "coverage")
+        (*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "adversarial", "coverage", *_SCALE)
     ),
     "single verifier": frozenset(
-        (*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage")
+        (*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage", *_SCALE)
     ),
-    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
-    "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
+    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, *_SCALE)),
+    "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, *_SCALE)),
     "multi-draft rule": frozenset(_COMMON),
     "tree rule": frozenset(_COMMON),
     "batched stream sampler": frozenset((*_STREAM,)),
@@ -165,6 +166,12 @@ class Subject:
         refused = [name for name in given if name not in APPLICABLE[self.form]]
         if refused:
             raise ValueError(f"a {self.form} takes none of {', '.join(refused)}.")
+        scale = [name for name in given if name in _SCALE]
+        if options.target_sampler is not None and scale:
+            raise ValueError(
+                f"target_sampler's two-sample audit runs in one process; it takes none of "
+                f"{', '.join(scale)}."
+            )
 
 
 def is_step(fn: Callable[..., Any]) -> bool:

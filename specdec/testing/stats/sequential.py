@@ -67,7 +67,8 @@ def kt_log_e_values(
     n = cells.numel()
     order = torch.sort(cells, stable=True).indices  # group equal cells, keep time order
     sorted_cells = cells[order]
-    starts = torch.searchsorted(sorted_cells, sorted_cells, right=False)
+    counts = torch.bincount(cells, minlength=m)  # [m], this chunk's draws per cell
+    starts = (torch.cumsum(counts, dim=0) - counts)[sorted_cells]  # each group's first place
     seen_before = torch.empty(n, dtype=torch.float64)
     seen_before[order] = (torch.arange(n) - starts).to(torch.float64)  # earlier same-cell draws
     time = torch.arange(n, dtype=torch.float64)  # draws before this one
@@ -76,5 +77,5 @@ def kt_log_e_values(
         time = time + float(prior_counts.sum())
     log_predictive = torch.log(seen_before + 0.5) - torch.log(time + m / 2.0)
     with torch.no_grad():
-        log_null = torch.log(law[cells])  # -inf on impossible cells
+        log_null = torch.log(law)[cells]  # -inf on impossible cells; m logs, not n
     return torch.cumsum(log_predictive - log_null, dim=0)

@@ -1,0 +1,233 @@
+"""Checkpoints: a statistical audit's merged evidence, written after each chunk, resumable.
+
+A checkpoint is one JSON object (plain data: loading it runs no code, unlike a pickle):
+
+* ``format``: this layout's version (``FORMAT``);
+* ``audit``: what identifies the audit (``audit_identity``): the specdec version, the audited
+  function's name and form, the seed, every option that changes what is drawn or decided,
+  and each scenario's name, sample size and cells;
+* ``scenarios``: each scenario's merged state (``shard.EvidenceState``): chunks merged, counts
+  per cell, samples, tokens emitted, ``log E_t``, its running maximum, whether it stopped;
+* ``sha256``: the SHA-256 of the canonical JSON of the three above.
+
+``write_checkpoint`` writes it atomically (a temporary file beside it, flushed and synced,
+then renamed over it), so a run killed at any moment leaves the previous checkpoint or the
+new one, never half of one. ``read_checkpoint`` refuses, before anything is merged, a file
+that is not a checkpoint, one whose hash does not match its content (edited or damaged
+after it was written: the hash detects changes, it does not authenticate; anyone can write
+a consistent file), and one written by another audit, saying which part differs. Since
+chunks are seeded by their index (``shard.chunk_seed``), the resumed audit draws exactly
+the chunks the interrupted one had not merged, and ends with the same report.
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import specdec
+from specdec.testing.audit.options import AuditOptions
+from specdec.testing.audit.shard import EvidenceState
+from specdec.testing.audit.subject import Subject
+
+__all__ = [
+    "FORMAT",
+    "SCALE_OPTIONS",
+    "CheckpointError",
+    "audit_identity",
+    "read_checkpoint",
+    "write_checkpoint",
+]
+
+FORMAT = 1
+"""The checkpoint layout's version."""
+
+SCALE_OPTIONS = ("num_threads", "workers", "executor", "checkpoint", "resume")
+"""Options that change where and how fast an audit runs, not what it draws or decides: a
+checkpoint may be resumed with others."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be resumed by this audit (the message says why)."""
+
+
+def _plain(value: Any) -> Any:
+    """An option's value as JSON: callables by ``module:qualname``, dtypes and devices as
+    text, tuples as lists."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '?')}:{value.__qualname__}"
+    return str(value)
+
+
+def audit_identity(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[tuple[str, int, int]],
+) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: version, function, seed, options (all but
+    ``SCALE_OPTIONS``) and ``scenarios`` as ``(name, samples, cells)``."""
+    chosen = {
+        f.name: _plain(getattr(options, f.name))
+        for f in fields(options)
+        if f.name not in (*SCALE_OPTIONS, "seed")
+    }
+    return {
+        "specdec version": specdec.__version__,
+        "function": f"{subject.name} ({subject.form})",
+        "seed": options.seed,
+        "options": chosen,
+        "scenarios": [[name, samples, cells] for name, samples, cells in scenarios],
+    }
+
+
+def _digest(body: dict[str, Any]) -> str:
+    """SHA-256 of ``body``'s canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _state(state: EvidenceState) -> dict[str, Any]:
+    return {
+        "chunks_done": state.chunks_done,
+        "counts": [int(c) for c in state.counts.tolist()],
+        "samples": state.samples,
+        "emitted": state.emitted,
+        "log_e": state.log_e,
+        "peak": state.peak,
+        "stopped": state.stopped,
+    }
+
+
+def write_checkpoint(
+    path: str | os.PathLike[str], identity: dict[str, Any], states: Sequence[EvidenceState]
+) -> None:
+    """Write ``states`` of the audit ``identity`` to ``path``, atomically (module docstring).
+
+    ``log E_t`` may be ``-inf`` only if a sample hit a cell of expected mass 0, which stops
+    the scenario at ``+inf`` first; the values written are finite or infinite floats as JSON
+    numbers (``Infinity``), read back exactly.
+    """
+    body = {
+        "format": FORMAT,
+        "audit": identity,
+        "scenarios": [_state(state) for state in states],
+    }
+    document = {**body, "sha256": _digest(body)}
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(json.dumps(document, sort_keys=True))  # one write, not json.dump's many
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "chunks_done": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "counts": lambda v: (
+        isinstance(v, list)
+        and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in v)
+    ),
+    "samples": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "emitted": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "log_e": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "peak": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "stopped": lambda v: isinstance(v, bool),
+}
+
+
+def read_checkpoint(
+    path: str | os.PathLike[str], identity: dict[str, Any], chunks: Sequence[Sequence[int]]
+) -> list[EvidenceState]:
+    """The scenarios' states in the checkpoint at ``path``, which must be this audit's, whose
+    scenarios draw ``chunks``.
+
+    Raises:
+        CheckpointError: no such file, not a checkpoint, a hash that does not match its
+            content (changed after it was written), another format, or another audit (the
+            message names the part that differs: specdec version, function, seed, an
+            option, the scenarios); nothing is merged then.
+    """
+    where = str(path)
+    try:
+        document = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint at {where}.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{where} is not a specdec checkpoint: {error}.") from None
+    keys = {"format", "audit", "scenarios", "sha256"}
+    if not isinstance(document, dict) or set(document) != keys:
+        raise CheckpointError(f"{where} is not a specdec checkpoint (keys {sorted(keys)}).")
+    body = {key: document[key] for key in ("format", "audit", "scenarios")}
+    if _digest(body) != document["sha256"]:
+        raise CheckpointError(
+            f"{where} was changed after it was written: its sha256 does not match its "
+            "content; resume refuses it (delete it to start again)."
+        )
+    if body["format"] != FORMAT:
+        raise CheckpointError(f"{where} has format {body['format']}, this specdec reads {FORMAT}.")
+    theirs = body["audit"]
+    for part in ("specdec version", "function", "seed", "scenarios"):
+        if not isinstance(theirs, dict) or theirs.get(part) != identity[part]:
+            found = theirs.get(part) if isinstance(theirs, dict) else None
+            raise CheckpointError(
+                f"{where} was written by another audit: its {part} is {found!r}, this "
+                f"audit's is {identity[part]!r}."
+            )
+    options = theirs.get("options")
+    for name, value in identity["options"].items():
+        found = options.get(name, "(absent)") if isinstance(options, dict) else "(absent)"
+        if found != value:
+            raise CheckpointError(
+                f"{where} was written by another audit: its option {name} is {found!r}, "
+                f"this audit's is {value!r}."
+            )
+    return _states(where, body["scenarios"], identity["scenarios"], chunks)
+
+
+def _states(
+    where: str, saved: Any, scenarios: list[list[Any]], chunks: Sequence[Sequence[int]]
+) -> list[EvidenceState]:
+    """The states, each checked against its scenario's cells before any is used."""
+    if not isinstance(saved, list) or len(saved) != len(scenarios):
+        raise CheckpointError(f"{where} holds another number of scenarios than the audit.")
+    states = []
+    for entry, (name, _, cells), sizes in zip(saved, scenarios, chunks, strict=True):
+        if not isinstance(entry, dict) or set(entry) != set(_FIELDS):
+            raise CheckpointError(f"{where}: scenario {name}'s state is malformed.")
+        bad = [key for key, valid in _FIELDS.items() if not valid(entry[key])]
+        consistent = not bad and (
+            len(entry["counts"]) == cells
+            and entry["chunks_done"] <= len(sizes)
+            and sum(entry["counts"]) == entry["samples"] == sum(sizes[: entry["chunks_done"]])
+        )
+        if not consistent:
+            raise CheckpointError(
+                f"{where}: scenario {name}'s state is malformed ({', '.join(bad) or 'counts'})."
+            )
+        states.append(
+            EvidenceState(
+                counts=torch.tensor(entry["counts"], dtype=torch.int64),
+                chunks_done=entry["chunks_done"],
+                samples=entry["samples"],
+                emitted=entry["emitted"],
+                log_e=float(entry["log_e"]),
+                peak=float(entry["peak"]),
+                stopped=entry["stopped"],
+            )
+        )
+    return states
