@@ -154,7 +154,8 @@ def test_the_report_states_its_coverage_in_text_and_json() -> None:
     assert all(arc in text for arc in coverage.unreached)
     document = json.loads(report.to_json())
     keys = list(document)
-    assert keys.index("coverage") == keys.index("rounding_bound") + 1  # the last field
+    # the report's fields in the order they were added: rounding_bound, branches, coverage
+    assert keys.index("coverage") == keys.index("branches") + 1 == keys.index("rounding_bound") + 2
     assert document["coverage"]["unreached"] == list(coverage.unreached)
     assert document["coverage"]["fraction"] == coverage.arcs_reached / coverage.arcs_total
 

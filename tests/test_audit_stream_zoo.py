@@ -46,6 +46,7 @@ TABLE: dict[str, tuple[str, float]] = {  # entry: scenario, measured stream TV (
     "no_bonus": CONTROL, "residual_unnormalised_scaled": CONTROL,
     "accept_le_full_precision": CONTROL, "exponential_race_residual": CONTROL,
     "draft_other_temperature": CONTROL, "greedy_draft_onehot_q": CONTROL,
+    "tiny_residual_from_target": CONTROL,
     # draft: the q handed to the verifier is not the law the drafts were sampled from
     "greedy_draft_softmax_q": ("plain", 0.555), "coarse_draft_sampling": ("plain", 0.048),
     "draft_probs_misaligned": ("plain", 0.080), "draft_topk_unscored": ("filtered", 0.207),
@@ -74,6 +75,9 @@ FORBIDDEN = {"accept_zero_prob_8bit", "small_mass_uniform"}
 NOT_SHOWN = {
     "small_mass_token0": "residual mass below 0.05 only on near-equal rows: stream TV ~0.01",
     "small_mass_nan": "residual mass below 0.05 only on near-equal rows: stream TV ~0.01",
+    "tiny_residual_uniform": "acts only on a residual mass below 1e-3, which these rows lack",
+    "tiny_draft_accepted": "acts only on a draft probability below 1e-3, which these rows lack",
+    "near_one_ratio_accepts_rest": "acts only on a ratio within 1e-3 of 1, which these rows lack",
 }
 
 
