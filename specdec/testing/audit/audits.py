@@ -18,9 +18,12 @@ stream               ``stream.stream_audit`` (exact-law   (not available: the en
                      target's enumerated law)
 ===================  ===================================  ===================================
 
-Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``,
-``audit_tree`` and ``audit_stream`` are that call for one level, taking the options as keywords
-(``AuditKeywords``): ``audit_verifier(fn, detect_tv=0.05)`` is
+With ``invariance=True`` a batched verifier, rule or step is then also run alone and in mixed
+batches (``invariance.check_invariance``), and the report says ``batch-dependent`` when a row's
+law changes with its batch. Each returns one ``AuditReport``. ``audit_verifier``,
+``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are that call for
+one level, taking the options as keywords (``AuditKeywords``):
+``audit_verifier(fn, detect_tv=0.05)`` is
 ``audit(as_subject(fn, level="verifier"), AuditOptions(detect_tv=0.05))``.
 """
 
@@ -36,6 +39,7 @@ from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.exact import audit_exact
+from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.multi_sampled import sampled_audit
@@ -109,10 +113,12 @@ def audit(
             return engine(subject, chosen, multi, progress)
         given = [s for s in scenarios or () if isinstance(s, Scenario)]
         if chosen.exact:
-            return audit_exact(
+            report = audit_exact(
                 subject, scenarios=given or None, search=chosen.search, seed=chosen.seed,
                 progress=progress,
             )  # fmt: skip
+            defaults = [s for s in default_scenarios("verifier") if isinstance(s, Scenario)]
+            return _with_invariance(report, subject, chosen, given or defaults, progress)
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
         chosen_battery = engine_scenarios(
             given or defaults,
@@ -122,8 +128,26 @@ def audit(
             warp=chosen.target_warp,
         )
         if chosen.target_sampler is not None:
-            return audit_with_sampler(subject, chosen, chosen_battery, progress)
-        return sample_audit(subject, chosen, chosen_battery, progress)
+            report = audit_with_sampler(subject, chosen, chosen_battery, progress)
+        else:
+            report = sample_audit(subject, chosen, chosen_battery, progress)
+        return _with_invariance(report, subject, chosen, chosen_battery, progress)
+
+
+def _with_invariance(
+    report: AuditReport,
+    subject: Subject,
+    options: AuditOptions,
+    battery: Sequence[Scenario],
+    progress: Progress | None,
+) -> AuditReport:
+    """``report`` with the invariance check (``invariance.check_invariance``) when asked for:
+    its verdict ``batch-dependent`` when a row's law changes with its batch."""
+    if not options.invariance:
+        return report
+    found = check_invariance(subject, options, battery, progress)
+    chosen = "batch-dependent" if found.dependent else report.verdict
+    return replace(report, invariance=found, verdict=chosen, seconds=report.seconds + found.seconds)
 
 
 def _with_options(entry: F) -> F:
@@ -175,7 +199,9 @@ def audit_verifier(
             (default 0.01 for a batched function or rule, 0.05 for a single-sequence one),
             ``min_power_tv``, ``false_fail_rate``, ``false_pass_rate``, ``seed``,
             ``num_threads``, ``allow_nondeterministic``, ``blocks_span_steps``, ``search``,
-            ``reserved_ids``, ``dtype``, ``device``, ``ragged``).
+            ``reserved_ids``, ``dtype``, ``device``, ``ragged``, ``invariance``: also run each
+            scenario's rows alone and in mixed batches, ``batch-dependent`` when a row's law
+            changes with its batch; batched forms and rules only).
 
     Returns:
         An ``AuditReport``. Exceptions raised by ``fn`` propagate; an output that is not an

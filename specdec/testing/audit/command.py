@@ -47,6 +47,7 @@ FLAGS = {
     "model_interface": "--model-interface",
     "target_warp": "--target-warp",
     "target_sampler": "--target-sampler",
+    "invariance": "--invariance",
 }
 """The command's flag for each option of ``AuditOptions`` that has one."""
 
@@ -220,6 +221,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         device=args.device,
         ragged=bool(args.ragged),
         model_interface=args.model_interface or "logits",
+        invariance=args.invariance,
         **loaded,
     )
 

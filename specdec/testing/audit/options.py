@@ -4,7 +4,8 @@
 the power of the statistical mode (``samples`` or ``detect_tv``, ``min_power_tv``, the two
 error rates), what counts in the verdict (``allow_nondeterministic``, ``blocks_span_steps``),
 the seed and threads, and how an engine is handed its inputs (``reserved_ids``, ``dtype``,
-``device``, ``ragged``, ``model_interface``, ``target_warp``, ``target_sampler``). It is
+``device``, ``ragged``, ``model_interface``, ``target_warp``, ``target_sampler``), and whether
+rows are also run alone and in mixed batches (``invariance``). It is
 checked once, when built, before the audited function is ever called: a wrong type is a
 ``TypeError``, a value out of range or two options that exclude each other a ``ValueError``
 naming the option, what was expected and what was got.
@@ -79,6 +80,7 @@ class AuditKeywords(TypedDict, total=False):
     model_interface: Literal["logits", "transformers"]
     target_warp: WarpFn | None
     target_sampler: SamplerFn | None
+    invariance: bool
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ class AuditOptions:
         model_interface: (step) ``"logits"`` callables or ``"transformers"``-like models.
         target_warp: (step) the engine's warping: the target is its warped law.
         target_sampler: (step) the engine's target-only sampler: a two-sample test.
+        invariance: (batched verifier, rule, batched step) also run each scenario's rows alone
+            and inside mixed batches, and say ``batch-dependent`` when a row's law (or a
+            seeded row's output) changes with its batch
+            (``specdec.testing.audit.invariance``).
 
     Raises:
         TypeError: an option of the wrong type.
@@ -140,6 +146,7 @@ class AuditOptions:
     model_interface: Literal["logits", "transformers"] = "logits"
     target_warp: WarpFn | None = None
     target_sampler: SamplerFn | None = None
+    invariance: bool = False
 
     def __post_init__(self) -> None:
         check_audit_options(
@@ -162,6 +169,8 @@ class AuditOptions:
             )
         if self.target_warp is not None and self.target_sampler is not None:
             raise ValueError("give target_warp or target_sampler, not both.")
+        if self.invariance and self.ragged:
+            raise ValueError("invariance=True mixes rows of one k; it takes no ragged=True.")
         if self.exact and self.given(*SAMPLING_OPTIONS):
             given = ", ".join(self.given(*SAMPLING_OPTIONS))
             raise ValueError(

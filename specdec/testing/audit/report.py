@@ -27,7 +27,12 @@ own exit code (``ExitCode``, ``VERDICT_EXIT``):
   sampling would by more than Hoeffding's margin;
 * ``"lossless"`` (0): no deviation of the reported distance found;
 * ``"cannot decide"`` (3, exact mode): no scenario's exact law differs, but some law could not
-  be computed (randomness the audit cannot enumerate): never ``lossless``.
+  be computed (randomness the audit cannot enumerate): never ``lossless``;
+* ``"batch-dependent"`` (9, with ``invariance``: ``--invariance``): a row's law, or a seeded
+  row's output for its seed, changes with the rest of its batch (``invariance``: the context,
+  the distance, the p-value, the exact evidence); it comes before every other verdict, since
+  a row right alone and wrong in a batch must never read as lossless (the scenarios' own
+  results still say whether the homogeneous battery found it lossy).
 
 The command also reports ``"invalid-output"`` (5) for a block that is not a block at all (wrong
 shape, dtype, ids), and ``"crash"`` (6), both raised by the audited function before any report
@@ -49,6 +54,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
+from specdec.testing.audit.invariance import InvarianceResult
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -88,6 +94,9 @@ class ExitCode(IntEnum):
     INTERNAL_ERROR = 8
     """specdec itself failed (not the audited function, not a helper the user gave): its
     traceback is printed with a request to report it."""
+    BATCH_DEPENDENT = 9
+    """With ``--invariance``: a row's law (or a seeded row's output for its seed) changes with
+    the rest of its batch."""
 
 
 VERDICT_EXIT = {
@@ -100,6 +109,7 @@ VERDICT_EXIT = {
     "crash": ExitCode.CRASH,
     "cannot decide": ExitCode.INCONCLUSIVE,
     "internal-error": ExitCode.INTERNAL_ERROR,
+    "batch-dependent": ExitCode.BATCH_DEPENDENT,
 }
 """The exit code of each verdict (``specdec audit``, statistical and exact)."""
 
@@ -133,6 +143,8 @@ class AuditReport:
         draw: (multi-draft and tree) the candidate draw the rule was judged on.
         reason: (exact) why the audit cannot decide, when it cannot.
         rounding_bound: (exact) the TV attributed to float64 rounding.
+        invariance: (``invariance=True``) each scenario's rows alone against the same rows in
+            mixed batches (``specdec.testing.audit.invariance``); ``None`` when not checked.
     """
 
     verdict: str
@@ -151,6 +163,7 @@ class AuditReport:
     draw: str | None = None
     reason: str = ""
     rounding_bound: Fraction | None = None
+    invariance: InvarianceResult | None = None
 
     @property
     def lossless(self) -> bool:
@@ -228,6 +241,12 @@ class AuditReport:
         """The verdict in one line, with the power it was reached at (statistical) or what was
         enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
         line = self._exact_line() if self.mode == "exact" else self._verdict_line()
+        if self.invariance is not None:
+            line = (
+                f"BATCH-DEPENDENT: {self.invariance.summary()}"
+                if self.verdict == "batch-dependent"
+                else f"{line}; {self.invariance.summary()}"
+            )
         rejected = self.not_audited
         if not rejected:
             return line
@@ -301,6 +320,7 @@ class AuditReport:
         failed, and the time taken."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
+        lines += self.invariance.lines() if self.invariance is not None else []
         return "\n".join(lines)
 
     def _title(self) -> str:
@@ -412,6 +432,6 @@ def _jsonable(value: object) -> object:
     """JSON for what ``json`` does not know: fractions and tensors as text, tuples as lists."""
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, (ScenarioResult, ExactScenarioResult)):
+    if isinstance(value, (ScenarioResult, ExactScenarioResult, InvarianceResult)):
         return value.document()
     return str(value)

@@ -87,10 +87,10 @@ _STEP = ("model_interface", "target_warp", "target_sampler")
 _STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
-    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
-    "batched verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged")),
+    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "invariance")),
+    "batched verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "invariance")),
     "single verifier": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search")),
-    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
+    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "invariance")),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP)),
     "multi-draft rule": frozenset(_COMMON),
     "tree rule": frozenset(_COMMON),
@@ -99,7 +99,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
-_EXACT = frozenset(("exact", "seed", "num_threads", "search"))
+_EXACT = frozenset(("exact", "seed", "num_threads", "search", "invariance"))
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,11 @@ class Subject:
             raise ValueError(
                 "exact=True enumerates a rule's uniforms; a stream is judged by sampling "
                 "against the target's exact law (leave exact out)."
+            )
+        if options.invariance and self.form not in ("rule", "batched verifier", "batched step"):
+            raise ValueError(
+                "invariance=True runs rows alone and in batches: it needs a batched verifier, "
+                f"a VerifyRule or a batched step (@batched or batched=True), not a {self.form}."
             )
         given = options.given()
         if options.exact:
