@@ -37,7 +37,7 @@ from torch import Tensor
 
 from specdec.noise import uniforms
 from specdec.testing.signatures import LogitsFn, batched
-from specdec.testing.zoo._step_parts import sample_drafts, target_rows_for, verify
+from specdec.testing.zoo._step_parts import sample_drafts, target_rows_for, verify_tolerant
 from specdec.verify import verify_greedy, verify_tokens
 from specdec.warp import warp_probs
 
@@ -313,7 +313,7 @@ def _scaled_step(sample_whole_batch: bool) -> Callable[..., Tensor]:
             score_law=law(False),
         )
         target = target_rows_for(target_logits, prefix, drafts, law=options)
-        return verify(drafts, draft_rows, target, generator)
+        return verify_tolerant(drafts, draft_rows, target, generator)
 
     return step
 
@@ -343,7 +343,9 @@ def draft_scale_from_batch(
     while verification is handed draft rows recomputed row by row, ``s_row``
     (``SCALE_LEVELS`` steps of ``max |z| / 7``). Alone the two scales are equal and the step
     is lossless (any draft law is, if scored with the law it was sampled from); next to a row
-    with larger logits the sampled and the scored laws differ. Randomness: as
+    with larger logits the sampled and the scored laws differ. A drafted token its scored row
+    gives probability 0 (a top-k boundary moved by the rounding) is accepted, as an engine that
+    does not check does (``_step_parts.verify_tolerant``). Randomness: as
     ``zoo.reference_step`` (``_step_parts``).
     """
     step = _scaled_step(True)
