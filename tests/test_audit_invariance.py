@@ -23,6 +23,7 @@ from specdec.testing.audit.battery import step_scenarios
 from specdec.testing.audit.invariance import (
     VERIFIER_CONTEXTS,
     BatchContext,
+    InvarianceResult,
     check_invariance,
     takes_generators,
 )
@@ -36,7 +37,7 @@ SMALL = AuditOptions(samples=200, num_threads=1)
 """Two samples of 200 rows per test: the report's numbers, not the verdicts, rest on them."""
 
 
-def _check(fn: object, level: str, probes: int = 2) -> object:
+def _check(fn: object, level: str, probes: int = 2) -> InvarianceResult:
     scenarios = verifier_scenarios()[:1] if level == "verifier" else step_scenarios()[:1]
     subject = as_subject(fn, level=level)  # type: ignore[arg-type]
     torch.set_num_threads(1)
@@ -68,8 +69,8 @@ def test_registry_lists_each_coupling_with_a_control() -> None:
 def test_coupling_entry_gets_its_registered_verdict(name: str) -> None:
     entry = COUPLING_ZOO[name]
     found = _check(entry.fn, entry.level)
-    assert found.dependent == (entry.verdict == "batch-dependent")  # type: ignore[attr-defined]
-    differs = [c for c in found.contexts if c.exact == "differs"]  # type: ignore[attr-defined]
+    assert found.dependent == (entry.verdict == "batch-dependent")
+    differs = [c for c in found.contexts if c.exact == "differs"]
     assert bool(differs) == entry.exact
     for c in differs:  # the evidence names the row and both blocks
         assert "alone" in c.evidence and "in the batch" in c.evidence and c.dependent
@@ -80,20 +81,20 @@ def test_coupling_entry_gets_its_registered_verdict(name: str) -> None:
 )
 def test_specdecs_rule_and_step_are_batch_invariant(fn: object, level: str) -> None:
     found = _check(fn, level)
-    assert not found.dependent  # type: ignore[attr-defined]
-    assert all(c.exact.startswith("same at 2") for c in found.contexts)  # type: ignore[attr-defined]
+    assert not found.dependent
+    assert all(c.exact.startswith("same at 2") for c in found.contexts)
 
 
 def test_seeded_contexts_only_for_functions_taking_generators() -> None:
     assert takes_generators(COUPLING_ZOO["per_row_generators"].fn)
     assert not takes_generators(specdec.verify_tokens)
     seeded = _check(COUPLING_ZOO["per_row_generators"].fn, "verifier")
-    names = [c.context for c in seeded.contexts]  # type: ignore[attr-defined]
-    assert "seeded-among-seeded" in names and seeded.paired_by == "per-row seeds"  # type: ignore[attr-defined]
+    names = [c.context for c in seeded.contexts]
+    assert "seeded-among-seeded" in names and seeded.paired_by == "per-row seeds"
     plain = _check(specdec.verify_tokens, "verifier", probes=0)
-    assert "seeded-among-seeded" not in [c.context for c in plain.contexts]  # type: ignore[attr-defined]
-    assert any("no seeded rows" in note for note in plain.notes)  # type: ignore[attr-defined]
-    assert {c.exact for c in plain.contexts} == {"not run"}  # type: ignore[attr-defined]
+    assert "seeded-among-seeded" not in [c.context for c in plain.contexts]
+    assert any("no seeded rows" in note for note in plain.notes)
+    assert {c.exact for c in plain.contexts} == {"not run"}
 
 
 @batched
@@ -107,8 +108,8 @@ def _normal_noise(draft_tokens, draft_probs, target_probs, generator):  # type: 
 
 def test_randomness_the_capture_cannot_pair_is_left_to_the_test() -> None:
     found = _check(_normal_noise, "verifier")
-    assert not found.dependent  # type: ignore[attr-defined]
-    assert all(c.exact.startswith("cannot decide") for c in found.contexts)  # type: ignore[attr-defined]
+    assert not found.dependent
+    assert all(c.exact.startswith("cannot decide") for c in found.contexts)
 
 
 def test_verdict_exit_code_json_and_format_through_the_python_api() -> None:
