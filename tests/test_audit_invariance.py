@@ -151,6 +151,8 @@ def test_invariance_is_refused_where_rows_are_not_batched() -> None:
         audit_verifier(zoo.reference_verifier_single, invariance=True)
     with pytest.raises(ValueError, match="no ragged"):
         AuditOptions(invariance=True, ragged=True)
+    with pytest.raises(ValueError, match="on the CPU"):
+        AuditOptions(invariance=True, device="cuda")
     with pytest.raises(ValueError, match="audited row"):
         check_invariance(
             as_subject(specdec.verify_tokens),

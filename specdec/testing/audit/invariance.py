@@ -17,9 +17,12 @@ an unseeded row) is paired by its seed; any other is paired by the capture of it
 the batch). ``PROBES`` draft blocks and value vectors per scenario and context are tried; each
 call is made twice, so a nondeterministic function is not mistaken for a dependent one. A
 different block is a certain dependence (``exact = "differs"``, with the row, its values and
-both blocks as evidence: false-fail rate 0). Agreement at every probe is evidence, not a proof
-(``"same at N probes"``); randomness the capture cannot pair is ``"cannot decide"``, and the
-statistical test decides alone.
+both blocks as evidence: false-fail rate 0) of the row's *output* on its batch, given its own
+random values; the capture's convention is that a row's values are those at its index of each
+random op, so an engine that permutes its rows before drawing is reported dependent by it (its
+output for the same values does change with the batch, though its law may not). Agreement at
+every probe is evidence, not a proof (``"same at N probes"``); randomness the capture cannot
+pair is ``"cannot decide"``, and the statistical test decides alone.
 
 **Statistically, everywhere.** The row's completed blocks (``run.complete_verifier`` /
 ``complete_step``: the criterion's completion law) are counted over the scenario's cells, ``n``

@@ -171,6 +171,11 @@ class AuditOptions:
             raise ValueError("give target_warp or target_sampler, not both.")
         if self.invariance and self.ragged:
             raise ValueError("invariance=True mixes rows of one k; it takes no ragged=True.")
+        if self.invariance and self.device is not None and str(self.device) != "cpu":
+            raise ValueError(
+                f"invariance=True runs rows on the CPU (its capture pairs CPU draws); got "
+                f"device={self.device!r}: audit the device without invariance, or leave it out."
+            )
         if self.exact and self.given(*SAMPLING_OPTIONS):
             given = ", ".join(self.given(*SAMPLING_OPTIONS))
             raise ValueError(
