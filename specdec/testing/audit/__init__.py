@@ -68,7 +68,8 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from specdec.testing.audit.exact import (
         audit_exact,
     )
-    from specdec.testing.audit.invariance import InvarianceResult, check_invariance
+    from specdec.testing.audit.invariance import check_invariance
+    from specdec.testing.audit.invariance_results import InvarianceResult
     from specdec.testing.audit.multi_battery import (
         PositionScenario,
         TreeScenario,
@@ -160,7 +161,7 @@ _HOMES = {
     "InvalidOutputError": "specdec.testing.audit.run",
     "Subject": "specdec.testing.audit.subject",
     "as_subject": "specdec.testing.audit.subject",
-    "InvarianceResult": "specdec.testing.audit.invariance",
+    "InvarianceResult": "specdec.testing.audit.invariance_results",
     "check_invariance": "specdec.testing.audit.invariance",
 }
 """Where each exported name lives: imported on first use, so that importing one module of
