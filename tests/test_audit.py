@@ -74,7 +74,7 @@ def test_chunks_double_up_to_the_largest_and_sum_to_the_sample_size(
 
 
 def test_exit_codes() -> None:
-    assert [int(code) for code in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert [int(code) for code in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert [code.name for code in ExitCode] == [
         "LOSSLESS",
         "LOSSY",
@@ -85,6 +85,7 @@ def test_exit_codes() -> None:
         "CRASH",
         "SUBOPTIMAL",
         "INTERNAL_ERROR",
+        "BATCH_DEPENDENT",
     ]
 
 

@@ -43,9 +43,10 @@ def test_every_verdict_has_one_exit_code() -> None:
         "crash",
         "cannot decide",
         "internal-error",
+        "batch-dependent",
     }
     assert VERDICT_EXIT["cannot decide"] == VERDICT_EXIT["inconclusive"] == ExitCode.INCONCLUSIVE
-    assert [int(code) for code in ExitCode] == list(range(9))
+    assert [int(code) for code in ExitCode] == list(range(10))
 
 
 @pytest.mark.parametrize(

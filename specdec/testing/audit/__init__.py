@@ -45,7 +45,9 @@ compared). ``audit_verifier``, ``audit_step``,
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
 ``reserved`` (token ids kept out of the toy vocabularies), ``large`` (vocabularies in the
 thousands, rows exact in every dtype), ``ragged`` (per-row ``k`` in the batched verifier
-signature); ``specdec.testing.hf_like`` wraps a toy model as a transformers-like causal LM.
+signature), ``invariance`` (``invariance=True``: a row's law alone against its law in mixed
+batches, ``batch-dependent`` when they differ); ``specdec.testing.hf_like`` wraps a toy model
+as a transformers-like causal LM.
 """
 
 from typing import TYPE_CHECKING
@@ -70,6 +72,8 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
     from specdec.testing.audit.exact import (
         audit_exact,
     )
+    from specdec.testing.audit.invariance import check_invariance
+    from specdec.testing.audit.invariance_results import InvarianceResult
     from specdec.testing.audit.multi_battery import (
         PositionScenario,
         TreeScenario,
@@ -106,6 +110,7 @@ __all__ = [
     "ExactScenarioResult",
     "ExitCode",
     "InvalidOutputError",
+    "InvarianceResult",
     "PositionScenario",
     "Progress",
     "Scenario",
@@ -121,6 +126,7 @@ __all__ = [
     "audit_tree",
     "audit_verifier",
     "check_audit_options",
+    "check_invariance",
     "position_scenarios",
     "scenario_catalogue",
     "search_scenarios",
@@ -159,6 +165,8 @@ _HOMES = {
     "InvalidOutputError": "specdec.testing.audit.run",
     "Subject": "specdec.testing.audit.subject",
     "as_subject": "specdec.testing.audit.subject",
+    "InvarianceResult": "specdec.testing.audit.invariance_results",
+    "check_invariance": "specdec.testing.audit.invariance",
 }
 """Where each exported name lives: imported on first use, so that importing one module of
 the package (``specdec audit --help`` imports the command's parser) loads no other."""

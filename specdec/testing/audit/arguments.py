@@ -62,7 +62,8 @@ def add_parser(
         description=(
             "Audit MODULE:FUNCTION. Exit 0 LOSSLESS, 1 LOSSY, 2 usage error, 3 INCONCLUSIVE "
             "(--exact: cannot decide), 4 NONDETERMINISTIC, 5 INVALID-OUTPUT, 6 CRASH, 7 "
-            "SUBOPTIMAL (with --fail-on-suboptimal), 8 INTERNAL-ERROR (specdec's own). "
+            "SUBOPTIMAL (with --fail-on-suboptimal), 8 INTERNAL-ERROR (specdec's own), 9 "
+            "BATCH-DEPENDENT (with --invariance). "
             "FUNCTION is fn(draft_tokens[k], draft_probs[k,V], target_probs[k+1,V], "
             "generator) -> LongTensor[n]; with "
             "--batched the same with a leading batch axis; a VerifyRule fn(draft_tokens, "
@@ -172,7 +173,8 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "6 CRASH of the audited function (or of a helper you gave: --target-warp, "
         "--target-sampler; the message names it), "
         "7 SUBOPTIMAL (lossless, fewer tokens per step than rejection sampling; only with "
-        "--fail-on-suboptimal), 8 INTERNAL-ERROR (specdec itself failed: please report it). "
+        "--fail-on-suboptimal), 8 INTERNAL-ERROR (specdec itself failed: please report it), "
+        "9 BATCH-DEPENDENT (with --invariance). "
         "Scenarios whose options the function rejects (it raises NotImplementedError or "
         "ValueError on the first call) are NOT AUDITED: the headline and --json's "
         "not_audited list them, and they leave the exit code unchanged. Every option is "
@@ -240,6 +242,15 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "--fail-on-suboptimal",
         action="store_true",
         help="exit 7 when lossless but below token-level rejection sampling's tokens per step",
+    )
+    group.add_argument(
+        "--invariance",
+        action="store_true",
+        help="also run each scenario's rows alone and inside mixed batches (other rows greedy "
+        "or sampled, seeded or not, of another scenario; other batch sizes and positions) and "
+        "exit 9 BATCH-DEPENDENT when a row's law, or a seeded row's output for its seed, "
+        "changes with its batch (exact where its random values or seed can be paired, else a "
+        "two-sample test; batched verifiers, VerifyRules and batched steps)",
     )
 
 

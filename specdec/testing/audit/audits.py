@@ -24,9 +24,12 @@ stream               ``stream_large.judge_stream``:       (not available: the en
                      request
 ===================  ===================================  ===================================
 
-Each returns one ``AuditReport``. ``audit_verifier``, ``audit_step``, ``audit_multi_draft``,
-``audit_tree`` and ``audit_stream`` are that call for one level, taking the options as keywords
-(``AuditKeywords``): ``audit_verifier(fn, detect_tv=0.05)`` is
+With ``invariance=True`` a batched verifier, rule or step is then also run alone and in mixed
+batches (``invariance.check_invariance``), and the report says ``batch-dependent`` when a row's
+law changes with its batch. Each returns one ``AuditReport``. ``audit_verifier``,
+``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are that call for
+one level, taking the options as keywords (``AuditKeywords``):
+``audit_verifier(fn, detect_tv=0.05)`` is
 ``audit(as_subject(fn, level="verifier"), AuditOptions(detect_tv=0.05))``.
 """
 
@@ -45,6 +48,7 @@ from specdec.testing.audit.branches import with_branches
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.exact import audit_exact
+from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.multi_sampled import sampled_audit
@@ -130,6 +134,8 @@ def audit(
                 search=chosen.search, seed=chosen.seed, progress=progress,
             )  # fmt: skip
             report = replace(report, coverage=covered.coverage) if covered else report
+            defaults = [s for s in default_scenarios("verifier") if isinstance(s, Scenario)]
+            report = _with_invariance(report, subject, chosen, given or defaults, progress)
             return with_branches(report, [*exact_battery, *found])
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
         searched = adversarial_scenarios(chosen.adversarial, seed=chosen.seed)
@@ -146,14 +152,19 @@ def audit(
         chosen_battery = engine_inputs([*(given or defaults), *searched])
         if chosen.target_sampler is not None:
             report = audit_with_sampler(subject, chosen, chosen_battery, progress)
+            report = _with_invariance(report, subject, chosen, chosen_battery, progress)
             return with_branches(report, chosen_battery)
         covered = _covered(subject, chosen, chosen_battery, search=not given)
         if covered is None:
             report = sample_audit(subject, chosen, chosen_battery, progress)
+            report = _with_invariance(report, subject, chosen, chosen_battery, progress)
             return with_branches(report, chosen_battery)
         extended = [*chosen_battery, *engine_inputs(covered.found)]
-        report = sample_audit(subject, chosen, extended, progress)
-        return with_branches(replace(report, coverage=covered.coverage), extended)
+        report = replace(
+            sample_audit(subject, chosen, extended, progress), coverage=covered.coverage
+        )
+        report = _with_invariance(report, subject, chosen, chosen_battery, progress)
+        return with_branches(report, extended)
 
 
 def _covered(
@@ -166,6 +177,22 @@ def _covered(
         return None
     tries = tries_for(subject, options.search) if search else 0
     return coverage_search(subject, battery, tries=tries, keep=options.search, seed=options.seed)
+
+
+def _with_invariance(
+    report: AuditReport,
+    subject: Subject,
+    options: AuditOptions,
+    battery: Sequence[Scenario],
+    progress: Progress | None,
+) -> AuditReport:
+    """``report`` with the invariance check (``invariance.check_invariance``) when asked for:
+    its verdict ``batch-dependent`` when a row's law changes with its batch."""
+    if not options.invariance:
+        return report
+    found = check_invariance(subject, options, battery, progress)
+    chosen = "batch-dependent" if found.dependent else report.verdict
+    return replace(report, invariance=found, verdict=chosen, seconds=report.seconds + found.seconds)
 
 
 def _with_options(entry: F) -> F:
@@ -217,7 +244,9 @@ def audit_verifier(
             (default 0.01 for a batched function or rule, 0.05 for a single-sequence one),
             ``min_power_tv``, ``false_fail_rate``, ``false_pass_rate``, ``seed``,
             ``num_threads``, ``allow_nondeterministic``, ``blocks_span_steps``, ``search``,
-            ``reserved_ids``, ``dtype``, ``device``, ``ragged``).
+            ``reserved_ids``, ``dtype``, ``device``, ``ragged``, ``invariance``: also run each
+            scenario's rows alone and in mixed batches, ``batch-dependent`` when a row's law
+            changes with its batch; batched forms and rules only).
 
     Returns:
         An ``AuditReport``. Exceptions raised by ``fn`` propagate; an output that is not an

@@ -59,6 +59,7 @@ FLAGS = {
     "workers": "--workers",
     "checkpoint": "--checkpoint",
     "resume": "--resume",
+    "invariance": "--invariance",
 }
 """The command's flag for each option of ``AuditOptions`` that has one."""
 
@@ -240,6 +241,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
         device=args.device,
         ragged=bool(args.ragged),
         model_interface=args.model_interface or "logits",
+        invariance=args.invariance,
         **loaded,
         coverage=not args.no_coverage,
         workers=getattr(args, "workers", None) or 1,

@@ -4,7 +4,8 @@
 the power of the statistical mode (``samples`` or ``detect_tv``, ``min_power_tv``, the two
 error rates), what counts in the verdict (``allow_nondeterministic``, ``blocks_span_steps``),
 the seed and threads, and how an engine is handed its inputs (``reserved_ids``, ``dtype``,
-``device``, ``ragged``, ``model_interface``, ``target_warp``, ``target_sampler``). It is
+``device``, ``ragged``, ``model_interface``, ``target_warp``, ``target_sampler``), and whether
+rows are also run alone and in mixed batches (``invariance``). It is
 checked once, when built, before the audited function is ever called: a wrong type is a
 ``TypeError``, a value out of range or two options that exclude each other a ``ValueError``
 naming the option, what was expected and what was got.
@@ -87,6 +88,7 @@ class AuditKeywords(TypedDict, total=False):
     executor: Executor | None
     checkpoint: str | os.PathLike[str] | None
     resume: str | os.PathLike[str] | None
+    invariance: bool
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,10 @@ class AuditOptions:
             chunk, atomically (``specdec.testing.audit.checkpoint``).
         resume: (statistical) continue from this checkpoint (it must be this audit's) and
             keep checkpointing to it unless ``checkpoint`` names another file.
+        invariance: (batched verifier, rule, batched step) also run each scenario's rows alone
+            and inside mixed batches, and say ``batch-dependent`` when a row's law (or a
+            seeded row's output) changes with its batch
+            (``specdec.testing.audit.invariance``).
 
     Raises:
         TypeError: an option of the wrong type.
@@ -170,6 +176,7 @@ class AuditOptions:
     executor: Executor | None = None
     checkpoint: str | os.PathLike[str] | None = None
     resume: str | os.PathLike[str] | None = None
+    invariance: bool = False
 
     def __post_init__(self) -> None:
         check_audit_options(
@@ -209,6 +216,13 @@ class AuditOptions:
                 getattr(self, name), (str, os.PathLike)
             ):
                 raise TypeError(f"{name} must be a path, got {type(getattr(self, name)).__name__}.")
+        if self.invariance and self.ragged:
+            raise ValueError("invariance=True mixes rows of one k; it takes no ragged=True.")
+        if self.invariance and self.device is not None and str(self.device) != "cpu":
+            raise ValueError(
+                f"invariance=True runs rows on the CPU (its capture pairs CPU draws); got "
+                f"device={self.device!r}: audit the device without invariance, or leave it out."
+            )
         if self.exact and self.given(*SAMPLING_OPTIONS):
             given = ", ".join(self.given(*SAMPLING_OPTIONS))
             raise ValueError(

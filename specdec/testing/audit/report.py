@@ -27,7 +27,12 @@ own exit code (``ExitCode``, ``VERDICT_EXIT``):
   sampling would by more than Hoeffding's margin;
 * ``"lossless"`` (0): no deviation of the reported distance found;
 * ``"cannot decide"`` (3, exact mode): no scenario's exact law differs, but some law could not
-  be computed (randomness the audit cannot enumerate): never ``lossless``.
+  be computed (randomness the audit cannot enumerate): never ``lossless``;
+* ``"batch-dependent"`` (9, with ``invariance``: ``--invariance``): a row's law, or a seeded
+  row's output for its seed, changes with the rest of its batch (``invariance``: the context,
+  the distance, the p-value, the exact evidence); it comes before every other verdict, since
+  a row right alone and wrong in a batch must never read as lossless (the scenarios' own
+  results still say whether the homogeneous battery found it lossy).
 
 The command also reports ``"invalid-output"`` (5) for a block that is not a block at all (wrong
 shape, dtype, ids), and ``"crash"`` (6), both raised by the audited function before any report
@@ -51,6 +56,7 @@ from typing import Any
 
 from specdec.testing.audit.branches import BranchRates, format_rates
 from specdec.testing.audit.coverage import CodeCoverage
+from specdec.testing.audit.invariance_results import InvarianceResult
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -94,6 +100,9 @@ class ExitCode(IntEnum):
     INTERNAL_ERROR = 8
     """specdec itself failed (not the audited function, not a helper the user gave): its
     traceback is printed with a request to report it."""
+    BATCH_DEPENDENT = 9
+    """With ``--invariance``: a row's law (or a seeded row's output for its seed) changes with
+    the rest of its batch."""
 
 
 VERDICT_EXIT = {
@@ -106,6 +115,7 @@ VERDICT_EXIT = {
     "crash": ExitCode.CRASH,
     "cannot decide": ExitCode.INCONCLUSIVE,
     "internal-error": ExitCode.INTERNAL_ERROR,
+    "batch-dependent": ExitCode.BATCH_DEPENDENT,
 }
 """The exit code of each verdict (``specdec audit``, statistical and exact)."""
 
@@ -147,6 +157,8 @@ class AuditReport:
         coverage: (verifiers) what the scenarios ran of the function's own code and what the
             coverage-guided search added (``specdec.testing.audit.coverage``); ``None``: not
             measured (``coverage=False``, another level, engine options).
+        invariance: (``invariance=True``) each scenario's rows alone against the same rows in
+            mixed batches (``specdec.testing.audit.invariance``); ``None`` when not checked.
     """
 
     verdict: str
@@ -167,6 +179,7 @@ class AuditReport:
     rounding_bound: Fraction | None = None
     branches: tuple[BranchRates, ...] = ()
     coverage: CodeCoverage | None = None
+    invariance: InvarianceResult | None = None
 
     @property
     def lossless(self) -> bool:
@@ -249,6 +262,12 @@ class AuditReport:
             line = self._stream_line()
         if self.coverage is not None:  # what the verdict covered, never more
             line += f"; {self.coverage.headline()}"
+        if self.invariance is not None:
+            line = (
+                f"BATCH-DEPENDENT: {self.invariance.summary()}"
+                if self.verdict == "batch-dependent"
+                else f"{line}; {self.invariance.summary()}"
+            )
         rejected = self.not_audited
         if not rejected:
             return line
@@ -340,7 +359,11 @@ class AuditReport:
         if self.mode in STREAM_STATISTICS_MODES:
             return "\n".join(lines + self._stream_lines())
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
-        lines = [*lines[:-1], *coverage_lines(self.coverage), *self._branch_lines(), lines[-1]]
+        invariance = self.invariance.lines() if self.invariance is not None else []
+        lines = [
+            *lines[:-1], *coverage_lines(self.coverage), *invariance, *self._branch_lines(),
+            lines[-1],
+        ]  # fmt: skip
         return "\n".join(lines)  # time last
 
     def _branch_lines(self) -> list[str]:
@@ -483,7 +506,9 @@ def _jsonable(value: object) -> object:
     """JSON for what ``json`` does not know: fractions and tensors as text, tuples as lists."""
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, (ScenarioResult, ExactScenarioResult, StreamStatisticsResult)):
+    if isinstance(
+        value, (ScenarioResult, ExactScenarioResult, StreamStatisticsResult, InvarianceResult)
+    ):
         return value.document()
     if isinstance(value, BranchRates):
         return value.document()

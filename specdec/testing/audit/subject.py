@@ -88,14 +88,17 @@ _SCALE = ("workers", "executor", "checkpoint", "resume")
 _STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
-    "rule": frozenset((*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage", *_SCALE)),
+    "rule": frozenset(
+        (*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage", "invariance", *_SCALE)
+    ),
     "batched verifier": frozenset(
         (*_COMMON, *_JUDGED, *_ENGINE, "search", "ragged", "adversarial", "coverage", *_SCALE)
-    ),
+    )
+    | {"invariance"},
     "single verifier": frozenset(
         (*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage", *_SCALE)
     ),
-    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, *_SCALE)),
+    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "invariance", *_SCALE)),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, *_SCALE)),
     "multi-draft rule": frozenset(_COMMON),
     "tree rule": frozenset(_COMMON),
@@ -104,7 +107,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
-_EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage"))
+_EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage", "invariance"))
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,11 @@ class Subject:
             raise ValueError(
                 "exact=True enumerates a rule's uniforms; a stream is judged by sampling "
                 "against the target's exact law (leave exact out)."
+            )
+        if options.invariance and self.form not in ("rule", "batched verifier", "batched step"):
+            raise ValueError(
+                "invariance=True runs rows alone and in batches: it needs a batched verifier, "
+                f"a VerifyRule or a batched step (@batched or batched=True), not a {self.form}."
             )
         given = options.given()
         if options.exact:

@@ -23,6 +23,11 @@ Views, all derived from ``ZOO``:
 * ``MULTI_ZOO``: multi-draft (one position) and tree rules, lossless controls and known bugs,
   each with the candidate draw it is judged on (a registry of its own: their argument lists
   differ from ``VerifyRule``).
+* ``COUPLING_ZOO``: batched verifiers and steps whose bug couples the rows of a batch (a
+  shared generator stream, a per-batch temperature, a shared draft scale, seeded rows drawing
+  from the unseeded rows' stream), each lossless alone, and their controls; what
+  ``audit(..., invariance=True)`` must say of each (a registry of its own: two take per-row
+  ``generators``).
 * ``reference_verifier_single`` and ``reference_step_single``: the references with the
   single-sequence signatures (every entry has one: ``ZOO[name].single``).
 
@@ -39,6 +44,7 @@ Example:
     ('residual', 'verifier', True, True)
 """
 
+from specdec.testing.zoo._coupling import COUPLING_ZOO, CouplingEntry, CouplingRegistry
 from specdec.testing.zoo._draft_law import COARSE_GRID
 from specdec.testing.zoo._multi_draft import MULTI_ZOO, MultiDraftEntry, MultiDraftRegistry
 from specdec.testing.zoo._randomness import UNIFORM_BITS
@@ -58,6 +64,7 @@ from specdec.testing.zoo._views import (
 
 __all__ = [  # the names above, then every entry's name
     "COARSE_GRID",
+    "COUPLING_ZOO",
     "LOSSLESS_STEPS",
     "LOSSLESS_VERIFIERS",
     "LOSSY_STEPS",
@@ -68,6 +75,8 @@ __all__ = [  # the names above, then every entry's name
     "UNIFORM_BITS",
     "VERIFIER_RULES",
     "ZOO",
+    "CouplingEntry",
+    "CouplingRegistry",
     "Entry",
     "ExactTV",
     "Family",
