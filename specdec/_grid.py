@@ -254,12 +254,34 @@ def box_volumes(cuts: list[list[int]], outputs: Tensor) -> dict[tuple[int, ...],
     return law
 
 
+class _Unused(BatchEvaluator):
+    """A rule of no uniform seen as a rule of one it ignores (the product partition needs a
+    coordinate)."""
+
+    dims = 1
+
+    def __init__(self, inner: Evaluator) -> None:
+        self.inner = inner
+        self.evaluations = 0
+
+    def __call__(self, indices: Tensor) -> Tensor:
+        self.evaluations += indices.shape[0]
+        return self.inner(indices[:, :0])
+
+    def alone(self, indices: Tensor) -> Tensor:
+        self.evaluations += indices.shape[0]
+        return self.inner.alone(indices[:, :0])
+
+
 def explore(
     evaluate: Evaluator, candidates: list[list[Fraction]], probes: int, seed: int
 ) -> tuple[Status, str, list[list[int]], Tensor | None]:
     """The whole engine: a determinism check on seeded points, candidates confirmed, refinement
     to agreeing corners, then the guards. Returns the status, the evidence, the cuts and the
-    corner outputs (``None`` unless ``"exact"``)."""
+    corner outputs (``None`` unless ``"exact"``). A rule of no uniform (``dims == 0``: it draws
+    nothing) is explored as a rule of one uniform it ignores: one box, its law a point mass."""
+    if evaluate.dims == 0:
+        evaluate, candidates = _Unused(evaluate), [[]]
     generator = torch.Generator().manual_seed(seed)
     sample = torch.randint(0, GRID, (64, evaluate.dims), generator=generator)
     _, failure = twice(evaluate, sample)  # before refining, which assumes a function

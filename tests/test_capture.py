@@ -13,7 +13,12 @@ import torch
 
 from specdec.models.toy import make_toy_pair
 from specdec.testing.audit import Scenario, audit_exact
-from specdec.testing.capture import NotEnumerableError, captured_rule, count_draws
+from specdec.testing.capture import (
+    MoreValuesNeeded,
+    NotEnumerableError,
+    captured_rule,
+    count_draws,
+)
 
 
 def _f64(values: list[float]) -> torch.Tensor:
@@ -21,7 +26,7 @@ def _f64(values: list[float]) -> torch.Tensor:
 
 
 def test_a_captured_verifier_is_a_rule_of_its_values() -> None:
-    """Each row's call consumes its own values; the recorded count is enforced."""
+    """Each row's call consumes its own values; a path drawing more than given asks for more."""
 
     def verifier(
         tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, g: torch.Generator
@@ -35,8 +40,11 @@ def test_a_captured_verifier_is_a_rule_of_its_values() -> None:
     tokens, q, p = (x[None].expand(2, *x.shape) for x in rows)
     verdict = rule(tokens, q, p, _f64([[0.1], [0.2]]))  # both below 0.6: accepted
     assert verdict.tokens.tolist() == [[0, -1], [0, -1]]
-    with pytest.raises(NotEnumerableError, match="drew more than the 1 random values per row"):
+    with pytest.raises(MoreValuesNeeded) as more:
         rule(tokens, q, p, _f64([[0.9], [0.9]]))  # rejected: a second draw (multinomial)
+    assert more.value.needed == 2
+    both = rule(tokens, q, p, _f64([[0.1, 0.99], [0.9, 0.99]]))  # a path may draw fewer
+    assert both.tokens.tolist() == [[0, -1], [1, -1]]
 
 
 @pytest.mark.slow
@@ -60,9 +68,9 @@ def test_a_call_drawing_more_than_max_draws_is_not_enumerated() -> None:
     def many(
         tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, g: torch.Generator
     ) -> torch.Tensor:
-        torch.rand(9, generator=g)
+        torch.rand(13, generator=g)
         return tokens[:1]
 
     rows = (torch.tensor([0]), _f64([[0.5, 0.5]]), _f64([[0.5, 0.5], [0.5, 0.5]]))
-    with pytest.raises(NotEnumerableError, match=r"draws 9 random values per call; .* at most 8"):
+    with pytest.raises(NotEnumerableError, match=r"draws more than 12 random values per call"):
         count_draws(many, False, rows)

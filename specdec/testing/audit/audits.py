@@ -111,7 +111,7 @@ def audit(
         if chosen.exact:
             return audit_exact(
                 subject, scenarios=given or None, search=chosen.search, seed=chosen.seed,
-                progress=progress,
+                progress=progress, dtype=chosen.dtype,
             )  # fmt: skip
         defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
         chosen_battery = engine_scenarios(

@@ -99,7 +99,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
-_EXACT = frozenset(("exact", "seed", "num_threads", "search"))
+_EXACT = frozenset(("exact", "seed", "num_threads", "search", "dtype"))
 
 
 @dataclass(frozen=True)
