@@ -74,3 +74,28 @@ def test_a_call_drawing_more_than_max_draws_is_not_enumerated() -> None:
     rows = (torch.tensor([0]), _f64([[0.5, 0.5]]), _f64([[0.5, 0.5], [0.5, 0.5]]))
     with pytest.raises(NotEnumerableError, match=r"draws more than 12 random values per call"):
         count_draws(many, False, rows)
+
+
+def test_a_path_drawing_more_than_the_recorded_one_grows_the_grid_and_the_law_is_exact() -> None:
+    """Recorded at ``u = 1/2`` the verifier draws once; where ``u >= 3/4`` it draws again
+    (a second uniform picks the token). The discovery grows to two values and finds the law
+    exactly: token 0 accepted with 3/4, then tokens 0 and 1 with 1/8 each."""
+    from specdec.discover import discover_rows_law
+    from specdec.exact import BlockRows
+
+    def verifier(
+        tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, g: torch.Generator
+    ) -> torch.Tensor:
+        if bool(torch.rand((), dtype=torch.float64, generator=g) < 0.75):
+            return tokens[:1]
+        second = torch.rand((), dtype=torch.float64, generator=g)
+        return torch.tensor([int(second >= 0.5)])
+
+    half = (Fraction(1, 2), Fraction(1, 2))
+    rows = BlockRows((0,), (half,), (half, half))
+    tensors = (torch.tensor([0]), _f64([[0.5, 0.5]]), _f64([[0.5, 0.5], [0.5, 0.5]]))
+    assert count_draws(verifier, False, tensors) == 1
+    found = discover_rows_law(captured_rule(verifier, False), rows, candidates=None, dims=1)
+    assert found.status == "exact", found.evidence
+    assert found.law == {(0,): Fraction(3, 4) + Fraction(1, 8), (1,): Fraction(1, 8)}
+    assert len(found.cuts) == 2  # the grid grew to the second value
