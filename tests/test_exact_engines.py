@@ -105,7 +105,9 @@ def test_a_float32_engine_is_lossy_at_float64s_bound_and_lossless_up_to_float32_
     """The control: float32 rounding is a TV far above float64's bound (LOSSY there) and far
     below float32's; the report says which bound it used, in words and in JSON."""
     at_float64 = audit_exact(engines.per_row_global_rng, scenarios=SCENARIOS)
-    assert at_float64.verdict == "lossy"
+    assert at_float64.verdict == "lossy" and "--dtype (dtype=)" in at_float64.format()
+    scaled = audit_exact(engines.per_row_global_rng_scaled, scenarios=SCENARIOS[:1])
+    assert scaled.verdict == "lossy" and "--dtype (dtype=)" not in scaled.format()  # TV 4e-5
     worst = at_float64.worst()
     assert worst is not None and worst.total_variation is not None
     assert ROUNDING_BOUND < worst.total_variation < rounding_bound("float32", 1, 2)

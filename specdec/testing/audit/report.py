@@ -418,6 +418,15 @@ class AuditReport:
                 f"{float(s.forbidden_mass or 0):>10.3g} {tokens:>13}  {result}"
             )
         worst = self.worst()
+        lossy = [s for s in self._exact() if s.lossless is False]
+        if lossy and dtype == "float64" and not any(s.forbidden_mass for s in lossy):
+            largest = max(float(s.total_variation or 0) for s in lossy)
+            if largest < 1e-6:  # the size of float32 rounding, not of a decision misplaced
+                lines.append(
+                    f"  every lossy TV is below 1e-6 (largest {largest:.3g}) and no outcome the "
+                    "target forbids occurs: if the engine computes in float32 or narrower, "
+                    "--dtype (dtype=) judges it against that dtype's rounding bound"
+                )
         if worst is not None:
             lines += ["", f"  worst: {worst.name} ({worst.description or worst.evidence})"]
             for outcome, excess in worst.worst:
