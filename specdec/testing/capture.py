@@ -87,7 +87,7 @@ def _supplied(supply: Supply, run: Callable[[], Tensor]) -> Tensor:
     return out
 
 
-MAX_DRAWS = 12
+MAX_DRAWS = 8
 """Random values per call beyond which the capture gives up: the exact engine evaluates every
 corner of a product of boxes, ``2^draws`` corners per box, so a call drawing a value per
 vocabulary entry of a large vocabulary is not enumerated (``specdec._grid.MAX_CORNERS`` bounds
