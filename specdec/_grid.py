@@ -18,6 +18,7 @@ __all__ = [
     "GRID",
     "MAX_CORNERS",
     "MAX_CUTS",
+    "MAX_PASSES",
     "BatchEvaluator",
     "Evaluator",
     "Status",
@@ -120,11 +121,21 @@ MAX_CORNERS = 2**21
 """Corner evaluations per pass beyond which refinement gives up (``outside-class``)."""
 
 
+MAX_PASSES = 32
+"""Refinement passes beyond which refinement gives up (``outside-class``). An interval-decided
+rule whose boundaries are axis-parallel needs a few (at most 7 over the zoo's rules on the
+verifier battery and 16 searched pairs): each pass adds every boundary its corners reveal. A
+boundary that is not axis-parallel (an exponential or Gumbel race, ``argmax(r / E)``: the
+winner changes on the line ``r_1 / E_1 = r_2 / E_2``) is interval-decided along each axis,
+but no finite product partition fits it: each pass adds a cut or two per coordinate, forever;
+this gives up on it in seconds instead of at ``MAX_CUTS``."""
+
+
 def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], Tensor] | None:
     """Add cuts until every box's corners agree; returns the sorted cuts and the outputs at
     every corner, shaped ``[2 n_0, ..., 2 n_k, k+1]``, or ``None`` past ``MAX_CUTS`` cuts on a
-    uniform or ``MAX_CORNERS`` corners."""
-    while True:
+    uniform, ``MAX_CORNERS`` corners or ``MAX_PASSES`` passes."""
+    for _ in range(MAX_PASSES):
         corner_count = 1
         for c in cuts:
             corner_count *= 2 * (len(c) - 1)
@@ -154,6 +165,7 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
                     found += 1
         if not found:
             return ordered, outputs
+    return None
 
 
 def _first_changes(
@@ -254,12 +266,34 @@ def box_volumes(cuts: list[list[int]], outputs: Tensor) -> dict[tuple[int, ...],
     return law
 
 
+class _Unused(BatchEvaluator):
+    """A rule of no uniform seen as a rule of one it ignores (the product partition needs a
+    coordinate)."""
+
+    dims = 1
+
+    def __init__(self, inner: Evaluator) -> None:
+        self.inner = inner
+        self.evaluations = 0
+
+    def __call__(self, indices: Tensor) -> Tensor:
+        self.evaluations += indices.shape[0]
+        return self.inner(indices[:, :0])
+
+    def alone(self, indices: Tensor) -> Tensor:
+        self.evaluations += indices.shape[0]
+        return self.inner.alone(indices[:, :0])
+
+
 def explore(
     evaluate: Evaluator, candidates: list[list[Fraction]], probes: int, seed: int
 ) -> tuple[Status, str, list[list[int]], Tensor | None]:
     """The whole engine: a determinism check on seeded points, candidates confirmed, refinement
     to agreeing corners, then the guards. Returns the status, the evidence, the cuts and the
-    corner outputs (``None`` unless ``"exact"``)."""
+    corner outputs (``None`` unless ``"exact"``). A rule of no uniform (``dims == 0``: it draws
+    nothing) is explored as a rule of one uniform it ignores: one box, its law a point mass."""
+    if evaluate.dims == 0:
+        evaluate, candidates = _Unused(evaluate), [[]]
     generator = torch.Generator().manual_seed(seed)
     sample = torch.randint(0, GRID, (64, evaluate.dims), generator=generator)
     _, failure = twice(evaluate, sample)  # before refining, which assumes a function
@@ -269,9 +303,10 @@ def explore(
     if refined is None:
         return (
             "outside-class",
-            f"refinement did not converge (more than {MAX_CUTS} cuts on a uniform or "
-            f"{MAX_CORNERS} corners): the output does not change in intervals, or the "
-            "scenario is too large for a product partition",
+            f"refinement did not converge (more than {MAX_CUTS} cuts on a uniform, "
+            f"{MAX_CORNERS} corners or {MAX_PASSES} passes): the output does not change in "
+            "intervals, its boundaries are not axis-parallel (a race, argmax(r / E), of "
+            "several random values), or the scenario is too large for a product partition",
             [],
             None,
         )

@@ -54,17 +54,20 @@ from specdec._checks import (
 from specdec._grid import GRID, BatchEvaluator, Status, box_volumes, explore, grid_index
 from specdec.exact import BlockRows, Breakpoints, Law, draft_law, rejection_breakpoints
 from specdec.models.toy import ToyModel
+from specdec.supply import MoreValuesNeeded
 from specdec.types import VerifyRule
 
 __all__ = [
     "GRID",
     "ROUNDING_BOUND",
+    "UNIT_ROUNDOFF",
     "Discovery",
     "ExactVerdict",
     "discover_block_law",
     "discover_rows_law",
     "exact_verdict",
     "grid_index",
+    "rounding_bound",
 ]
 
 
@@ -132,6 +135,31 @@ class _Rows(BatchEvaluator):
         return tokens.long()
 
 
+def _explore_growing(
+    rule: VerifyRule,
+    rows: BlockRows,
+    candidates: Breakpoints | None,
+    probes: int,
+    seed: int,
+    dims: int | None,
+) -> tuple[int, _Rows, tuple[Status, str, list[list[int]], Tensor | None]]:
+    """``explore`` with ``dims`` uniforms, again with more each time the rule asks
+    (``MoreValuesNeeded``: a captured verifier drawing more on a path the recording did not
+    take). Returns the evaluations of the abandoned tries, the last evaluator, its result."""
+    abandoned = 0
+    while True:
+        evaluate = _Rows(rule, rows, dims)
+        if candidates is None or evaluate.dims != evaluate.width:
+            start: list[list[Fraction]] = [[] for _ in range(evaluate.dims)]
+        else:
+            start = candidates(rows)
+        try:
+            return abandoned, evaluate, explore(evaluate, start, probes, seed)
+        except MoreValuesNeeded as more:
+            abandoned += evaluate.evaluations
+            dims = max(more.needed, evaluate.dims + 1)
+
+
 def discover_rows_law(
     rule: VerifyRule,
     rows: BlockRows,
@@ -151,23 +179,22 @@ def discover_rows_law(
         probes: seeded interior probes per box (the guards).
         seed: seed of the probes.
         dims: how many uniforms the rule takes (default ``k + 1``; a captured verifier,
-            ``specdec.testing.capture``, may draw another number; candidates are then not
-            used).
+            ``specdec.testing.capture``, may draw another number, ``0`` included; candidates
+            are then not used). A rule that raises ``specdec.supply.MoreValuesNeeded`` (a
+            path drawing more) is explored again with that many.
 
     Returns:
         A ``Discovery`` for this block: its ``law`` (conditional on the draft block) when
         ``status == "exact"``.
     """
-    evaluate = _Rows(rule, rows, dims)
-    if candidates is None or evaluate.dims != evaluate.width:
-        start: list[list[Fraction]] = [[] for _ in range(evaluate.dims)]
-    else:
-        start = candidates(rows)
-    status, evidence, cuts, outputs = explore(evaluate, start, probes, seed)
+    earlier, evaluate, (status, evidence, cuts, outputs) = _explore_growing(
+        rule, rows, candidates, probes, seed, dims
+    )
+    evaluations = earlier + evaluate.evaluations
     counts = tuple(len(c) - 2 for c in cuts)
     positions = tuple(tuple(c[1:-1]) for c in cuts)
     if outputs is None:
-        return Discovery(status, None, evidence, evaluate.evaluations, counts, positions)
+        return Discovery(status, None, evidence, evaluations, counts, positions)
     corners = outputs.reshape(-1, outputs.shape[-1])
     try:  # the audit's own check of emitted blocks
         check_emitted_blocks(
@@ -175,12 +202,12 @@ def discover_rows_law(
         )
     except ValueError as error:
         evidence = f"the rule's output is not an emitted block: {error}"
-        return Discovery("invalid-output", None, evidence, evaluate.evaluations, counts, positions)
+        return Discovery("invalid-output", None, evidence, evaluations, counts, positions)
     law: Law = {}
     for output, prob in box_volumes(cuts, outputs).items():
         block = tuple(token for token in output if token >= 0)
         law[block] = law.get(block, Fraction(0)) + prob
-    return Discovery("exact", law, evidence, evaluate.evaluations, counts, positions)
+    return Discovery("exact", law, evidence, evaluations, counts, positions)
 
 
 def discover_block_law(
@@ -267,7 +294,65 @@ grid steps (``2^-53``) of its rational position: an acceptance ratio or a cumula
 by a few units in the last place. Over the at most ``10^3`` cuts of a toy scenario that moves
 far less than ``2^-40`` (about ``9.1e-13``) of probability; the library's rules measure about
 ``1e-16`` (``tests/test_discover.py``). A larger distance is a decision in the wrong place.
+The floor of ``rounding_bound`` for every dtype.
 """
+
+UNIT_ROUNDOFF = {
+    "float64": Fraction(1, 2**53),
+    "float32": Fraction(1, 2**24),
+    "float16": Fraction(1, 2**11),
+    "bfloat16": Fraction(1, 2**8),
+}
+"""Each dtype's unit roundoff ``eps`` (``2^-p``, ``p`` the significand's bits): the relative
+error of one rounding, and the spacing of ``torch.rand``'s values in that dtype."""
+
+
+def rounding_bound(dtype: str, k: int, vocab: int) -> Fraction:
+    r"""The total variation a lossless rule computed in ``dtype`` may show from rounding alone.
+
+    .. math:: B(\text{dtype}, k, V) = \max\big(2^{-40},\; 2\,(4k + V(V + 4))\,\varepsilon\big)
+
+    The argument. A single-chain rule makes, on every path, at most ``k`` acceptance tests and
+    one inverse-CDF draw over ``V`` cells (a final draw by an exponential or Gumbel race makes
+    the same ``V`` comparisons pairwise). The computed rule and the exact one can differ only
+    where a uniform falls between a computed threshold and the exact one; the paths reaching
+    one decision point at one position are disjoint events and the uniform deciding there is
+    independent of them, so each position moves at most the largest threshold error there:
+
+    * an acceptance test ``u < min(1, p/q)``: ``p`` and ``q`` rounded to ``dtype`` (``eps``
+      each, relative), the division (``eps``) and the uniform's own grid (``torch.rand`` in
+      ``dtype`` draws multiples of ``eps``): at most ``4 eps`` of probability;
+    * an inverse-CDF draw over a row computed from rounded rows (a residual ``max(0, p - q)``
+      normalised, or a target row): each cumulative sum is within ``(V + 4) eps`` of its exact
+      value (``V`` roundings of the summation, the subtraction, the rows and the
+      normalisation; a residual's normaliser divides both the errors and the chance of
+      reaching the draw, so its mass cancels), and the law of the drawn token moves by at most
+      the sum of the ``V`` cumulative errors, ``V (V + 4) eps``.
+
+    Summed over the ``k`` tests and the one draw: ``(4k + V(V + 4)) eps``; the factor 2 covers
+    a rounding mode that is not to nearest (a truncating cast, a kernel's flush). For float64
+    the floor ``ROUNDING_BOUND`` applies (the formula is below it on every toy scenario). A
+    larger distance is a decision in the wrong place, and an outcome the target forbids is
+    lossy at any size (``exact_verdict``).
+
+    Args:
+        dtype: ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"`` (``UNIT_ROUNDOFF``):
+            the dtype the engine computes in.
+        k: drafts per block.
+        vocab: the vocabulary size ``V``.
+
+    Raises:
+        ValueError: an unknown dtype.
+
+    Example:
+        >>> float(rounding_bound("float32", 2, 4))  # 2 (8 + 32) 2^-24
+        4.76837158203125e-06
+        >>> rounding_bound("float64", 2, 4) == ROUNDING_BOUND
+        True
+    """
+    if dtype not in UNIT_ROUNDOFF:
+        raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype!r}.")
+    return max(ROUNDING_BOUND, 2 * (4 * k + vocab * (vocab + 4)) * UNIT_ROUNDOFF[dtype])
 
 
 @dataclass(frozen=True)
@@ -279,8 +364,9 @@ class ExactVerdict:
             ``rounding_bound`` of the target's in total variation.
         total_variation: exact TV between the completed law and the target's law.
         forbidden_mass: the probability of completed outcomes the target gives probability 0.
-        rounding_bound: the tolerance for float64 rounding (``ROUNDING_BOUND``).
+        rounding_bound: the tolerance for rounding in ``dtype`` (``rounding_bound``).
         worst: up to three outcomes with the largest excess over the target, with the excess.
+        dtype: the dtype whose rounding the bound allows (default ``"float64"``).
     """
 
     lossless: bool
@@ -288,6 +374,7 @@ class ExactVerdict:
     forbidden_mass: Fraction
     rounding_bound: Fraction
     worst: tuple[tuple[tuple[int, ...], Fraction], ...]
+    dtype: str = "float64"
 
     def describe(self) -> str:
         """One sentence: the verdict and its exact numbers."""
@@ -299,8 +386,8 @@ class ExactVerdict:
         if not self.lossless:
             return f"LOSSY (exact): TV {float(self.total_variation):.3g} from the target's law"
         return (
-            f"LOSSLESS (exact, up to float64 rounding): TV {float(self.total_variation):.3g} "
-            f"<= {float(self.rounding_bound):.3g}"
+            f"LOSSLESS (exact, up to {self.dtype} rounding): TV "
+            f"{float(self.total_variation):.3g} <= {float(self.rounding_bound):.3g}"
         )
 
 
@@ -309,14 +396,18 @@ def exact_verdict(
     expected: Law,
     *,
     rounding_bound: Fraction = ROUNDING_BOUND,
+    dtype: str = "float64",
 ) -> ExactVerdict:
-    """Compare a completed law with the target's: forbidden outcomes, then TV against the bound.
+    """Compare a completed law with the target's: forbidden outcomes (lossy at any mass), then
+    TV against the bound.
 
     Args:
         completed: the rule's block law completed to ``k+1`` tokens with the target
             (``specdec.exact.completion_law`` of ``Discovery.law``).
         expected: the target's law of ``k+1`` tokens (``specdec.exact.target_law``).
-        rounding_bound: the largest TV attributed to float64 rounding.
+        rounding_bound: the largest TV attributed to rounding (``rounding_bound(dtype, k,
+            V)`` for an engine computing in ``dtype``).
+        dtype: the dtype that bound is for (the verdict's words).
     """
     keys = set(completed) | set(expected)
     zero = Fraction(0)
@@ -325,4 +416,4 @@ def exact_verdict(
     forbidden = sum((completed[s] for s in completed if expected.get(s, zero) == 0), zero)
     worst = tuple(sorted(((s, e) for s, e in excess.items() if e > 0), key=lambda p: -p[1])[:3])
     lossless = forbidden == 0 and tv <= rounding_bound
-    return ExactVerdict(lossless, tv, forbidden, rounding_bound, worst)
+    return ExactVerdict(lossless, tv, forbidden, rounding_bound, worst, dtype)

@@ -13,12 +13,29 @@ generator, at the dtype the code asked for:
 * ``multinomial`` with one sample per row: inverse CDF of the row with one value;
 * ``bernoulli``: ``u < p``, one value per element;
 * ``randint`` over a power-of-two range up to ``2^53``: ``low + floor(u · n)``, exact (so
-  ``specdec.uniforms``, which draws 53-bit mantissas this way, is fed too).
+  ``specdec.uniforms``, which draws 53-bit mantissas this way, is fed too);
+* ``exponential_``: by its inverse CDF, ``E = -log(1 - u') / lambda`` with ``u' = u + 2^-54``
+  (the middle of the value's ``2^-53`` grid cell, so ``E > 0``), computed in float64 and
+  rounded to the tensor's dtype. It is increasing in ``u``, so an exponential race
+  (``argmax(probs / E)``) stays interval-decided in its values, and the grid's law of ``u'``
+  is the law of an ``Exp(lambda)`` draw discretised to ``2^-53`` in probability. A Gumbel race
+  (``-log(-log(u))`` from ``rand``) needs nothing more: its ``rand`` is fed, the code
+  transforms it.
 
-Any other random op (normal, exponential, other integer ranges, several multinomial samples,
-...) raises ``NotEnumerableError``. ``specdec.step_law.generation_law`` runs the generation loop
-under it; ``specdec.testing.capture`` builds on it to turn a user's verifier into a rule of
-explicit values.
+Any other random op (normal, other integer ranges, several multinomial samples, ...) raises
+``NotEnumerableError``. ``specdec.step_law.generation_law`` runs the generation loop under it;
+``specdec.testing.capture`` builds on it to turn a user's verifier into a rule of explicit
+values.
+
+**Refusals that code re-raises.** Code between the op and the caller may catch the refusal and
+raise something else (TorchScript re-raises it as a ``RuntimeError`` with an empty message; a
+wrapper may raise its own type), so the refusal is also kept on the mode (``refusal``): the
+caller asks the supply, not the exception's type, whether a refusal happened.
+
+**Values beyond those given.** A call that draws more values than it was given is fed ``1/2``
+for the rest (up to ``limit``) and counts them in ``used``: the caller learns how many that
+path needs (``specdec.testing.capture``), instead of an error escaping through the code (with
+``extend``; without, it is a refusal).
 
 Example:
     >>> import torch
@@ -35,7 +52,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["NotEnumerableError", "Supply"]
+__all__ = ["MoreValuesNeeded", "NotEnumerableError", "Supply"]
 
 _ATEN = torch.ops.aten
 _BITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
@@ -46,42 +63,79 @@ class NotEnumerableError(RuntimeError):
     """The function used randomness the capture cannot feed (or a varying amount of it)."""
 
 
+class MoreValuesNeeded(Exception):  # noqa: N818 (a request, not an error)
+    """A call drew ``needed`` values per row, more than it was given: the caller retries with
+    that many (``specdec.discover`` grows the number of enumerated values)."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(f"the call drew {needed} random values per row, more than it was given")
+        self.needed = needed
+
+
 class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Feed the uniform-type random ops from ``values`` (``None``: record, feeding ``1/2``).
 
-    ``used`` counts the values consumed; more than given raises ``NotEnumerableError``.
+    ``used`` counts the values consumed per row; more than given raises
+    ``NotEnumerableError``, or with ``extend`` is fed ``1/2``; more than ``limit`` is refused.
+    ``refusal`` keeps the last refusal, ``layout`` whether it was a random op whose leading
+    dimension is not the batch of ``rows`` rows.
     """
 
-    def __init__(self, values: Tensor | None, rows: int = 1) -> None:
+    def __init__(
+        self,
+        values: Tensor | None,
+        rows: int = 1,
+        *,
+        limit: int | None = None,
+        extend: bool = False,
+    ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.values = None if values is None else values.reshape(rows, -1)
         self.rows = rows
+        self.limit = limit
+        self.extend = extend
         self.used = 0  # values consumed per row
+        self.refusal: NotEnumerableError | None = None
+        self.layout = False  # the refusal was an op whose leading dimension is not the batch
+
+    def refuse(self, message: str, *, layout: bool = False) -> NotEnumerableError:
+        """Record a refusal (``refusal``) and return the error to raise."""
+        self.refusal = NotEnumerableError(message)
+        self.layout = self.layout or layout
+        return self.refusal
 
     def _take(self, count: int) -> Tensor:
         """``count`` values in the op's row-major order: with ``rows`` rows, the op's leading
-        dimension is the batch, and each row takes its next ``count / rows`` values."""
+        dimension is the batch, and each row takes its next ``count / rows`` values. Past the
+        given values: ``1/2`` when ``extend`` (counted in ``used``), else a refusal."""
         if count % self.rows:
-            raise NotEnumerableError(
+            raise self.refuse(
                 f"a random op drew {count} values for {self.rows} rows: its leading dimension "
-                "is not the batch"
+                "is not the batch",
+                layout=True,
             )
         per_row = count // self.rows
-        if self.values is None:
-            self.used += per_row
-            return torch.full((count,), 0.5, dtype=torch.float64)
-        if self.used + per_row > self.values.shape[1]:
-            raise NotEnumerableError(
-                f"the function drew more than the {self.values.shape[1]} random values per row "
+        if self.limit is not None and self.used + per_row > self.limit:
+            raise self.refuse(
+                f"the function draws more than {self.limit} random values per call; the exact "
+                f"engine enumerates at most {self.limit}"
+            )
+        given = 0 if self.values is None else self.values.shape[1]
+        if self.values is not None and self.used + per_row > given and not self.extend:
+            raise self.refuse(
+                f"the function drew more than the {given} random values per row "
                 "it drew when recorded: the amount of randomness depends on its inputs"
             )
-        out = self.values[:, self.used : self.used + per_row].reshape(-1)
+        out = torch.full((self.rows, per_row), 0.5, dtype=torch.float64)
+        if self.values is not None:
+            supplied = self.values[:, self.used : self.used + per_row]
+            out[:, : supplied.shape[1]] = supplied
         self.used += per_row
-        return out
+        return out.reshape(-1)
 
     def _uniform(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         if dtype not in _BITS:
-            raise NotEnumerableError(f"uniform values of dtype {dtype} are not modelled")
+            raise self.refuse(f"uniform values of dtype {dtype} are not modelled")
         scale = 2.0 ** _BITS[dtype]
         values = torch.floor(self._take(math.prod(shape)) * scale) / scale  # the dtype's grid
         return values.reshape(shape).to(dtype)
@@ -107,19 +161,31 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
             tensor = args[0]
             drawn = self._uniform(tuple(tensor.shape), tensor.dtype)
             return tensor.copy_(low + (high - low) * drawn)
+        if packet is _ATEN.exponential_:
+            return self._exponential(args, kwargs)
         if packet is _ATEN.multinomial:
             return self._multinomial(args, kwargs)
         if packet is _ATEN.bernoulli:
             probs = args[0] if len(args) < 2 or not isinstance(args[1], float) else None
             if probs is None:
-                raise NotEnumerableError("bernoulli with a scalar p is not modelled")
+                raise self.refuse("bernoulli with a scalar p is not modelled")
             drawn = self._take(probs.numel()).reshape(probs.shape)
             return (drawn < probs.double()).to(probs.dtype)
         if packet is _ATEN.randint:
             return self._randint(func._overloadname, args, kwargs)
         if any(word in packet.__name__ for word in _RANDOM_WORDS):
-            raise NotEnumerableError(f"the random op {packet.__name__} cannot be enumerated")
+            raise self.refuse(f"the random op {packet.__name__} cannot be enumerated")
         return func(*args, **kwargs)
+
+    def _exponential(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
+        """``exponential_`` by its inverse CDF at the middle of each value's grid cell."""
+        tensor: Tensor = args[0]
+        rate = float(args[1]) if len(args) > 1 else float(kwargs.get("lambd", 1.0))
+        if tensor.dtype not in _BITS:
+            raise self.refuse(f"exponential values of dtype {tensor.dtype} are not modelled")
+        middle = self._take(tensor.numel()) + 2.0**-54  # in (0, 1): E > 0
+        drawn = -torch.log1p(-middle) / rate  # increasing in the value
+        return tensor.copy_(drawn.reshape(tensor.shape).to(tensor.dtype))
 
     def _randint(self, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
         """``randint`` over a power-of-two range up to ``2^53``: ``low + floor(u · n)``, exact
@@ -129,7 +195,7 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         )
         span = int(high) - int(low)
         if span < 1 or span & (span - 1) or span > 2**53:
-            raise NotEnumerableError(
+            raise self.refuse(
                 f"randint over {span} values is not modelled exactly (only powers of two up to "
                 "2^53)"
             )
@@ -140,7 +206,7 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         probs: Tensor = args[0]
         samples = args[1] if len(args) > 1 else kwargs["num_samples"]
         if samples != 1:
-            raise NotEnumerableError("multinomial with more than one sample is not modelled")
+            raise self.refuse("multinomial with more than one sample is not modelled")
         rows = probs.double().reshape(-1, probs.shape[-1])
         cdf = rows.cumsum(dim=-1)
         threshold = (self._take(rows.shape[0]) * cdf[:, -1])[:, None]

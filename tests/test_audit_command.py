@@ -32,7 +32,7 @@ def marker_module(tmp_path: Path) -> tuple[Path, Path]:
         (["--target-warp", "m:f"], "--target-warp applies to --step audits only."),
         (["--step", "--ragged"], "--ragged applies to batched verifiers, not to --step audits."),
         (["--step", "--search", "2"], "--step takes none of --search."),
-        (["--exact", "--dtype", "float32"], "--exact takes --scenarios only of the engine"),
+        (["--exact", "--device", "cpu"], "--exact takes --scenarios and --dtype only of the"),
         (["--exact", "--step"], "--exact audits verification rules, not steps."),
         (["--tree", "iid", "--reserved-ids", "0"], "--tree takes none of --reserved-ids."),
         (["--multi-draft", "iid", "--batched"], "--multi-draft takes none of --batched."),

@@ -13,7 +13,12 @@ import torch
 
 from specdec.models.toy import make_toy_pair
 from specdec.testing.audit import Scenario, audit_exact
-from specdec.testing.capture import NotEnumerableError, captured_rule, count_draws
+from specdec.testing.capture import (
+    MoreValuesNeeded,
+    NotEnumerableError,
+    captured_rule,
+    count_draws,
+)
 
 
 def _f64(values: list[float]) -> torch.Tensor:
@@ -21,7 +26,7 @@ def _f64(values: list[float]) -> torch.Tensor:
 
 
 def test_a_captured_verifier_is_a_rule_of_its_values() -> None:
-    """Each row's call consumes its own values; the recorded count is enforced."""
+    """Each row's call consumes its own values; a path drawing more than given asks for more."""
 
     def verifier(
         tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, g: torch.Generator
@@ -35,8 +40,11 @@ def test_a_captured_verifier_is_a_rule_of_its_values() -> None:
     tokens, q, p = (x[None].expand(2, *x.shape) for x in rows)
     verdict = rule(tokens, q, p, _f64([[0.1], [0.2]]))  # both below 0.6: accepted
     assert verdict.tokens.tolist() == [[0, -1], [0, -1]]
-    with pytest.raises(NotEnumerableError, match="drew more than the 1 random values per row"):
+    with pytest.raises(MoreValuesNeeded) as more:
         rule(tokens, q, p, _f64([[0.9], [0.9]]))  # rejected: a second draw (multinomial)
+    assert more.value.needed == 2
+    both = rule(tokens, q, p, _f64([[0.1, 0.99], [0.9, 0.99]]))  # a path may draw fewer
+    assert both.tokens.tolist() == [[0, -1], [1, -1]]
 
 
 @pytest.mark.slow
@@ -64,5 +72,30 @@ def test_a_call_drawing_more_than_max_draws_is_not_enumerated() -> None:
         return tokens[:1]
 
     rows = (torch.tensor([0]), _f64([[0.5, 0.5]]), _f64([[0.5, 0.5], [0.5, 0.5]]))
-    with pytest.raises(NotEnumerableError, match=r"draws 9 random values per call; .* at most 8"):
+    with pytest.raises(NotEnumerableError, match=r"draws more than 8 random values per call"):
         count_draws(many, False, rows)
+
+
+def test_a_path_drawing_more_than_the_recorded_one_grows_the_grid_and_the_law_is_exact() -> None:
+    """Recorded at ``u = 1/2`` the verifier draws once; where ``u >= 3/4`` it draws again
+    (a second uniform picks the token). The discovery grows to two values and finds the law
+    exactly: token 0 accepted with 3/4, then tokens 0 and 1 with 1/8 each."""
+    from specdec.discover import discover_rows_law
+    from specdec.exact import BlockRows
+
+    def verifier(
+        tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, g: torch.Generator
+    ) -> torch.Tensor:
+        if bool(torch.rand((), dtype=torch.float64, generator=g) < 0.75):
+            return tokens[:1]
+        second = torch.rand((), dtype=torch.float64, generator=g)
+        return torch.tensor([int(second >= 0.5)])
+
+    half = (Fraction(1, 2), Fraction(1, 2))
+    rows = BlockRows((0,), (half,), (half, half))
+    tensors = (torch.tensor([0]), _f64([[0.5, 0.5]]), _f64([[0.5, 0.5], [0.5, 0.5]]))
+    assert count_draws(verifier, False, tensors) == 1
+    found = discover_rows_law(captured_rule(verifier, False), rows, candidates=None, dims=1)
+    assert found.status == "exact", found.evidence
+    assert found.law == {(0,): Fraction(3, 4) + Fraction(1, 8), (1,): Fraction(1, 8)}
+    assert len(found.cuts) == 2  # the grid grew to the second value

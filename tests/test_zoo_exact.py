@@ -5,9 +5,10 @@ with an exact TV > 0, each control LOSSLESS (suboptimal exactly where the regist
 ``accept_le_full_precision`` is the one entry the two audits judge differently, by design: its
 deviation (a forbidden draft accepted at ``u = 0``, probability 2^-53 per such draft) is far
 below sampling, so the statistical audit passes it, and the exact audit finds it
-(``exact_lossy``). The two entries that draw noise the capture cannot feed get CANNOT DECIDE
-(an exponential race; a uniform per vocabulary entry, more than ``MAX_DRAWS``). Steps are
-audited by ``specdec.step_law`` on the library's own step, not through this registry.
+(``exact_lossy``). The two entries whose final token is an exponential race get CANNOT
+DECIDE (their draws are fed, but the race's boundary is not axis-parallel, so refinement gives
+up after ``specdec._grid.MAX_PASSES``). Steps are audited by ``specdec.step_law`` on the
+library's own step, not through this registry.
 
 Battery: the verifier battery without its slowest scenario (near-equal, V = 5, k = 3: about 5 s
 a rule; the V = 10 near-equal scenario stays, so the small-mass guards are exercised). The same

@@ -1,27 +1,52 @@
 """Randomness capture: a verifier that draws its own random numbers, fed values the audit chose.
 
 Engines' verifiers take a ``torch.Generator`` or use torch's global one (``torch.rand_like``,
-``torch.multinomial``), so their randomness is not an argument the exact engine can enumerate.
-Under ``specdec.supply.Supply``, a ``torch`` dispatch mode (which ops it feeds, and how, is
-listed there), every uniform-type random op the function calls gets its values from a given
-vector instead of a generator, at the dtype the function asked for; any other random op raises
-``NotEnumerableError``: the exact audit then says it cannot decide.
+``torch.multinomial``, ``q.exponential_()``), so their randomness is not an argument the exact
+engine can enumerate. Under ``specdec.supply.Supply``, a ``torch`` dispatch mode (which ops it
+feeds, and how, is listed there), every uniform-type random op the function calls gets its
+values from a given vector instead of a generator, at the dtype the function asked for;
+``exponential_`` gets its inverse CDF of them; any other random op is refused
+(``NotEnumerableError``): the exact audit then says it cannot decide.
+
 ``captured_rule`` turns a single-sequence (or batched) verifier into a ``VerifyRule`` over those
 values, so the exact engine (``specdec.discover``) enumerates them on the grid like any rule's
-uniforms; the number of values a call consumes is recorded first and must not change. A batched
-verifier is called once for all rows: each random op's leading dimension must be the batch.
+uniforms. What it follows:
+
+* **A branching tree of draws.** Each path through the function may draw another number of
+  values (none, one, several: a rule that draws only on rejection). Every call takes its
+  values in order from the front of the vector, so a path drawing ``m`` values is a function
+  of the first ``m`` coordinates and constant in the others; a call that draws more than the
+  vector holds is fed ``1/2`` for the rest and raises ``MoreValuesNeeded`` afterwards, and the
+  engine starts again with that many coordinates. The law is exact: the values a path draws
+  are independent uniforms whatever the path, because each coordinate is.
+* **Per-row draws in a loop over a batch.** A batched function is first called on all grid
+  points at once, each random op's leading dimension taken as the batch; an op that is not
+  (``torch.rand(1)`` in a Python loop over rows, per-row generators) makes the call run again
+  one row per call, where every draw belongs to that row.
+* **Refusals whatever re-raises them.** A refusal may reach the caller as another exception
+  (TorchScript re-raises it as a blank ``RuntimeError``; a wrapper may catch it and raise its
+  own, or carry on): the supply keeps it (``Supply.refusal``), and the capture raises the
+  refusal itself whenever one happened, whatever escaped the call.
 """
 
 import zlib
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor
 
-from specdec.supply import NotEnumerableError, Supply
+from specdec.supply import MoreValuesNeeded, NotEnumerableError, Supply
 from specdec.types import Verification
 
-__all__ = ["MAX_DRAWS", "NotEnumerableError", "Supply", "captured_rule", "count_draws"]
+__all__ = [
+    "MAX_DRAWS",
+    "MoreValuesNeeded",
+    "NotEnumerableError",
+    "Supply",
+    "captured_rule",
+    "count_draws",
+]
 
 VerifierFn = Callable[[Tensor, Tensor, Tensor, torch.Generator], Tensor]
 
@@ -42,54 +67,70 @@ def _call(
     return block
 
 
+def _supplied(supply: Supply, run: Callable[[], Tensor]) -> Tensor:
+    """``run()`` under ``supply``: a refusal is raised as itself whatever escaped the call (or
+    if the call caught it and carried on); a call that drew past its values asks for more."""
+    given = None if supply.values is None else supply.values.shape[1]
+    try:
+        with supply:
+            out = run()
+    except Exception as error:
+        if supply.refusal is not None:
+            raise supply.refusal from error
+        if given is not None and supply.used > given:  # it ran on placeholder values
+            raise MoreValuesNeeded(supply.used) from error
+        raise
+    if supply.refusal is not None:
+        raise supply.refusal
+    if given is not None and supply.used > given:
+        raise MoreValuesNeeded(supply.used)
+    return out
+
+
 MAX_DRAWS = 8
 """Random values per call beyond which the capture gives up: the exact engine evaluates every
 corner of a product of boxes, ``2^draws`` corners per box, so a call drawing a value per
-vocabulary entry is not enumerated."""
+vocabulary entry of a large vocabulary is not enumerated (``specdec._grid.MAX_CORNERS`` bounds
+the corners of each pass as well)."""
 
 
 def count_draws(fn: VerifierFn, batched: bool, rows: tuple[Tensor, Tensor, Tensor]) -> int:
-    """The number of random values one call of ``fn`` on ``rows`` consumes (recorded).
+    """The number of random values one call of ``fn`` on ``rows`` consumes with every value
+    ``1/2`` (the path recorded first; other paths may draw more or fewer, ``captured_rule``).
 
     Raises:
         NotEnumerableError: a random op the capture cannot feed, or more than ``MAX_DRAWS``.
     """
-    supply = Supply(None)
-    with supply:
-        _call(fn, batched, rows)
-    if supply.used > MAX_DRAWS:
-        raise NotEnumerableError(
-            f"the function draws {supply.used} random values per call; the exact engine "
-            f"enumerates at most {MAX_DRAWS}"
-        )
+    supply = Supply(None, limit=MAX_DRAWS)
+    _supplied(supply, lambda: _call(fn, batched, rows))
     return supply.used
 
 
 def captured_rule(fn: VerifierFn, batched: bool) -> Callable[..., Verification]:
     """``fn`` as a rule of explicit values: ``rule(draft_tokens [n, k], draft_probs [n, k, V],
-    target_probs [n, k+1, V], values [n, d]) -> Verification``, calling ``fn`` once per row
-    with its ``d`` values supplied (``d`` = ``count_draws``; a call that consumes another
-    number raises ``NotEnumerableError``)."""
+    target_probs [n, k+1, V], values [n, d]) -> Verification``, each row's call taking its
+    values in order from the front of its ``d`` (module docstring).
+
+    Raises (from the rule):
+        NotEnumerableError: a random op the capture cannot feed, however the call re-raised it.
+        MoreValuesNeeded: some row's call drew more than ``d`` values.
+    """
 
     def rule(
         draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
     ) -> Verification:
         if batched:  # one call for every row: each random op's rows take their own values
-            return _batched_call(fn, draft_tokens, draft_probs, target_probs, values)
+            verified = _batched_call(fn, draft_tokens, draft_probs, target_probs, values)
+            if verified is not None:
+                return verified
+            # else per-row draws (a loop over the batch): one row per call
         k = draft_tokens.shape[-1]
         blocks = torch.full((draft_tokens.shape[0], k + 1), -1, dtype=torch.int64)
         for row in range(draft_tokens.shape[0]):
-            supply = Supply(values[row].double())
+            supply = Supply(values[row].double(), limit=MAX_DRAWS, extend=True)
             seed = zlib.crc32(values[row].double().numpy().tobytes())
-            with supply:
-                block = _call(
-                    fn, batched, (draft_tokens[row], draft_probs[row], target_probs[row]), seed
-                )
-            if supply.used != values.shape[-1]:
-                raise NotEnumerableError(
-                    f"the function drew {supply.used} random values, not the "
-                    f"{values.shape[-1]} it drew when recorded"
-                )
+            rows = (draft_tokens[row], draft_probs[row], target_probs[row])
+            block = _supplied(supply, partial(_call, fn, batched, rows, seed))
             block = block.long().reshape(-1)
             block = block[block >= 0]
             if 1 <= block.numel() <= k + 1:  # else the row stays all -1: not an emitted block
@@ -102,18 +143,20 @@ def captured_rule(fn: VerifierFn, batched: bool) -> Callable[..., Verification]:
 
 def _batched_call(
     fn: VerifierFn, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
-) -> Verification:
-    """A batched verifier on all rows at once, each row's draws from its own values."""
+) -> Verification | None:
+    """A batched verifier on all rows at once, each row's draws from its own values; ``None``
+    when a random op's leading dimension is not the batch (the caller then calls one row at
+    a time)."""
     rows = draft_tokens.shape[0]
-    supply = Supply(values.double(), rows)
+    supply = Supply(values.double(), rows, limit=MAX_DRAWS, extend=True)
     seed = zlib.crc32(values.double().numpy().tobytes())
-    with supply:
-        blocks = fn(draft_tokens, draft_probs, target_probs, torch.Generator().manual_seed(seed))
-    if supply.used != values.shape[-1]:
-        raise NotEnumerableError(
-            f"the function drew {supply.used} random values per row, not the "
-            f"{values.shape[-1]} it drew when recorded"
-        )
+    generator = torch.Generator().manual_seed(seed)
+    try:
+        blocks = _supplied(supply, lambda: fn(draft_tokens, draft_probs, target_probs, generator))
+    except NotEnumerableError:
+        if supply.layout:
+            return None
+        raise
     blocks = blocks.long()
     accepted = (blocks >= 0).sum(dim=-1) - 1
     return Verification(num_accepted=accepted, tokens=blocks)

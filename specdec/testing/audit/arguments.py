@@ -411,9 +411,11 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--dtype",
-        choices=("float64", "float32", "bfloat16"),
+        choices=("float64", "float32", "bfloat16", "float16"),
         default=None,
-        help="dtype of the rows (verifier) or logits (step) the function gets (default float64)",
+        help="dtype of the rows (verifier) or logits (step) the function gets (default float64); "
+        "with --exact also the dtype the engine computes in: a law within its rounding bound "
+        "is LOSSLESS up to that dtype's rounding",
     )
     group.add_argument(
         "--device", default=None, help="cpu or cuda[:N] (an error where CUDA is absent)"

@@ -131,7 +131,7 @@ def audit(
             found = list(covered.found) if covered else []
             report = audit_exact(
                 subject, scenarios=[*exact_battery, *found],
-                search=chosen.search, seed=chosen.seed, progress=progress,
+                search=chosen.search, seed=chosen.seed, progress=progress, dtype=chosen.dtype,
             )  # fmt: skip
             report = replace(report, coverage=covered.coverage) if covered else report
             defaults = [s for s in default_scenarios("verifier") if isinstance(s, Scenario)]

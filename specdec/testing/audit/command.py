@@ -184,8 +184,10 @@ def _usage(args: argparse.Namespace, level: str) -> str:
         return ""
     if args.exact and level == "step":
         return "--exact audits verification rules, not steps."
-    if args.exact and any(name in _ENGINE or name == "target_sampler" for name in _given(args)):
-        return "--exact takes --scenarios only of the engine options."
+    if args.exact and any(
+        (name in _ENGINE and name != "dtype") or name == "target_sampler" for name in _given(args)
+    ):
+        return "--exact takes --scenarios and --dtype only of the engine options."
     if refused and level == "verifier":
         return f"{', '.join(refused)} applies to --step audits only."
     if "--ragged" in refused:

@@ -46,7 +46,12 @@ from specdec.testing.stats import joint_law_by_enumeration
 
 __all__ = ["DTYPES", "WARPING_TOLERANCE", "engine_scenarios", "resolve_device", "warping_distance"]
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 """The dtypes the audit passes rows or logits in (``--dtype``)."""
 
 WARPING_TOLERANCE = 1e-9

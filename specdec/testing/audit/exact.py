@@ -6,7 +6,10 @@ emitted block on the uniforms' ``2^-53`` grid, scenario by scenario: the audit's
 battery plus a seeded search over small context-dependent toy pairs (V 2-4, k 1-3; zeros, ties,
 one-hot rows, ``p == q``, near-equal rows). Each completed law is compared with the target's
 exactly (``specdec.discover.exact_verdict``: lossy iff an outcome the target forbids occurs or
-the total variation exceeds the float64 rounding bound).
+the total variation exceeds the rounding bound of the dtype the engine computes in:
+``specdec.discover.rounding_bound``, float64 unless ``dtype`` says otherwise; the rows are
+then handed to the function in that dtype). A law within the bound but not equal to the
+target's is reported as "LOSSLESS up to <dtype> rounding".
 
 Verdicts: ``lossless`` (every scenario exact and within rounding), ``lossless, suboptimal``
 (fewer expected tokens per step than token-level rejection sampling somewhere), ``lossy`` (a
@@ -25,7 +28,13 @@ from typing import Any, cast
 
 import torch
 
-from specdec.discover import ROUNDING_BOUND, Discovery, discover_block_law, exact_verdict
+from specdec.discover import (
+    UNIT_ROUNDOFF,
+    Discovery,
+    discover_block_law,
+    exact_verdict,
+    rounding_bound,
+)
 from specdec.exact import BlockRows, completion_law, rejection_breakpoints, target_law
 from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.blame import blamed
@@ -56,11 +65,23 @@ def _draws(fn: VerifierFn, batched: bool, rows: BlockRows) -> int:
     return count_draws(fn, batched, tensors)
 
 
+def _in_dtype(fn: Callable[..., Any], dtype: torch.dtype | None) -> Callable[..., Any]:
+    """``fn`` handed its probability rows in ``dtype`` (``None``: as they come, float64)."""
+    if dtype is None:
+        return fn
+
+    def cast(draft_tokens: Any, draft_probs: Any, target_probs: Any, last: Any) -> Any:
+        return fn(draft_tokens, draft_probs.to(dtype), target_probs.to(dtype), last)
+
+    return cast
+
+
 def _scenario(
     rule: VerifyRule,
     scenario: Scenario,
     seed: int,
     per_block: Callable[[BlockRows], int] | None,
+    dtype: str = "float64",
 ) -> ExactScenarioResult:
     start = time.perf_counter()
     pair, prefix, k = scenario.pair, scenario.prefix, scenario.k
@@ -94,7 +115,10 @@ def _scenario(
             time.perf_counter() - start,
         )
     completed = completion_law(found.law, pair.target, prefix, k)
-    verdict = exact_verdict(completed, target_law(pair.target, prefix, k + 1))
+    bound = rounding_bound(dtype, k, pair.target.vocab_size)
+    verdict = exact_verdict(
+        completed, target_law(pair.target, prefix, k + 1), rounding_bound=bound, dtype=dtype
+    )
     mean = sum((len(block) * p for block, p in found.law.items()), Fraction(0))
     return ExactScenarioResult(
         scenario.name,
@@ -108,6 +132,7 @@ def _scenario(
         verdict.worst,
         found.evidence,
         time.perf_counter() - start,
+        bound,
     )
 
 
@@ -118,6 +143,7 @@ def audit_exact(
     search: int = 16,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    dtype: torch.dtype | None = None,
 ) -> AuditReport:
     """Exact audit of a verification rule (``VerifyRule`` signature): no sampling, no error rates.
 
@@ -131,9 +157,16 @@ def audit_exact(
         search: how many searched pairs join the default battery.
         seed: seed of the search and of the discovery's probes.
         progress: called with one line per finished scenario.
+        dtype: the dtype the engine computes in (default float64): the rows are handed to
+            ``fn`` in it, and a law within its rounding bound
+            (``specdec.discover.rounding_bound``) is "LOSSLESS up to <dtype> rounding"; an
+            outcome the target forbids is lossy whatever the dtype.
 
     Returns:
         An ``AuditReport`` with ``mode == "exact"``.
+
+    Raises:
+        ValueError: a dtype other than float64, float32, float16 or bfloat16.
 
     Example:
         >>> import specdec
@@ -142,18 +175,22 @@ def audit_exact(
         ('lossless', 0)
     """
     start = time.perf_counter()
+    name = "float64" if dtype is None else str(dtype).removeprefix("torch.")
+    if name not in UNIT_ROUNDOFF:
+        raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype}.")
     subject = as_subject(fn, level="verifier")
     per_block: Callable[[BlockRows], int] | None = None
     if subject.form == "rule":
-        rule = blamed(cast(VerifyRule, subject.fn), "function")
+        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
         signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
     else:  # a generator-drawing verifier: capture its uniform-type draws
-        drawing = blamed(cast(VerifierFn, subject.fn), "function")
+        drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
         rule = captured_rule(drawing, subject.batched)
         per_block = partial(_draws, drawing, subject.batched)
         signature = (
             "verifier drawing its own randomness (generator in): its rand / uniform_ / "
-            "multinomial / bernoulli draws captured and enumerated at the dtype it asked for"
+            "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
+            "it asked for, path by path"
         )
     battery = (
         list(scenarios)
@@ -165,7 +202,7 @@ def audit_exact(
     )
     done: list[ExactScenarioResult] = []
     for scenario in battery:
-        done.append(_scenario(rule, scenario, seed, per_block))
+        done.append(_scenario(rule, scenario, seed, per_block, name))
         if progress is not None:
             progress(exact_progress_line(len(done), len(battery), done[-1]))
     verdict, reason = exact_audit_verdict(done)
@@ -178,5 +215,6 @@ def audit_exact(
         seconds=time.perf_counter() - start,
         signature=signature,
         reason=reason,
-        rounding_bound=ROUNDING_BOUND,
+        rounding_bound=max((s.rounding_bound for s in done if s.rounding_bound), default=None),
+        dtype=name,
     )

@@ -117,7 +117,9 @@ class AuditOptions:
         search: (exact, verifiers) searched toy pairs added to the default battery.
         reserved_ids: token ids the engine reserves: probability 0 in every toy row, an
             emitted one is an invalid output.
-        dtype: the rows' (verifier) or logits' (step) dtype as the function gets them.
+        dtype: the rows' (verifier) or logits' (step) dtype as the function gets them; with
+            ``exact``, also the dtype the engine computes in: a law within its rounding bound
+            (``specdec.discover.rounding_bound``) is "LOSSLESS up to <dtype> rounding".
         device: where rows, logits and the function's generator live (``"cuda"`` must exist).
         ragged: (batched verifier) each row drafts its own ``k_n``, told by ``num_drafts``.
         model_interface: (step) ``"logits"`` callables or ``"transformers"``-like models.

@@ -150,7 +150,11 @@ class AuditReport:
         blocks_span_steps: whether blocks above the optimum were accepted as spanning steps.
         draw: (multi-draft and tree) the candidate draw the rule was judged on.
         reason: (exact) why the audit cannot decide, when it cannot.
-        rounding_bound: (exact) the TV attributed to float64 rounding.
+        rounding_bound: (exact) the TV attributed to rounding (the largest scenario's bound,
+            ``specdec.discover.rounding_bound``).
+        dtype: (exact) the dtype the engine computes in, whose rounding the bound allows
+            (``None``: float64); a lossless verdict whose laws are within the bound but not
+            exactly the target's reads "LOSSLESS up to <dtype> rounding" (``up_to_rounding``).
         branches: each scenario's rate of every branch of the rule
             (``specdec.testing.audit.branches``), with its expected count at the scenario's
             sample size when sampled; empty where none were computed (a stream).
@@ -180,6 +184,19 @@ class AuditReport:
     branches: tuple[BranchRates, ...] = ()
     coverage: CodeCoverage | None = None
     invariance: InvarianceResult | None = None
+    dtype: str | None = None
+
+    @property
+    def up_to_rounding(self) -> bool:
+        """(exact) Lossless, and some scenario's law is within the rounding bound of ``dtype``
+        without being exactly the target's."""
+        return self.lossless and any(s.up_to_rounding for s in self._exact())
+
+    @property
+    def rounding_tv(self) -> Fraction | None:
+        """(exact) The largest exact TV among lossless scenarios (rounding); ``None``: none."""
+        found = [s.total_variation for s in self._exact() if s.lossless and s.total_variation]
+        return max(found) if found else None
 
     @property
     def lossless(self) -> bool:
@@ -243,6 +260,8 @@ class AuditReport:
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
             "detectable_tv": self.detectable_tv if math.isfinite(self.detectable_tv) else None,
             "not_audited": list(self.not_audited),
+            "up_to_rounding": self.up_to_rounding,
+            "rounding_tv": self.rounding_tv,
             "scenarios": [s.document() for s in self.scenarios],
             "coverage": _coverage_document(self.coverage),
         }
@@ -293,6 +312,11 @@ class AuditReport:
         if self.verdict == "cannot decide":
             undecided = [s.name for s in self._exact() if s.lossless is None]
             return f"CANNOT DECIDE (exact {where}): no law for {', '.join(undecided)}"
+        if self.up_to_rounding and self.dtype not in (None, "float64"):
+            return (
+                f"{self.verdict.upper()} up to {self.dtype} rounding (exact {where}): largest "
+                f"TV {float(self.rounding_tv or 0):.3g} within the {self.dtype} rounding bound"
+            )
         return f"{self.verdict.upper()} (exact {where})"
 
     def _stream_line(self) -> str:
@@ -453,11 +477,19 @@ class AuditReport:
         )
 
     def _exact_lines(self) -> list[str]:
+        dtype = self.dtype or "float64"
         lines = [
             *([f"  run as: {self.signature}"] if self.signature else []),
             f"  exact laws on the uniforms' 2^-53 grid; lossy iff an outcome the target forbids "
-            f"occurs or TV > {float(self.rounding_bound or 0):.3g} (float64 rounding)",
+            f"occurs (at any probability) or TV > the {dtype} rounding bound (at most "
+            f"{float(self.rounding_bound or 0):.3g} here)",
         ]
+        if self.up_to_rounding:
+            lines.append(
+                f"  LOSSLESS up to {dtype} rounding: largest exact TV "
+                f"{float(self.rounding_tv or 0):.3g}, within each scenario's {dtype} rounding "
+                "bound (specdec.discover.rounding_bound); no outcome the target forbids"
+            )
         if self.reason:
             lines.append(f"  cannot decide: {self.reason}")
         if self.scenarios:
@@ -470,6 +502,8 @@ class AuditReport:
                 lines.append(f"  {s.name:<28} {'-':>10} {'-':>10} {'-':>13}  {s.status}")
                 continue
             result = "LOSSY" if not s.lossless else ("suboptimal" if s.suboptimal else "ok")
+            if s.up_to_rounding:
+                result += f" (up to {dtype} rounding)"
             tokens = "-"
             if s.mean_tokens is not None and s.optimal_tokens is not None:
                 tokens = f"{float(s.mean_tokens):.3f}/{float(s.optimal_tokens):.3f}"
@@ -478,6 +512,15 @@ class AuditReport:
                 f"{float(s.forbidden_mass or 0):>10.3g} {tokens:>13}  {result}"
             )
         worst = self.worst()
+        lossy = [s for s in self._exact() if s.lossless is False]
+        if lossy and dtype == "float64" and not any(s.forbidden_mass for s in lossy):
+            largest = max(float(s.total_variation or 0) for s in lossy)
+            if largest < 1e-6:  # the size of float32 rounding, not of a decision misplaced
+                lines.append(
+                    f"  every lossy TV is below 1e-6 (largest {largest:.3g}) and no outcome the "
+                    "target forbids occurs: if the engine computes in float32 or narrower, "
+                    "--dtype (dtype=) judges it against that dtype's rounding bound"
+                )
         if worst is not None:
             lines += ["", f"  worst: {worst.name} ({worst.description or worst.evidence})"]
             for outcome, excess in worst.worst:

@@ -158,6 +158,9 @@ class ExactScenarioResult:
         worst: completed outcomes with the largest excess over the target, with the excess.
         evidence: what the discovery found (the verdict's sentence, or why no law was found).
         seconds: wall time.
+        rounding_bound: the TV this scenario attributes to rounding in the dtype the engine
+            computes in (``specdec.discover.rounding_bound``); ``None``: float64's
+            ``ROUNDING_BOUND``.
     """
 
     name: str
@@ -171,6 +174,12 @@ class ExactScenarioResult:
     worst: tuple[tuple[tuple[int, ...], Fraction], ...]
     evidence: str
     seconds: float
+    rounding_bound: Fraction | None = None
+
+    @property
+    def up_to_rounding(self) -> bool:
+        """Lossless with a law that is not exactly the target's: within the rounding bound."""
+        return bool(self.lossless) and bool(self.total_variation)
 
     @property
     def lossy(self) -> bool:
@@ -184,7 +193,7 @@ class ExactScenarioResult:
             bool(self.lossless)
             and self.mean_tokens is not None
             and self.optimal_tokens is not None
-            and (self.mean_tokens < self.optimal_tokens - ROUNDING_BOUND)
+            and (self.mean_tokens < self.optimal_tokens - (self.rounding_bound or ROUNDING_BOUND))
         )
 
     def document(self) -> dict[str, Any]:
@@ -202,6 +211,8 @@ class ExactScenarioResult:
             "worst": [[list(o), str(e)] for o, e in self.worst],
             "evidence": self.evidence,
             "seconds": self.seconds,
+            "rounding_bound": _text(self.rounding_bound),
+            "up_to_rounding": self.up_to_rounding,
         }
 
 

@@ -107,7 +107,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
-_EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage", "invariance"))
+_EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage", "invariance", "dtype"))
 
 
 @dataclass(frozen=True)
