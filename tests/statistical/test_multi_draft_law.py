@@ -56,8 +56,26 @@ PREFIX = (1,)
 PARENTS = (-1, -1, 0, 1)
 TREE_SAMPLES = 100_000
 
+SOFT_LEAVES = {"tree_bonus_wrong_temperature": 0.0064}
+"""Tree bugs that act only at a leaf whose row is soft: on this pair (one-hot rows at the leaves)
+their exact distance is below 0.03 (value: the measured TV), so this test's power does not
+cover them; they are judged on the soft-leaf scenarios of the tree battery
+(``tests/test_zoo_multi_draft.py``) and in claim 17 (``proofs/claim_17_token_trees.py``)."""
 POSITIONS = [n for n, e in MULTI_ZOO.items() if e.kind == "position"]
-TREES = [n for n, e in MULTI_ZOO.items() if e.kind == "tree"]
+TREES = [n for n, e in MULTI_ZOO.items() if e.kind == "tree" and n not in SOFT_LEAVES]
+
+
+def test_the_soft_leaf_bugs_left_out_are_below_the_power_here() -> None:
+    """The entries left out of ``TREES`` are there for the stated reason: their distance on
+    this tree is below ``DETECTABLE_TV`` (control: each is a lossy tree entry)."""
+    tree_entries = {n for n, e in MULTI_ZOO.items() if e.kind == "tree"}
+    for name, measured in SOFT_LEAVES.items():
+        entry = MULTI_ZOO[name]
+        assert name in tree_entries and entry.lossy
+        tree = TokenTree(parents=PARENTS, draw=entry.draw)
+        found = discover_tree_law(entry.rule, tree, PAIR.target, PAIR.draft, PREFIX)
+        distance = tree_verdict(found, tree, PAIR.target, PREFIX).total_variation
+        assert 0 < distance < DETECTABLE_TV and abs(float(distance) - measured) < 5e-4
 
 
 def _floats(row: tuple[Fraction, ...]) -> torch.Tensor:
