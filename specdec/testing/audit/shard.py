@@ -254,7 +254,7 @@ def function_reference(fn: Callable[..., Any]) -> str:
 @functools.lru_cache(maxsize=8)
 def _imported(reference: str) -> Callable[..., Any]:
     """The function ``reference`` names, imported once per worker process."""
-    from specdec.testing.audit.command import load_function  # the CLI's loader: same rules
+    from specdec.testing.audit.loading import load_function  # the CLI's loader: same rules
 
     return load_function(reference)
 

@@ -83,6 +83,7 @@ __all__ = [
     "STREAM_BATCH",
     "StreamPlan",
     "as_causal_lm",
+    "first_tokens",
     "stream_audit",
     "stream_draw",
     "stream_law",
@@ -272,7 +273,7 @@ def _planner(laws: dict[str, Tensor]) -> Callable[[StreamScenario, int], StreamP
     return plan
 
 
-def _first(
+def first_tokens(
     out: object, rows: int, n: int, vocab: int, eos: int | None = None
 ) -> Int[Tensor, "rows n"]:
     """The first ``n`` tokens of each of ``rows`` generations, checked.
@@ -321,14 +322,14 @@ def stream_draw(
         s, vocab, eos = plan.scenario, plan.vocab, plan.scenario.eos_token_id
         prompt = torch.tensor(s.prompt, dtype=torch.int64)
         if not is_batch:
-            rows = [_first(sample(prompt.clone(), noise)[None], 1, s.new_tokens, vocab, eos)
+            rows = [first_tokens(sample(prompt.clone(), noise)[None], 1, s.new_tokens, vocab, eos)
                     for _ in range(size)]  # fmt: skip
             return torch.cat(rows)
         parts = []
         for start in range(0, size, STREAM_BATCH):
             count = min(STREAM_BATCH, size - start)
             out = sample(prompt.expand(count, -1).clone(), noise)
-            parts.append(_first(out, count, s.new_tokens, vocab, eos))
+            parts.append(first_tokens(out, count, s.new_tokens, vocab, eos))
         return torch.cat(parts)
 
     return draw

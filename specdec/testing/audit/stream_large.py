@@ -76,7 +76,7 @@ from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.scenario import StreamScenario
-from specdec.testing.audit.stream import _first  # the same output checks as exact mode
+from specdec.testing.audit.stream import first_tokens  # the same output checks as exact mode
 from specdec.testing.audit.stream_results import EProcessRow, GroupRow, StreamStatisticsResult
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats.streaming import (
@@ -305,13 +305,13 @@ def _drawer(
         prompt = torch.tensor(scenario.prompt, dtype=torch.int64)
         if is_batch:
             prompts = prompt.expand(count, -1).clone()
-            tokens = _first(fn(prompts, noise), count, n, vocab)
+            tokens = first_tokens(fn(prompts, noise), count, n, vocab)
             marks = None if labels is None else _kinds(labels(prompts, tokens), count, n)
             return tokens, marks
         rows, marked = [], []
         for _ in range(count):
             single = prompt.clone()
-            row = _first(fn(single, noise)[None], 1, n, vocab)
+            row = first_tokens(fn(single, noise)[None], 1, n, vocab)
             rows.append(row)
             if labels is not None:
                 marked.append(_kinds(labels(single[None], row), 1, n))
