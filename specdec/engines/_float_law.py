@@ -26,13 +26,13 @@ Example:
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import torch
 from torch import Tensor
 
-__all__ = ["exact", "grid_at_most", "race_law", "uniform_bits"]
+__all__ = ["chain_law", "exact", "grid_at_most", "race_law", "uniform_bits"]
 
 
 def uniform_bits(dtype: torch.dtype) -> int:
@@ -75,3 +75,43 @@ def race_law(weights: Sequence[Fraction]) -> dict[int, Fraction]:
     if total == 0:
         return {0: Fraction(1)}
     return {i: weight / total for i, weight in enumerate(weights) if weight > 0}
+
+
+def chain_law(
+    draft_tokens: Sequence[int],
+    steps: Sequence[tuple[Fraction, Callable[[], dict[int, Fraction]]]],
+    final: dict[int, Fraction],
+) -> dict[tuple[int, ...], Fraction]:
+    r"""The law of a chain verified left to right: draft ``i`` accepted with probability
+    ``a_i``, the first rejection at ``j`` emitting a token of law ``R_j``, all ``k`` accepted
+    emitting one of law ``final``.
+
+    .. math:: P(x_{<j}, y) = \prod_{i<j} a_i \,(1 - a_j)\, R_j(y), \qquad
+        P(x_{1:k}, y) = \prod_i a_i \, \mathrm{final}(y)
+
+    Args:
+        draft_tokens: the ``k`` drafts.
+        steps: per draft, ``a_i`` and ``R_i`` as a function, called only where a rejection
+            there has positive probability (an engine may crash computing it elsewhere).
+        final: the law after ``k`` acceptances.
+
+    Returns:
+        Emitted token tuples to exact probabilities (zero ones left out).
+
+    Example:
+        >>> half = Fraction(1, 2)
+        >>> chain_law([0], [(half, lambda: {1: Fraction(1)})], {0: Fraction(1)})
+        {(1,): Fraction(1, 2), (0, 0): Fraction(1, 2)}
+    """
+    law: dict[tuple[int, ...], Fraction] = {}
+    reach = Fraction(1)  # P(the first i drafts accepted)
+    for i, (accept, correction) in enumerate(steps):
+        if accept < 1 and reach > 0:
+            for token, weight in correction().items():
+                key = (*draft_tokens[:i], token)
+                law[key] = law.get(key, Fraction(0)) + reach * (1 - accept) * weight
+        reach *= accept
+    for token, weight in final.items():
+        key = (*draft_tokens[: len(steps)], token)
+        law[key] = law.get(key, Fraction(0)) + reach * weight
+    return {key: value for key, value in law.items() if value > 0}

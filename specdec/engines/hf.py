@@ -39,6 +39,7 @@ Example:
     ([[1, 0]], 1)
 """
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -47,7 +48,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.engines._float_law import exact, grid_at_most, race_law, uniform_bits
+from specdec.engines._float_law import chain_law, exact, grid_at_most, race_law, uniform_bits
 
 __all__ = ["rows_law", "speculative_sampling"]
 
@@ -156,9 +157,7 @@ def rows_law(
     """
     bits = uniform_bits(new_logits.dtype)
     draft_rows, target_rows = _rows(candidate_logits, new_logits)
-    law: dict[tuple[int, ...], Fraction] = {}
-    reach = Fraction(1)
-    k = len(draft_tokens)
+    steps = []
     for i, token in enumerate(draft_tokens):
         ratio = float(target_rows[i, token] / draft_rows[i, token])  # inf: q = 0 < p; nan: 0 / 0
         accept = (
@@ -169,17 +168,16 @@ def rows_law(
             else grid_at_most(Fraction(ratio), bits)
         )
         residual = (target_rows[i] - draft_rows[i]).clamp(min=0)
-        if accept < 1 and reach > 0:
-            total = residual.sum()
-            if not bool(total > 0):
-                raise ValueError(
-                    f"a rejection at position {i} leaves a zero residual: the engine crashes"
-                )
-            for v, w in race_law(exact(residual / total)).items():
-                key = (*draft_tokens[:i], v)
-                law[key] = law.get(key, Fraction(0)) + reach * (1 - accept) * w
-        reach *= accept
-    for v, w in race_law(exact(target_rows[k])).items():
-        key = (*draft_tokens[:k], v)
-        law[key] = law.get(key, Fraction(0)) + reach * w
-    return {key: value for key, value in law.items() if value > 0}
+        steps.append((accept, functools.partial(_correction, residual, i)))
+    return chain_law(draft_tokens, steps, race_law(exact(target_rows[len(draft_tokens)])))
+
+
+def _correction(residual: Tensor, position: int) -> dict[int, Fraction]:
+    """The law of the token after a rejection at ``position``: transformers normalises the
+    residual and draws by ``torch.multinomial``; a zero residual makes it raise."""
+    total = residual.sum()
+    if not bool(total > 0):
+        raise ValueError(
+            f"a rejection at position {position} leaves a zero residual: the engine crashes"
+        )
+    return race_law(exact(residual / total))

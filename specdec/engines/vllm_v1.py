@@ -56,7 +56,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from specdec.engines._float_law import exact, grid_at_most, race_law
+from specdec.engines._float_law import chain_law, exact, grid_at_most, race_law
 
 __all__ = ["PLACEHOLDER", "rejection_sample", "rows_law"]
 
@@ -239,7 +239,6 @@ def rows_law(
         >>> law[(0, 1)] == Fraction(1, 2**53)   # a forbidden draft accepted when u = 0
         True
     """
-    k = len(draft_tokens)
     bonus = race_law(exact(bonus_probs))  # vLLM's sampler draws it by a race too
     if greedy:
         prefix: list[int] = []
@@ -249,8 +248,7 @@ def rows_law(
                 return {(*prefix, best): Fraction(1)}
             prefix.append(token)
         return {(*prefix, v): w for v, w in bonus.items()}
-    law: dict[tuple[int, ...], Fraction] = {}
-    reach = Fraction(1)  # P(the first i drafts accepted)
+    steps = []
     for i, token in enumerate(draft_tokens):
         target_row = target_probs[i].float()
         if draft_probs is None:
@@ -262,11 +260,5 @@ def rows_law(
             residual = (target_row - draft_probs[i].float()).clamp(min=0)
         ratio = (target_row[token] / draft_at).double()
         accept = grid_at_most(Fraction(float(ratio)), 53) if float(draft_at) > 0 else Fraction(0)
-        for v, w in race_law(exact(residual)).items():
-            key = (*draft_tokens[:i], v)
-            law[key] = law.get(key, Fraction(0)) + reach * (1 - accept) * w
-        reach *= accept
-    for v, w in bonus.items():
-        key = (*draft_tokens[:k], v)
-        law[key] = law.get(key, Fraction(0)) + reach * w
-    return {key: value for key, value in law.items() if value > 0}
+        steps.append((accept, lambda row=residual: race_law(exact(row))))
+    return chain_law(draft_tokens, steps, bonus)
