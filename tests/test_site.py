@@ -13,6 +13,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,11 @@ def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
     ):
         assert f'id="{name}"' in api, name
     assert api.count('<div class="arithmatex">') >= 20  # the docstrings' formulas, for MathJax
+    theory = (site / "proofs" / "theory" / "index.html").read_text()
+    formulas = _plain_math().typeset((ROOT / "proofs/theory.md").read_text()).count("$") // 2
+    assert formulas >= 1000  # the theory's formulas, typeset (docs/_site/plain_math.py)
+    assert theory.count('<span class="arithmatex">') == formulas
+    assert r"\(\operatorname{TV}(p, q) = \tfrac{1}{2} \sum \vert p - q\vert\)" in theory
 
 
 def test_a_warning_fails_the_build(tmp_path: Path) -> None:
@@ -70,6 +76,54 @@ def test_a_warning_fails_the_build(tmp_path: Path) -> None:
     assert built.returncode != 0
     printed = built.stdout + built.stderr
     assert "no-such-page.md" in printed and "strict mode" in printed, printed
+
+
+def _plain_math() -> Any:
+    spec = importlib.util.spec_from_file_location("plain_math", ROOT / "docs/_site/plain_math.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("accept iff `u < min(1, p/q)`", r"accept iff $u < \min(1, p/q)$"),
+        ("`r = norm(max(0, p − q))`", r"$r = \operatorname{norm}(\max(0, p - q))$"),
+        ("`E[τ + 1] = α^(k+1)`", r"$E[\tau + 1] = \alpha ^{k+1}$"),
+        ("`p(· \\| c, x_<i)`", r"$p(\cdot \mid c, x_{<i})$"),
+        ("`P(y ∈ {x_1 .. x_k})`", r"$P(y \in \{x_1 \ldots x_k\})$"),
+        ("`2^-40`, `ρ* = 1`", r"$2^{-40}$, $\rho ^{*} = 1$"),
+        # code stays code: names, paths, Python's comparisons, English, fenced blocks
+        (
+            "`verify_tokens`, `specdec.exact.block_law`",
+            "`verify_tokens`, `specdec.exact.block_law`",
+        ),
+        (
+            "`proofs/_machine.py`, `p == q`, `u <= p/q`",
+            "`proofs/_machine.py`, `p == q`, `u <= p/q`",
+        ),
+        ("`P(x drafted and accepted)`", "`P(x drafted and accepted)`"),
+        ("```\n`k + 1`\n```\n`k + 1`", "```\n`k + 1`\n```\n$k + 1$"),
+    ],
+)
+def test_the_theory_formulas_become_tex(markdown: str, expected: str) -> None:
+    assert _plain_math().typeset(markdown) == expected
+
+
+@pytest.mark.parametrize(
+    ("tex", "problem"),
+    [
+        (r"\frac{1}{", "Unbalanced braces"),
+        ("x ≤ y", "no TeX translation"),
+        (r"\foo x", "Unknown TeX command"),
+    ],
+)
+def test_a_formula_the_translation_cannot_handle_fails_the_build(tex: str, problem: str) -> None:
+    """Control: ``check_tex`` refuses what MathJax would render wrong, so the build fails."""
+    with pytest.raises(ValueError, match=problem):
+        _plain_math().check_tex(tex)
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,26 @@ are. Two pages are written here: ``docs/index.md`` (the README links the folder 
 ``api.md``, the reference generated from the docstrings by mkdocstrings.
 """
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+
+def _plain_math() -> Any:
+    """``plain_math.py`` beside this file (mkdocs loads a hook by its path, not as a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "plain_math", Path(__file__).with_name("plain_math.py")
+    )
+    assert spec is not None and spec.loader is not None  # the file is beside this one
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+typeset = _plain_math().typeset
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = (
@@ -22,6 +38,7 @@ PAGES = (
     "proofs/README.md",
     "benchmarks/README.md",
 )
+TYPESET = ("proofs/theory.md",)  # pages whose formula code spans become TeX (plain_math.py)
 LINKED = ("proofs/claim_*.py", "benchmarks/figures/*.png", "mkdocs.yml")  # files pages link to
 API_MODULES = (  # the reference page: the stable API (docs/stability.md), module by module
     ("specdec", ()),
@@ -86,3 +103,9 @@ def on_files(files: Files, config: Any) -> Files:
     site.append(File.generated(config, "docs/index.md", content=DOCS_INDEX))
     site.append(File.generated(config, "api.md", content=api_page()))
     return site
+
+
+def on_page_markdown(markdown: str, page: Page, config: Any, files: Files) -> str:
+    """The theory's formulas typeset: its formula code spans as TeX for MathJax."""
+    del config, files
+    return typeset(markdown) if page.file.src_uri in TYPESET else markdown
