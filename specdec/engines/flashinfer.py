@@ -1,0 +1,204 @@
+r"""FlashInfer's chain speculative sampling, by its own convention: the same coins give the same
+tokens.
+
+FlashInfer verifies a batch of draft chains with ``flashinfer.sampling.chain_speculative_sampling``
+(the CUDA kernel ``ChainSpeculativeSampling`` in ``include/flashinfer/sampling.cuh``); this module
+re-implements its convention in torch (no code is copied), so an engine's test can feed the
+kernel's coins to this reference and assert equal tokens:
+
+* **inputs**: ``draft_probs [B, k, V]``, ``draft_token_ids [B, k]``, ``target_probs [B, k+1, V]``
+  (all read as float32; the kernel's own names swap ``p`` and ``q``: here ``p`` is the target
+  and ``q`` the draft, as everywhere in specdec).
+* **coins**: per request, ``k + 1`` float32 draws of curand's ``curand_uniform`` (Philox, the
+  request's subsequence ``b`` of ``seed``, from ``offset``), in ``(0, 1]``: coin ``i`` for draft
+  ``i`` (all ``k`` are drawn, also after the first rejection: they feed the accepted count),
+  then coin ``k`` for the final token. This reference takes them as ``uniforms [B, k+1]``;
+  ``_float_law.curand_uniform`` maps a raw Philox output to its coin.
+* **rule**: draft ``i`` is accepted iff ``fl32(u_i q_i(x_i)) < p_i(x_i)`` (strict; a draft the
+  target forbids is never accepted). At the first rejection ``n`` (or ``n = k``, all accepted)
+  the final token is drawn from ``w = relu(p_n - q_n)`` (``w = p_k`` when ``n = k``: the kernel
+  draws the bonus token itself) by inverse CDF: ``u = fl32(coin_k sum(w))``, the first token with
+  ``w > 0`` whose running sum exceeds ``u``; if none does (rounding, or ``coin = 1``), the last
+  token with ``w > 0``.
+* **outputs**: ``output_token_ids [B, k+1]`` int32 (the accepted drafts, the final token, then
+  ``-1``), ``output_accepted_token_num [B]`` (drafts that pass their own test, each position
+  judged alone, also past the first rejection) and ``output_emitted_draft_token_num [B]``
+  (``n``); the kernel *adds* both counts to the tensors it is given.
+
+**A zero residual.** When ``w`` has no positive entry (a rejection where ``p_n <= q_n``
+everywhere in float32: identical rows rejected by the coin ``1.0``, which curand draws with
+probability ``2^-25``), the kernel falls back to ``last_valid_id``, a shared-memory slot this
+kernel never writes (FlashInfer's other sampling kernels set it to ``-1`` first): the token is
+whatever that memory held. The reference writes ``UNDEFINED`` (``-2``) there and ``rows_law``
+gives that outcome its exact probability.
+
+Law (``rows_law``), exact for the given float rows over curand's ``2^32`` equally likely raw
+outputs: acceptance ``P(fl32(u q) < p)`` counted by bisection
+(``_float_law.curand_probability``), the final token's law counted the same way
+(``curand_pick_law``). The convention is **lossy**: curand's coins are not a uniform grid, so
+``P(u q < p)`` is not ``p / q`` (``q = 1/2``, ``p = 1/4``: ``1/2 - 2^-26``, the 64 outputs that
+round to ``u = 1/2`` rejected), and identical rows are rejected with probability ``2^-25`` and
+then emit the undefined token; a draft the target forbids is never accepted (the strict ``<``
+makes that case exact). The running sum is taken in token order; the kernel's block scan and
+block reduction add in another order, so at a boundary coin its last bits can differ (compare on
+dyadic rows, or skip a mismatch where the two sums differ). Not established here: the Philox
+stream itself (curand's counter layout), which this reference does not reproduce: it takes the
+coins as given.
+
+Example:
+    >>> import torch
+    >>> out = chain_speculative_sampling(
+    ...     torch.tensor([[[0.5, 0.5], [0.5, 0.5]]]), torch.tensor([[0, 1]]),
+    ...     torch.tensor([[[0.75, 0.25], [0.25, 0.75], [1.0, 0.0]]]),
+    ...     uniforms=torch.tensor([[0.9, 0.9, 0.3]]))
+    >>> out.output_token_ids.tolist(), out.emitted_draft_token_num.tolist()
+    ([[0, 1, 0]], [2])
+"""
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from specdec.engines._float_law import chain_law, curand_pick_law, curand_probability
+
+__all__ = ["UNDEFINED", "ChainSampling", "chain_speculative_sampling", "final_token", "rows_law"]
+
+UNDEFINED = -2
+"""Written where the kernel emits uninitialised shared memory (a zero residual)."""
+
+
+@dataclass(frozen=True)
+class ChainSampling:
+    """The kernel's outputs.
+
+    Attributes:
+        output_token_ids: ``[B, k+1]`` int32, ``-1`` after the final token.
+        accepted_token_num: ``[B]`` int32, drafts passing their own test (each position alone).
+        emitted_draft_token_num: ``[B]`` int32, leading acceptances ``n``.
+    """
+
+    output_token_ids: Tensor
+    accepted_token_num: Tensor
+    emitted_draft_token_num: Tensor
+
+
+def final_token(weights: Float[Tensor, " vocab"], coin: float) -> int:
+    """The kernel's inverse-CDF draw from the unnormalised float32 ``weights``: the first token
+    with positive weight whose running sum exceeds ``fl32(coin * sum)``, else the last token with
+    positive weight, else ``UNDEFINED``."""
+    weights = weights.float()
+    # float32 additions in token order (torch's CPU cumsum would add in float64)
+    running = torch.from_numpy(np.add.accumulate(weights.numpy(), dtype=np.float32))
+    threshold = torch.tensor(coin, dtype=torch.float32) * running[-1]
+    positive = weights > 0
+    hits = ((running > threshold) & positive).nonzero()
+    if hits.numel():
+        return int(hits[0, 0])
+    valid = positive.nonzero()
+    return int(valid[-1, 0]) if valid.numel() else UNDEFINED
+
+
+def chain_speculative_sampling(
+    draft_probs: Float[Tensor, "batch k vocab"],
+    draft_token_ids: Int[Tensor, "batch k"],
+    target_probs: Float[Tensor, "batch k_plus_1 vocab"],
+    *,
+    uniforms: Float[Tensor, "batch k_plus_1"],
+) -> ChainSampling:
+    r"""FlashInfer's ``chain_speculative_sampling`` from its inputs and the coins it draws.
+
+    .. math::
+        \text{accept } x_i \iff \mathrm{fl}_{32}(u_i\, q_i(x_i)) < p_i(x_i), \qquad
+        y = \min\{v : w_v > 0,\ \textstyle\sum_{t \le v} w_t > \mathrm{fl}_{32}(u_k \sum w)\}
+
+    Args:
+        draft_probs: ``[B, k, V]`` draft rows.
+        draft_token_ids: ``[B, k]`` drafts.
+        target_probs: ``[B, k+1, V]`` target rows (the last one for the bonus token).
+        uniforms: ``[B, k+1]`` float32 coins in ``(0, 1]``, in the kernel's order.
+
+    Returns:
+        ``ChainSampling`` (counts as the kernel adds them to zeroed tensors).
+
+    Raises:
+        ValueError: shapes or a dtype that are not FlashInfer's.
+    """
+    batch, k = draft_token_ids.shape
+    vocab = target_probs.shape[-1]
+    if draft_probs.shape != (batch, k, vocab) or target_probs.shape != (batch, k + 1, vocab):
+        raise ValueError(
+            f"draft_probs must be [B={batch}, k={k}, V] and target_probs [B, k+1={k + 1}, V], "
+            f"got {tuple(draft_probs.shape)} and {tuple(target_probs.shape)}"
+        )
+    if uniforms.shape != (batch, k + 1) or uniforms.dtype != torch.float32:
+        raise ValueError(
+            f"uniforms must be float32 [B={batch}, k+1={k + 1}] (curand_uniform's coins), got "
+            f"{uniforms.dtype} {tuple(uniforms.shape)}"
+        )
+    draft, target = draft_probs.float(), target_probs.float()
+    ids = draft_token_ids.long()
+    q_at = draft.gather(-1, ids[..., None])[..., 0]  # [B, k]
+    p_at = target[:, :k].gather(-1, ids[..., None])[..., 0]
+    passes = uniforms[:, :k] * q_at < p_at  # float32 product, strict
+    emitted = passes.long().cumprod(-1).sum(-1)  # [B]
+    out = torch.full((batch, k + 1), -1, dtype=torch.int32)
+    for b in range(batch):
+        n = int(emitted[b])
+        out[b, :n] = ids[b, :n].to(torch.int32)
+        weights = target[b, n] if n == k else (target[b, n] - draft[b, n]).clamp(min=0)
+        out[b, n] = final_token(weights, float(uniforms[b, k]))
+    return ChainSampling(out, passes.sum(-1).to(torch.int32), emitted.to(torch.int32))
+
+
+def rows_law(
+    draft_tokens: Sequence[int],
+    draft_probs: Float[Tensor, "k vocab"],
+    target_probs: Float[Tensor, "k_plus_1 vocab"],
+) -> dict[tuple[int, ...], Fraction]:
+    r"""The exact law of one request's emitted tokens over curand's ``2^32`` raw outputs.
+
+    .. math::
+        P(x_{<j}, y) = \prod_{i<j} a_i \,(1 - a_j)\, F_j(y), \qquad
+        a_i = 2^{-32} \,\#\{x : \mathrm{fl}_{32}(c(x)\, q_i(x_i)) < p_i(x_i)\}
+
+    with ``c(x)`` curand's coin for raw output ``x`` and ``F_j`` the law of ``final_token`` over
+    the same coins (``UNDEFINED`` for a zero residual).
+
+    Args:
+        draft_tokens: the ``k`` drafts.
+        draft_probs: ``[k, V]``.
+        target_probs: ``[k+1, V]``.
+
+    Returns:
+        Emitted token tuples to exact probabilities.
+
+    Example:
+        >>> import torch
+        >>> law = rows_law([0], torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+        >>> law[(UNDEFINED,)] == Fraction(1, 2**25)  # u = 1 rejects; the residual is zero
+        True
+    """
+    draft, target = draft_probs.float(), target_probs.float()
+    steps = []
+    for i, token in enumerate(draft_tokens):
+        q_at, p_at = draft[i, token], target[i, token]
+        accept = curand_probability(functools.partial(_passes, q_at, p_at))
+        residual = (target[i] - draft[i]).clamp(min=0)
+        steps.append((accept, functools.partial(_final_law, residual)))
+    return chain_law(draft_tokens, steps, _final_law(target[len(draft_tokens)]))
+
+
+def _passes(draft_at: Tensor, target_at: Tensor, coin: float) -> bool:
+    """The kernel's test ``fl32(u q) < p``."""
+    return bool(torch.tensor(coin, dtype=torch.float32) * draft_at < target_at)
+
+
+def _final_law(weights: Tensor) -> dict[int, Fraction]:
+    """``final_token``'s law over curand's coins."""
+    return curand_pick_law(functools.partial(final_token, weights))
