@@ -9,7 +9,7 @@ from curand's coins alone (derived by hand below and checked against numpy float
 """
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -241,11 +241,13 @@ def test_trtllm_nan_ratio_accepts_and_zero_residual_raises() -> None:
 
 @pytest.mark.parametrize("coins", ["cpu", "cuda"])
 @pytest.mark.parametrize("mutant", [False, True])
-def test_trtllm_law_reads_the_rules_own_decisions(coins: str, mutant: bool) -> None:
+def test_trtllm_law_reads_the_rules_own_decisions(
+    coins: Literal["cuda", "cpu"], mutant: bool
+) -> None:
     """At the last coin the law counts as accepting (``u = 1/2 = p / q``) the reference accepts
     and at the next it rejects; a ``>=`` mutant rejects ``u = 1/2``."""
     draft, target = torch.tensor([[0.5, 0.5]]), torch.tensor([[0.25, 0.75], [1.0, 0.0]])
-    law = trtllm.rows_law([0], draft, target, torch.tensor([1.0, 0.0]), coins=coins)  # type: ignore[arg-type]
+    law = trtllm.rows_law([0], draft, target, torch.tensor([1.0, 0.0]), coins=coins)
     accept = law[(0, 0)]
     if coins == "cpu":
         grid = [Fraction(j, 2**24) for j in (int(accept * 2**24) - 1, int(accept * 2**24))]
@@ -276,11 +278,12 @@ def test_trtllm_law_is_the_ideal_law_but_the_coins_grid() -> None:
     (``u = 0``). On the CPU's grid: ``1/2 + 2^-24`` and ``2^-24``."""
     draft = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.25, 0.5]])
     target = torch.tensor([[0.25, 0.25, 0.5], [0.0, 0.5, 0.5], [0.5, 0.5, 0.0]])
-    for coins, a0, a1 in (
+    cases: tuple[tuple[Literal["cuda", "cpu"], Fraction, Fraction], ...] = (
         ("cuda", Fraction(1, 2) + Fraction(257, 2**32), Fraction(1, 2**25)),
         ("cpu", Fraction(1, 2) + Fraction(1, 2**24), Fraction(1, 2**24)),
-    ):
-        law = trtllm.rows_law([0, 0], draft, target[:2], target[2], coins=coins)  # type: ignore[arg-type]
+    )
+    for coins, a0, a1 in cases:
+        law = trtllm.rows_law([0, 0], draft, target[:2], target[2], coins=coins)
         expected = {
             (2,): 1 - a0,
             (0, 1): a0 * (1 - a1),  # row 1's residual (0, 0.25, 0)
