@@ -294,3 +294,12 @@ def test_trtllm_law_is_the_ideal_law_but_the_coins_grid() -> None:
         ideal = {(2,): Fraction(1, 2), (0, 1): Fraction(1, 2)}
         # LOSSY by exactly the extra acceptance: the forbidden draft's mass a0 a1 is smaller
         assert law_total_variation(law, ideal) == a0 - Fraction(1, 2), coins
+
+
+def test_flashinfer_final_draw_adds_in_float32() -> None:
+    """The running sum and the total are float32 additions in token order: ``1 + 2^-24 +
+    2^-24`` stays ``1``, so the coin ``1 - 2^-24`` picks token 0 (float64 sums would pick 2)."""
+    weights = torch.tensor([1.0, 2**-24, 2**-24])
+    assert flashinfer.final_token(weights, 1 - 2**-24) == 0
+    args = (torch.zeros(1, 0, 3), torch.zeros(1, 0, dtype=torch.long), weights[None, None])
+    assert flashinfer_loop(*args, torch.tensor([[1 - 2**-24]]))[0] == [[0]]

@@ -36,6 +36,7 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -48,6 +49,7 @@ __all__ = [
     "exact",
     "grid_at_most",
     "race_law",
+    "running_sum_f32",
     "uniform_bits",
 ]
 
@@ -95,6 +97,17 @@ def race_law(weights: Sequence[Fraction]) -> dict[int, Fraction]:
     if total == 0:
         return {0: Fraction(1)}
     return {i: weight / total for i, weight in enumerate(weights) if weight > 0}
+
+
+def running_sum_f32(weights: Tensor) -> Tensor:
+    """The running sums of a 1-D tensor with float32 additions in index order, as a kernel's
+    sequential loop adds (``torch.cumsum`` on the CPU adds in float64 and rounds each sum).
+
+    Example:
+        >>> running_sum_f32(torch.tensor([1.0, 2**-24, 2**-24])).tolist()
+        [1.0, 1.0, 1.0]
+    """
+    return torch.from_numpy(np.add.accumulate(weights.float().numpy(), dtype=np.float32))
 
 
 def curand_uniform(index: int) -> float:

@@ -60,12 +60,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.engines._float_law import chain_law, curand_pick_law, curand_probability
+from specdec.engines._float_law import (
+    chain_law,
+    curand_pick_law,
+    curand_probability,
+    running_sum_f32,
+)
 
 __all__ = ["UNDEFINED", "ChainSampling", "chain_speculative_sampling", "final_token", "rows_law"]
 
@@ -93,8 +97,7 @@ def final_token(weights: Float[Tensor, " vocab"], coin: float) -> int:
     with positive weight whose running sum exceeds ``fl32(coin * sum)``, else the last token with
     positive weight, else ``UNDEFINED``."""
     weights = weights.float()
-    # float32 additions in token order (torch's CPU cumsum would add in float64)
-    running = torch.from_numpy(np.add.accumulate(weights.numpy(), dtype=np.float32))
+    running = running_sum_f32(weights)  # float32 additions in token order
     threshold = torch.tensor(coin, dtype=torch.float32) * running[-1]
     positive = weights > 0
     hits = ((running > threshold) & positive).nonzero()
