@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from specdec.engines import flashinfer, trtllm
 from specdec.engines._float_law import CURAND_OUTPUTS, curand_uniform
+from specdec.engines._philox import curand_words, philox4x32_10
 from specdec.exact import law_total_variation
 from tests._engine_loops import flashinfer_loop, trtllm_loop
 
@@ -303,3 +304,36 @@ def test_flashinfer_final_draw_adds_in_float32() -> None:
     assert flashinfer.final_token(weights, 1 - 2**-24) == 0
     args = (torch.zeros(1, 0, 3), torch.zeros(1, 0, dtype=torch.long), weights[None, None])
     assert flashinfer_loop(*args, torch.tensor([[1 - 2**-24]]))[0] == [[0]]
+
+
+@pytest.mark.parametrize(
+    ("counter", "key", "words"),
+    [  # Philox's published known-answer vectors (Salmon et al. 2011, Random123's kat_vectors)
+        ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+        ((2**32 - 1,) * 4, (2**32 - 1,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+        (
+            (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+            (0xA4093822, 0x299F31D0),
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+        ),
+    ],
+)
+def test_philox_known_answers(
+    counter: tuple[int, int, int, int], key: tuple[int, int], words: tuple[int, ...]
+) -> None:
+    assert philox4x32_10(counter, key) == words
+    # control: a counter one step on gives other words
+    shifted = (counter[0] ^ 1, counter[1], counter[2], counter[3])
+    assert philox4x32_10(shifted, key) != words
+
+
+def test_curand_stream_layout() -> None:
+    """``offset`` skips words (within and across 4-word blocks), ``subsequence`` moves the
+    counter's high half, the seed is the key; FlashInfer's coins are request ``b``'s stream."""
+    stream = curand_words(7, 0, 0, 12)
+    assert curand_words(7, 0, 5, 7) == stream[5:]
+    assert stream[:4] == list(philox4x32_10((0, 0, 0, 0), (7, 0)))
+    assert curand_words(7, 3, 0, 4) == list(philox4x32_10((0, 0, 3, 0), (7, 0)))
+    assert curand_words(2**32 + 7, 0, 0, 4) == list(philox4x32_10((0, 0, 0, 0), (7, 1)))
+    coins = flashinfer.curand_coins(7, 5, 2, 2)
+    assert coins[1].tolist() == [curand_uniform(w) for w in curand_words(7, 1, 5, 3)]

@@ -13,7 +13,9 @@ kernel's coins to this reference and assert equal tokens:
   request's subsequence ``b`` of ``seed``, from ``offset``), in ``(0, 1]``: coin ``i`` for draft
   ``i`` (all ``k`` are drawn, also after the first rejection: they feed the accepted count),
   then coin ``k`` for the final token. This reference takes them as ``uniforms [B, k+1]``;
-  ``_float_law.curand_uniform`` maps a raw Philox output to its coin.
+  ``curand_coins(seed, offset, B, k)`` computes them from the kernel's ``seed`` and ``offset``
+  (curand's Philox re-implemented in ``_philox``, checked against Philox's published
+  known-answer vectors, not against a GPU).
 * **rule**: draft ``i`` is accepted iff ``fl32(u_i q_i(x_i)) < p_i(x_i)`` (strict; a draft the
   target forbids is never accepted). At the first rejection ``n`` (or ``n = k``, all accepted)
   the final token is drawn from ``w = relu(p_n - q_n)`` (``w = p_k`` when ``n = k``: the kernel
@@ -41,9 +43,14 @@ round to ``u = 1/2`` rejected), and identical rows are rejected with probability
 then emit the undefined token; a draft the target forbids is never accepted (the strict ``<``
 makes that case exact). The running sum is taken in token order; the kernel's block scan and
 block reduction add in another order, so at a boundary coin its last bits can differ (compare on
-dyadic rows, or skip a mismatch where the two sums differ). Not established here: the Philox
-stream itself (curand's counter layout), which this reference does not reproduce: it takes the
-coins as given.
+dyadic rows, or skip a mismatch where the two sums differ).
+
+Versions: read from ``include/flashinfer/sampling.cuh`` and ``flashinfer/sampling.py`` at the
+August 2026 nightly (v0.6.18). The kernel has drawn its own coins with curand since March 2025;
+before, it took ``uniform_samples [B, k+1]`` from the caller (same comparisons; pass those as
+``uniforms``) and fell back to token ``V - 1`` where this one takes the last positive token.
+Not established: that ``curand_coins`` reproduces the kernel's stream on a GPU (no GPU was
+available; the recipe in ``docs/engines.md`` says how to check it).
 
 Example:
     >>> import torch
@@ -68,10 +75,19 @@ from specdec.engines._float_law import (
     chain_law,
     curand_pick_law,
     curand_probability,
+    curand_uniform,
     running_sum_f32,
 )
+from specdec.engines._philox import curand_words
 
-__all__ = ["UNDEFINED", "ChainSampling", "chain_speculative_sampling", "final_token", "rows_law"]
+__all__ = [
+    "UNDEFINED",
+    "ChainSampling",
+    "chain_speculative_sampling",
+    "curand_coins",
+    "final_token",
+    "rows_law",
+]
 
 UNDEFINED = -2
 """Written where the kernel emits uninitialised shared memory (a zero residual)."""
@@ -90,6 +106,23 @@ class ChainSampling:
     output_token_ids: Tensor
     accepted_token_num: Tensor
     emitted_draft_token_num: Tensor
+
+
+def curand_coins(seed: int, offset: int, batch: int, k: int) -> Float[Tensor, "batch k_plus_1"]:
+    """The coins the kernel draws for ``chain_speculative_sampling(..., seed=seed,
+    offset=offset)``: request ``b``'s ``k + 1`` values of ``curand_uniform`` after
+    ``curand_init(seed, b, offset)``, as float32 ``[batch, k+1]``.
+
+    Example:
+        >>> coins = curand_coins(0, 0, 2, 3)
+        >>> coins.shape, bool((coins > 0).all() and (coins <= 1).all())
+        (torch.Size([2, 4]), True)
+    """
+    rows = [
+        [curand_uniform(word) for word in curand_words(seed, b, offset, k + 1)]
+        for b in range(batch)
+    ]
+    return torch.tensor(rows, dtype=torch.float32).reshape(batch, k + 1)
 
 
 def final_token(weights: Float[Tensor, " vocab"], coin: float) -> int:
