@@ -66,8 +66,8 @@ def _fi_batch(seed: int, shift: bool = False) -> tuple[tuple[Any, ...], tuple[An
     same = torch.rand(batch, k, generator=g) < 0.2
     draft[same] = target[:, :k][same]
     drafts = torch.randint(0, vocab, (batch, k), generator=g)
-    coins = torch.rand(batch, k + 1, generator=g)
-    coins[torch.rand(batch, k + 1, generator=g) < 0.15] = 1.0
+    coins = torch.rand(batch, k + 2, generator=g)
+    coins[torch.rand(batch, k + 2, generator=g) < 0.15] = 1.0
     args = (draft, drafts, target, coins)
     return args, (draft, drafts, target, coins.roll(1, dims=1) if shift else coins)
 
@@ -96,27 +96,44 @@ def test_flashinfer_a_shifted_coin_breaks_the_equality() -> None:
     assert differ >= 10, differ
 
 
-def test_flashinfer_layout_counts_and_the_undefined_token() -> None:
-    """Request 0 rejects at 1 (and position 2 passes its own test: accepted 2, emitted 1);
-    request 1's identical rows are rejected by the coin 1.0 with a zero residual."""
-    rows = torch.tensor([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]])
+def test_flashinfer_coin_stream_counts_and_the_undefined_token() -> None:
+    """The coins are a stream: after the rejection at 1 (draw 1), drafts 1 and 2 are re-tested
+    on draws 2 and 3 (both pass: accepted 3, emitted 1); the final token takes draw 4 after a
+    rejection, draw k when all are accepted; identical rows rejected by the coin 1.0 leave a zero
+    residual (the undefined token)."""
+    half = torch.tensor([[0.5, 0.5]] * 3)
     out = flashinfer.chain_speculative_sampling(
-        torch.stack([rows, rows]),
-        torch.tensor([[0, 1, 1], [0, 0, 0]]),
-        torch.stack(
-            [
-                torch.tensor([[0.75, 0.25], [0.75, 0.25], [0.0, 1.0], [1.0, 0.0]]),
-                torch.cat([rows, rows[:1]]),
-            ]
-        ),
-        uniforms=torch.tensor([[0.5, 0.9, 0.1, 0.5], [1.0, 0.5, 0.5, 0.5]]),
+        half[None],
+        torch.tensor([[0, 1, 1]]),
+        torch.tensor([[[0.75, 0.25], [0.75, 0.25], [0.0, 1.0], [1.0, 0.0]]]),
+        uniforms=torch.tensor([[0.5, 0.9, 0.4, 0.5, 0.5]]),
     )
-    assert out.output_token_ids.tolist() == [[0, 0, -1, -1], [flashinfer.UNDEFINED, -1, -1, -1]]
-    assert out.accepted_token_num.tolist() == [2, 2]
-    assert out.emitted_draft_token_num.tolist() == [1, 0]
+    assert out.output_token_ids.tolist() == [[0, 0, -1, -1]]
+    assert (out.accepted_token_num.tolist(), out.emitted_draft_token_num.tolist()) == ([3], [1])
+    draft = torch.tensor([[[0.5, 0.25, 0.25]]])
+    target = torch.tensor([[[0.25, 0.375, 0.375], [0.25, 0.25, 0.5]]])
+
+    def final(coins: list[float]) -> list[int]:
+        return (
+            flashinfer.chain_speculative_sampling(
+                draft, torch.tensor([[0]]), target, uniforms=torch.tensor([coins])
+            )
+            .output_token_ids[0]
+            .tolist()
+        )
+
+    assert final([0.9, 0.3, 0.7]) == [2, -1]  # rejected: draw 2 (0.7) picks token 2, not 1
+    assert final([0.1, 0.3, 0.9]) == [0, 1]  # accepted: draw 1 (0.3) picks token 1, not 2
+    same = flashinfer.chain_speculative_sampling(
+        half[None, :1],
+        torch.tensor([[0]]),
+        half[None, :2],
+        uniforms=torch.tensor([[1.0, 0.5, 0.5]]),
+    )
+    assert same.output_token_ids.tolist() == [[flashinfer.UNDEFINED, -1]]
     with pytest.raises(ValueError, match="float32"):
         flashinfer.chain_speculative_sampling(
-            rows[None, :1], torch.tensor([[0]]), rows[None, :2], uniforms=torch.ones(1, 2).double()
+            half[None, :1], torch.tensor([[0]]), half[None, :2], uniforms=torch.ones(1, 3).double()
         )
 
 
@@ -132,7 +149,10 @@ def test_flashinfer_law_reads_the_kernels_own_decisions(mutant: bool) -> None:
         if mutant:
             return bool(torch.tensor(coin) * draft[0, 0] <= target[0, 0])
         out = flashinfer.chain_speculative_sampling(
-            draft[None], torch.tensor([[0]]), target[None], uniforms=torch.tensor([[coin, 0.5]])
+            draft[None],
+            torch.tensor([[0]]),
+            target[None],
+            uniforms=torch.tensor([[coin, 0.5, 0.5]]),
         )
         return int(out.emitted_draft_token_num[0]) == 1
 
@@ -303,7 +323,7 @@ def test_flashinfer_final_draw_adds_in_float32() -> None:
     weights = torch.tensor([1.0, 2**-24, 2**-24])
     assert flashinfer.final_token(weights, 1 - 2**-24) == 0
     args = (torch.zeros(1, 0, 3), torch.zeros(1, 0, dtype=torch.long), weights[None, None])
-    assert flashinfer_loop(*args, torch.tensor([[1 - 2**-24]]))[0] == [[0]]
+    assert flashinfer_loop(*args, torch.tensor([[1 - 2**-24, 0.5]]))[0] == [[0]]
 
 
 @pytest.mark.parametrize(
@@ -336,4 +356,4 @@ def test_curand_stream_layout() -> None:
     assert curand_words(7, 3, 0, 4) == list(philox4x32_10((0, 0, 3, 0), (7, 0)))
     assert curand_words(2**32 + 7, 0, 0, 4) == list(philox4x32_10((0, 0, 0, 0), (7, 1)))
     coins = flashinfer.curand_coins(7, 5, 2, 2)
-    assert coins[1].tolist() == [curand_uniform(w) for w in curand_words(7, 1, 5, 3)]
+    assert coins[1].tolist() == [curand_uniform(w) for w in curand_words(7, 1, 5, 4)]

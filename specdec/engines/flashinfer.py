@@ -9,22 +9,24 @@ kernel's coins to this reference and assert equal tokens:
 * **inputs**: ``draft_probs [B, k, V]``, ``draft_token_ids [B, k]``, ``target_probs [B, k+1, V]``
   (all read as float32; the kernel's own names swap ``p`` and ``q``: here ``p`` is the target
   and ``q`` the draft, as everywhere in specdec).
-* **coins**: per request, ``k + 1`` float32 draws of curand's ``curand_uniform`` (Philox, the
-  request's subsequence ``b`` of ``seed``, from ``offset``), in ``(0, 1]``: coin ``i`` for draft
-  ``i`` (all ``k`` are drawn, also after the first rejection: they feed the accepted count),
-  then coin ``k`` for the final token. This reference takes them as ``uniforms [B, k+1]``;
+* **coins**: per request, a stream of float32 draws of curand's ``curand_uniform`` (Philox, the
+  request's subsequence ``b`` of ``seed``, from ``offset``), in ``(0, 1]``, taken one call at a
+  time: draft ``i`` takes draw ``i`` until the first rejection ``n``; then the accepted count
+  re-tests drafts ``n .. k-1`` on the *next* draws ``n+1 .. k`` (draft ``n`` gets a fresh coin);
+  the final token takes the next draw: draw ``k`` when all drafts are accepted, draw ``k + 1``
+  after a rejection. This reference takes the first ``k + 2`` draws as ``uniforms [B, k+2]``;
   ``curand_coins(seed, offset, B, k)`` computes them from the kernel's ``seed`` and ``offset``
   (curand's Philox re-implemented in ``_philox``, checked against Philox's published
   known-answer vectors, not against a GPU).
 * **rule**: draft ``i`` is accepted iff ``fl32(u_i q_i(x_i)) < p_i(x_i)`` (strict; a draft the
   target forbids is never accepted). At the first rejection ``n`` (or ``n = k``, all accepted)
   the final token is drawn from ``w = relu(p_n - q_n)`` (``w = p_k`` when ``n = k``: the kernel
-  draws the bonus token itself) by inverse CDF: ``u = fl32(coin_k sum(w))``, the first token with
-  ``w > 0`` whose running sum exceeds ``u``; if none does (rounding, or ``coin = 1``), the last
-  token with ``w > 0``.
+  draws the bonus token itself) by inverse CDF with the final coin ``c``: ``u = fl32(c sum(w))``,
+  the first token with ``w > 0`` whose running sum exceeds ``u``; if none does (rounding, or
+  ``c = 1``), the last token with ``w > 0``.
 * **outputs**: ``output_token_ids [B, k+1]`` int32 (the accepted drafts, the final token, then
-  ``-1``), ``output_accepted_token_num [B]`` (drafts that pass their own test, each position
-  judged alone, also past the first rejection) and ``output_emitted_draft_token_num [B]``
+  ``-1``), ``output_accepted_token_num [B]`` (``n`` plus the drafts ``n .. k-1`` that pass
+  their re-test) and ``output_emitted_draft_token_num [B]``
   (``n``); the kernel *adds* both counts to the tensors it is given.
 
 **A zero residual.** When ``w`` has no positive entry (a rejection where ``p_n <= q_n``
@@ -47,8 +49,9 @@ dyadic rows, or skip a mismatch where the two sums differ).
 
 Versions: read from ``include/flashinfer/sampling.cuh`` and ``flashinfer/sampling.py`` at the
 August 2026 nightly (v0.6.18). The kernel has drawn its own coins with curand since March 2025;
-before, it took ``uniform_samples [B, k+1]`` from the caller (same comparisons; pass those as
-``uniforms``) and fell back to token ``V - 1`` where this one takes the last positive token.
+before, it took ``uniform_samples [B, k+1]`` from the caller and indexed it by position (coin
+``i`` for draft ``i`` in both loops, coin ``min(n + 1, k)`` for the final token), and it fell back
+to token ``V - 1`` where this one takes the last positive token; that layout is not modelled.
 Not established: that ``curand_coins`` reproduces the kernel's stream on a GPU (no GPU was
 available; the recipe in ``docs/engines.md`` says how to check it).
 
@@ -57,7 +60,7 @@ Example:
     >>> out = chain_speculative_sampling(
     ...     torch.tensor([[[0.5, 0.5], [0.5, 0.5]]]), torch.tensor([[0, 1]]),
     ...     torch.tensor([[[0.75, 0.25], [0.25, 0.75], [1.0, 0.0]]]),
-    ...     uniforms=torch.tensor([[0.9, 0.9, 0.3]]))
+    ...     uniforms=torch.tensor([[0.9, 0.9, 0.3, 0.7]]))
     >>> out.output_token_ids.tolist(), out.emitted_draft_token_num.tolist()
     ([[0, 1, 0]], [2])
 """
@@ -108,21 +111,21 @@ class ChainSampling:
     emitted_draft_token_num: Tensor
 
 
-def curand_coins(seed: int, offset: int, batch: int, k: int) -> Float[Tensor, "batch k_plus_1"]:
+def curand_coins(seed: int, offset: int, batch: int, k: int) -> Float[Tensor, "batch k_plus_2"]:
     """The coins the kernel draws for ``chain_speculative_sampling(..., seed=seed,
-    offset=offset)``: request ``b``'s ``k + 1`` values of ``curand_uniform`` after
-    ``curand_init(seed, b, offset)``, as float32 ``[batch, k+1]``.
+    offset=offset)``: request ``b``'s first ``k + 2`` values of ``curand_uniform`` after
+    ``curand_init(seed, b, offset)``, as float32 ``[batch, k+2]``.
 
     Example:
         >>> coins = curand_coins(0, 0, 2, 3)
         >>> coins.shape, bool((coins > 0).all() and (coins <= 1).all())
-        (torch.Size([2, 4]), True)
+        (torch.Size([2, 5]), True)
     """
     rows = [
-        [curand_uniform(word) for word in curand_words(seed, b, offset, k + 1)]
+        [curand_uniform(word) for word in curand_words(seed, b, offset, k + 2)]
         for b in range(batch)
     ]
-    return torch.tensor(rows, dtype=torch.float32).reshape(batch, k + 1)
+    return torch.tensor(rows, dtype=torch.float32).reshape(batch, k + 2)
 
 
 def final_token(weights: Float[Tensor, " vocab"], coin: float) -> int:
@@ -145,7 +148,7 @@ def chain_speculative_sampling(
     draft_token_ids: Int[Tensor, "batch k"],
     target_probs: Float[Tensor, "batch k_plus_1 vocab"],
     *,
-    uniforms: Float[Tensor, "batch k_plus_1"],
+    uniforms: Float[Tensor, "batch k_plus_2"],
 ) -> ChainSampling:
     r"""FlashInfer's ``chain_speculative_sampling`` from its inputs and the coins it draws.
 
@@ -157,7 +160,8 @@ def chain_speculative_sampling(
         draft_probs: ``[B, k, V]`` draft rows.
         draft_token_ids: ``[B, k]`` drafts.
         target_probs: ``[B, k+1, V]`` target rows (the last one for the bonus token).
-        uniforms: ``[B, k+1]`` float32 coins in ``(0, 1]``, in the kernel's order.
+        uniforms: ``[B, k+2]`` float32, each request's first ``k + 2`` ``curand_uniform`` draws
+            (the last one is used only after a rejection).
 
     Returns:
         ``ChainSampling`` (counts as the kernel adds them to zeroed tensors).
@@ -172,24 +176,27 @@ def chain_speculative_sampling(
             f"draft_probs must be [B={batch}, k={k}, V] and target_probs [B, k+1={k + 1}, V], "
             f"got {tuple(draft_probs.shape)} and {tuple(target_probs.shape)}"
         )
-    if uniforms.shape != (batch, k + 1) or uniforms.dtype != torch.float32:
+    if uniforms.shape != (batch, k + 2) or uniforms.dtype != torch.float32:
         raise ValueError(
-            f"uniforms must be float32 [B={batch}, k+1={k + 1}] (curand_uniform's coins), got "
+            f"uniforms must be float32 [B={batch}, k+2={k + 2}] (curand_uniform's draws), got "
             f"{uniforms.dtype} {tuple(uniforms.shape)}"
         )
     draft, target = draft_probs.float(), target_probs.float()
     ids = draft_token_ids.long()
     q_at = draft.gather(-1, ids[..., None])[..., 0]  # [B, k]
     p_at = target[:, :k].gather(-1, ids[..., None])[..., 0]
-    passes = uniforms[:, :k] * q_at < p_at  # float32 product, strict
-    emitted = passes.long().cumprod(-1).sum(-1)  # [B]
+    first = uniforms[:, :k] * q_at < p_at  # draw i tests draft i; float32 product, strict
+    emitted = first.long().cumprod(-1).sum(-1)  # [B]
+    retest = uniforms[:, 1 : k + 1] * q_at < p_at  # after a rejection, draw i + 1 tests draft i
     out = torch.full((batch, k + 1), -1, dtype=torch.int32)
+    accepted = torch.zeros(batch, dtype=torch.int32)
     for b in range(batch):
         n = int(emitted[b])
         out[b, :n] = ids[b, :n].to(torch.int32)
+        accepted[b] = n + int(retest[b, n:].sum())
         weights = target[b, n] if n == k else (target[b, n] - draft[b, n]).clamp(min=0)
-        out[b, n] = final_token(weights, float(uniforms[b, k]))
-    return ChainSampling(out, passes.sum(-1).to(torch.int32), emitted.to(torch.int32))
+        out[b, n] = final_token(weights, float(uniforms[b, k if n == k else k + 1]))
+    return ChainSampling(out, accepted, emitted.to(torch.int32))
 
 
 def rows_law(
