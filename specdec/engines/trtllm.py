@@ -4,7 +4,8 @@ same random numbers give the same tokens.
 TensorRT-LLM's PyTorch backend verifies one request's drafts with rejection sampling in
 ``TorchSampler._process_draft_tokens_rejection_sampling`` (``tensorrt_llm/_torch/pyexecutor/``
 ``sampler.py``), which calls ``get_rejected_indices`` and ``sample_rejected``
-(``tensorrt_llm/_torch/pyexecutor/sampling_utils.py``); that is the lossless rejection sampler
+(``tensorrt_llm/_torch/pyexecutor/sampling_utils.py``; newer trees hold the same functions under
+``tensorrt_llm/_torch/pyexecutor/sampler/``); that is the lossless rejection sampler
 for two-model (draft-target) speculation with a non-greedy request and draft logits (greedy
 requests, n-gram drafts and trees take other paths). This module re-implements its convention
 (no code is copied):
@@ -23,8 +24,8 @@ requests, n-gram drafts and trees take other paths). This module re-implements i
   emitted drafts are those before the first rejection ``n``; then ``argmax(w / E)`` with
   ``w = where(p_n - q_n > 0, p_n - q_n, 0)`` (unnormalised, float32), or ``bonus_token`` when
   ``n = k``. ``0 / 0`` is NaN and ``u > NaN`` is false: a draft both models give probability 0
-  is *accepted*. A zero ``w`` makes ``torch.multinomial`` raise (the reference raises
-  ``ValueError``).
+  is *accepted* (``p / 0 = inf`` is accepted too). A zero ``w`` makes ``torch.multinomial``
+  raise (the reference raises ``ValueError``).
 * **output**: the emitted tokens (``n`` drafts and one more) and ``n``.
 
 Law (``rows_law``), exact for the given float rows: the acceptance ``P(u <= min(1, r))``
