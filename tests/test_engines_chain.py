@@ -357,3 +357,48 @@ def test_curand_stream_layout() -> None:
     assert curand_words(2**32 + 7, 0, 0, 4) == list(philox4x32_10((0, 0, 0, 0), (7, 1)))
     coins = flashinfer.curand_coins(7, 5, 2, 2)
     assert coins[1].tolist() == [curand_uniform(w) for w in curand_words(7, 1, 5, 4)]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_laws_flip_exactly_where_the_references_do_on_random_rows(seed: int) -> None:
+    """Random float32 rows: each law's acceptance count ``c`` (over curand's raw outputs) is the
+    boundary of the reference's own decisions (accept at output ``c - 1``, reject at ``c``), and
+    each law sums to 1 over a two-draft chain."""
+    g = torch.Generator().manual_seed(seed)
+    draft, target = _rows(g, (2,), 4), _rows(g, (3,), 4)
+    drafts = torch.randint(0, 4, (2,), generator=g).tolist()
+    fi_law = flashinfer.rows_law(drafts, draft, target)
+    trt_law = trtllm.rows_law(drafts, draft, target, target[2])
+    assert sum(fi_law.values()) == 1 and sum(trt_law.values()) == 1
+    one = flashinfer.rows_law(drafts[:1], draft[:1], torch.stack([target[0], target[2]]))
+    accept = sum((w for key, w in one.items() if len(key) == 2), Fraction(0))
+    count = int(accept * CURAND_OUTPUTS)
+
+    def fi_accepts(x: int) -> bool:
+        coins = torch.tensor([[curand_uniform(x), 0.5, 0.5]])
+        out = flashinfer.chain_speculative_sampling(
+            draft[None, :1], torch.tensor([drafts[:1]]), target[None, :2], uniforms=coins
+        )
+        return int(out.emitted_draft_token_num[0]) == 1
+
+    if 0 < count < CURAND_OUTPUTS:
+        assert (fi_accepts(count - 1), fi_accepts(count)) == (True, False)
+    one_trt = trtllm.rows_law(drafts[:1], draft[:1], target[:2], target[2])
+    accept_trt = sum((w for key, w in one_trt.items() if len(key) == 2), Fraction(0))
+    zeros = 128  # curand's coin 1.0, read as 0 by torch's CUDA rand: accepted
+    above = int(accept_trt * CURAND_OUTPUTS) - zeros  # the accepted coins below 1
+
+    def trt_accepts(x: int) -> bool:
+        _, n = trtllm.rejection_sample(
+            drafts[:1],
+            draft[:1],
+            target[:2],
+            bonus_token=0,
+            uniforms=torch.tensor([curand_uniform(x)]),
+            exponentials=torch.ones(4),
+        )
+        return n == 1
+
+    if 0 < above < CURAND_OUTPUTS - zeros:
+        assert (trt_accepts(above - 1), trt_accepts(above)) == (True, False)
