@@ -7,6 +7,8 @@ that an equal-tokens test between the two is a real check of each. Float32 arith
 done in float64, as a float32 value promotes exactly.
 """
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -157,3 +159,84 @@ def sglang_loop(
                 break
         predicts[last] = chosen
     return predicts, accept_index, accept_num
+
+
+def flashinfer_loop(
+    draft_probs: Tensor, draft_token_ids: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """FlashInfer's chain kernel as one program per request in numpy float32, each
+    ``curand_uniform`` call taking the next coin of the request's stream: a first loop until the
+    first rejection, a second one re-testing the drafts from there on, then the inverse-CDF draw
+    (undefined token: -2)."""
+    import numpy as np
+
+    batch, k = draft_token_ids.shape
+    draft = draft_probs.numpy().astype(np.float32)
+    target = target_probs.numpy().astype(np.float32)
+    out = [[-1] * (k + 1) for _ in range(batch)]
+    accepted_num, emitted_num = [0] * batch, [0] * batch
+    for b in range(batch):
+        stream = iter(uniforms[b].numpy().astype(np.float32).tolist())
+
+        def curand_uniform(stream: Iterator[float] = stream) -> np.float32:
+            return np.float32(next(stream))  # the request's own stream, one call at a time
+
+        def passes(i: int, coin: np.float32, b: int = b) -> bool:
+            token = int(draft_token_ids[b, i])
+            return bool(np.float32(coin * draft[b, i, token]) < target[b, i, token])
+
+        pos = k
+        for i in range(k):
+            if passes(i, curand_uniform()):
+                out[b][i] = int(draft_token_ids[b, i])
+            else:
+                pos = i
+                break
+        accepted = pos
+        for i in range(pos, k):
+            accepted += passes(i, curand_uniform())
+        accepted_num[b], emitted_num[b] = accepted, pos
+        row_q = draft[b, pos] if pos < k else np.zeros_like(target[b, pos])
+        relu = np.maximum(target[b, pos] - row_q, np.float32(0.0)).astype(np.float32)
+        total = np.float32(0.0)
+        for value in relu:
+            total = np.float32(total + value)
+        threshold = np.float32(curand_uniform() * total)
+        chosen, running, last_valid = -1, np.float32(0.0), -2
+        for v, value in enumerate(relu):
+            running = np.float32(running + value)
+            if value > 0:
+                last_valid = v
+                if running > threshold:
+                    chosen = v
+                    break
+        out[b][pos] = chosen if chosen >= 0 else last_valid
+    return out, accepted_num, emitted_num
+
+
+def trtllm_loop(
+    drafts: list[int],
+    draft_probs: Tensor,
+    target_probs: Tensor,
+    bonus_token: int,
+    uniforms: Tensor,
+    exponentials: Tensor,
+) -> list[int]:
+    """TensorRT-LLM's rejection sampling as a plain loop over the drafts (0-d float32 tensors
+    for the kernel's float32 arithmetic); a zero residual returns [] (the engine raises)."""
+    emitted: list[int] = []
+    for i, draft in enumerate(drafts):
+        ratio = target_probs[i, draft].float() / draft_probs[i, draft].float()
+        bound = ratio if bool(ratio.isnan()) else torch.clamp(ratio, max=1.0)
+        if not bool(uniforms[i].float() > bound):
+            emitted.append(draft)
+            continue
+        weights = [
+            max(float(target_probs[i, v].float() - draft_probs[i, v].float()), 0.0)
+            for v in range(target_probs.shape[1])
+        ]
+        if sum(weights) == 0:
+            return []
+        row = [torch.tensor(w, dtype=torch.float32) for w in weights]
+        return [*emitted, _race(row, exponentials.float())]
+    return [*emitted, bonus_token]

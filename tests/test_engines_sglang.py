@@ -215,3 +215,17 @@ def test_sglang_law_matches_sampling() -> None:
         tokens, first, sibling, rows, num_speculative_tokens=3, threshold_acc=0.8
     )
     assert p_value(relaxed) < 1e-3  # control
+
+
+def test_sglang_final_draw_adds_in_float32() -> None:
+    """Regression: the running sum is float32 additions in token order, as the independent
+    program's; torch's CPU ``cumsum`` adds in float64, which moved this coin from token 0 to 2
+    (``1 + 2^-24 + 2^-24`` is ``1`` in float32 but rounds to ``1 + 2^-23`` from float64)."""
+    weights = torch.tensor([1.0, 2**-24, 2**-24])
+    coin = torch.tensor(1 - 2**-24)
+    assert sglang.final_token(weights, None, coin) == 0
+    tree = (torch.tensor([[5]]), torch.tensor([[0]]), torch.tensor([[-1]]), torch.tensor([[-1]]))
+    program = sglang_loop(
+        *tree, torch.zeros(1, 1), coin[None], weights[None, None], torch.zeros(1, 1, 3), 2
+    )
+    assert program[0] == [0]

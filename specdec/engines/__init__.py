@@ -16,6 +16,12 @@ independent implementation, with a shifted-coin control that must fail.
 * ``specdec.engines.sglang``: SGLang's target-only tree sampling (one float32 coin per node,
   siblings walked by a running sum, the final token by inverse CDF; ``tree_law`` for one
   request's tree).
+* ``specdec.engines.flashinfer``: FlashInfer's ``chain_speculative_sampling`` (curand's float32
+  coins in ``(0, 1]``, accept iff ``fl32(u q) < p``, the final token by inverse CDF with one more
+  coin; a zero residual emits uninitialised memory).
+* ``specdec.engines.trtllm``: TensorRT-LLM's PyTorch-backend rejection sampling (float32
+  ``torch.rand``, reject iff ``u > min(1, p / q)``, the corrected token by
+  ``torch.multinomial``'s race; the bonus token sampled beforehand).
 
 The recipe for an engine's own test suite (``docs/engines.md``): draw the coins once, feed them
 to the kernel and to the reference, assert equal tokens; then compare the reference's
@@ -27,6 +33,6 @@ Example:
     -1
 """
 
-from specdec.engines import hf, sglang, vllm_v1
+from specdec.engines import flashinfer, hf, sglang, trtllm, vllm_v1
 
-__all__ = ["hf", "sglang", "vllm_v1"]
+__all__ = ["flashinfer", "hf", "sglang", "trtllm", "vllm_v1"]

@@ -14,6 +14,13 @@ rational arithmetic:
   float exponentials make possible with probability of the order of ``2^-24`` per pair, are not
   modelled (say so where a law is used).
 
+* curand's ``curand_uniform`` (FlashInfer's kernels; torch's CUDA ``rand``) maps a raw 32-bit
+  output ``x`` to ``fl32(fl32(x) 2^-32 + 2^-33)`` in ``(0, 1]``: not a uniform grid (fine near
+  0, ``2^-24`` steps near 1), and ``1.0`` itself for the top ``128`` values of ``x``
+  (probability ``2^-25``). ``curand_probability`` counts the ``x`` for which a decision that is
+  monotone in the coin holds, by bisection over ``x``; ``curand_pick_law`` does the same for a
+  draw whose token is monotone in the coin.
+
 ``exact`` turns a float tensor into the rational numbers it holds, so a law computed here is
 the law of the engine's own float inputs, rounding included.
 
@@ -29,10 +36,25 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["chain_law", "exact", "grid_at_most", "race_law", "uniform_bits"]
+__all__ = [
+    "CURAND_OUTPUTS",
+    "chain_law",
+    "curand_pick_law",
+    "curand_probability",
+    "curand_uniform",
+    "exact",
+    "grid_at_most",
+    "race_law",
+    "running_sum_f32",
+    "uniform_bits",
+]
+
+CURAND_OUTPUTS = 2**32
+"""The number of raw outputs of curand's Philox generator, each equally likely."""
 
 
 def uniform_bits(dtype: torch.dtype) -> int:
@@ -75,6 +97,79 @@ def race_law(weights: Sequence[Fraction]) -> dict[int, Fraction]:
     if total == 0:
         return {0: Fraction(1)}
     return {i: weight / total for i, weight in enumerate(weights) if weight > 0}
+
+
+def running_sum_f32(weights: Tensor) -> Tensor:
+    """The running sums of a 1-D tensor with float32 additions in index order, as a kernel's
+    sequential loop adds (``torch.cumsum`` on the CPU adds in float64 and rounds each sum).
+
+    Example:
+        >>> running_sum_f32(torch.tensor([1.0, 2**-24, 2**-24])).tolist()
+        [1.0, 1.0, 1.0]
+    """
+    return torch.from_numpy(np.add.accumulate(weights.float().numpy(), dtype=np.float32))
+
+
+def curand_uniform(index: int) -> float:
+    """curand's ``curand_uniform`` for the raw output ``index``: ``fl32(fl32(index) 2^-32 +
+    2^-33)`` (the product is exact, so a fused multiply-add rounds the same way).
+
+    Example:
+        >>> curand_uniform(0) == 2**-33, curand_uniform(2**32 - 1)
+        (True, 1.0)
+    """
+    as_float = torch.tensor(float(index), dtype=torch.float64).float().double()  # fl32(index)
+    return float((as_float * 2.0**-32 + 2.0**-33).float())
+
+
+def _last_index(holds: Callable[[int], bool], low: int, high: int) -> int:
+    """The last index in ``[low, high)`` where ``holds`` (true, then false) is true, or
+    ``low - 1`` where it never is."""
+    if not holds(low):
+        return low - 1
+    high -= 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if holds(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def curand_probability(accepts: Callable[[float], bool], *, one_as_zero: bool = False) -> Fraction:
+    """``P(accepts(u))`` for ``u = curand_uniform(x)``, ``x`` uniform on ``0 .. 2^32 - 1``.
+
+    ``accepts`` must hold on an initial range of coins (true for small coins, then false), as an
+    acceptance test ``u <= r``, ``u < r`` or ``fl32(u q) < p`` does. With ``one_as_zero`` the
+    coin ``1.0`` reads as ``0.0``: torch's CUDA ``rand`` (``float32``) turns curand's ``(0, 1]``
+    into ``[0, 1)`` that way, so ``u = 0`` has probability ``2^-25``.
+    """
+    top = CURAND_OUTPUTS
+    if one_as_zero:  # the first raw output whose coin is 1.0; those above it read as 0.0
+        top = _last_index(lambda x: curand_uniform(x) < 1.0, 0, CURAND_OUTPUTS) + 1
+    count = _last_index(lambda x: accepts(curand_uniform(x)), 0, top) + 1
+    if one_as_zero and accepts(0.0):
+        count += CURAND_OUTPUTS - top
+    return Fraction(count, CURAND_OUTPUTS)
+
+
+def curand_pick_law(pick: Callable[[float], int]) -> dict[int, Fraction]:
+    """The law of ``pick(curand_uniform(x))`` over the ``2^32`` raw outputs, for a ``pick``
+    monotone in the coin (an inverse-CDF draw): each value's outputs form an interval, found by
+    bisection."""
+    law: dict[int, Fraction] = {}
+    start = 0
+    while start < CURAND_OUTPUTS:
+        value = pick(curand_uniform(start))
+
+        def same(x: int, value: int = value) -> bool:
+            return pick(curand_uniform(x)) == value
+
+        end = _last_index(same, start, CURAND_OUTPUTS)
+        law[value] = law.get(value, Fraction(0)) + Fraction(end - start + 1, CURAND_OUTPUTS)
+        start = end + 1
+    return law
 
 
 def chain_law(

@@ -59,7 +59,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.engines._float_law import grid_at_most
+from specdec.engines._float_law import grid_at_most, running_sum_f32
 
 __all__ = ["TreeSampling", "final_token", "tree_law", "tree_sampling_target_only"]
 
@@ -91,7 +91,7 @@ def final_token(target_row: Tensor, draft_row: Tensor | None, coin: Tensor) -> i
     """The final draw: ``relu(p - q)`` (``p`` when ``draft_row`` is ``None``) by inverse CDF with
     ``u = coin * sum`` in float32; ``V - 1`` when no running sum exceeds ``u``."""
     weights = target_row.float() if draft_row is None else (target_row - draft_row).clamp(min=0)
-    running = weights.cumsum(0)  # float32, in token order; the total is its last entry
+    running = running_sum_f32(weights)  # float32 additions in token order; the total is last
     threshold = coin.float() * running[-1]
     hits = ((running > threshold) & (weights > 0)).nonzero()
     return int(hits[0, 0]) if hits.numel() else int(weights.shape[0]) - 1
