@@ -65,6 +65,8 @@ API_MODULES = (  # the reference page: the stable API (docs/stability.md), modul
     ("specdec.engines.vllm_v1", ()),
     ("specdec.engines.hf", ()),
     ("specdec.engines.sglang", ()),
+    ("specdec.engines.flashinfer", ()),
+    ("specdec.engines.trtllm", ()),
 )
 DOCS_INDEX = """# The reference
 
