@@ -30,8 +30,9 @@ def _completed_tv(law: dict[tuple[int, ...], Fraction], tree: TokenTree, pair: o
 
 @pytest.mark.parametrize("draw", DRAWS)
 def test_the_exact_law_is_the_target_s_on_every_toy_tree(draw: str) -> None:
-    """Claim 21, in exact arithmetic: 3 pairs x 4 shapes (a chain, one root with two children,
-    two branches, a wide-then-deep tree); siblings drawn as ``draw`` says."""
+    """Claim 21, in exact arithmetic: 3 pairs x 4 shapes (one root with two children, two
+    branches, a chain, a wide-then-deep tree); siblings drawn as ``draw`` says (more cases, with
+    an independent oracle, in ``proofs/claim_21_traversal_verification.py``)."""
     checked = 0
     for vocab, seed in PAIRS:
         pair = make_toy_pair(vocab, seed=seed)
