@@ -27,11 +27,12 @@ import claim_15_block_verification as claim_15
 import claim_16_multi_draft as claim_16
 import claim_17_token_trees as claim_17
 import claim_18_lossy_contrasts as claim_18
+import claim_21_traversal_verification as claim_21
 import pytest
 from _common import scaled_threshold
 
 import specdec
-from specdec.verify import exact_match_rule, verify_paths, verify_tree
+from specdec.verify import exact_match_rule, verify_paths, verify_traversal, verify_tree
 from specdec.verify.lossy import (
     lenient_rule,
     probability_threshold_rule,
@@ -92,6 +93,13 @@ def test_paths_mutant_fails(scale: float) -> None:
     """Claim 17: verify_paths with moved thresholds."""
     with pytest.raises(AssertionError, match="LOSSY"):
         claim_17.check_verify_paths_discovered(rule=scaled_threshold(verify_paths, scale))
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_traversal_mutant_fails(scale: float) -> None:
+    """Claim 21: verify_traversal with moved thresholds."""
+    with pytest.raises(AssertionError, match="LOSSY"):
+        claim_21.check_verify_traversal_discovered(rule=scaled_threshold(verify_traversal, scale))
 
 
 @pytest.mark.parametrize("scale", SCALES)

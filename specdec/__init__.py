@@ -18,6 +18,7 @@ from specdec.verify import (
     verify_multi_without_replacement,
     verify_paths,
     verify_tokens,
+    verify_traversal,
     verify_tree,
 )
 from specdec.verify.multi import MultiDraftVerification
@@ -53,6 +54,7 @@ __all__ = [
     "verify_multi_without_replacement",
     "verify_paths",
     "verify_tokens",
+    "verify_traversal",
     "verify_tree",
     "warp_probs",
 ]

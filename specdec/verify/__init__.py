@@ -18,6 +18,7 @@ from specdec.verify.multi import (
 from specdec.verify.paths import verify_paths
 from specdec.verify.rules import exact_match_rule, greedy_rule
 from specdec.verify.tokens import verify_tokens
+from specdec.verify.traversal import verify_traversal
 from specdec.verify.tree import verify_tree
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "verify_multi_without_replacement",
     "verify_paths",
     "verify_tokens",
+    "verify_traversal",
     "verify_tree",
 ]

@@ -61,15 +61,24 @@ SOFT_LEAVES = {"tree_bonus_wrong_temperature": 0.0064}
 their exact distance is below 0.03 (value: the measured TV), so this test's power does not
 cover them; they are judged on the soft-leaf scenarios of the tree battery
 (``tests/test_zoo_multi_draft.py``) and in claim 17 (``proofs/claim_17_token_trees.py``)."""
+WEAK_HERE = {"traversal_remaining_mass_weight": 0.0159}
+"""Tree bugs whose exact distance on this pair and tree is below 0.03 for another reason (value:
+the measured TV): traversal verification's remaining-mass weight moves little mass on this
+pair; it is judged on ``soft-leaves-t07-topk3`` (exact TV 0.127) in
+``tests/test_zoo_multi_draft.py`` and claim 21."""
 POSITIONS = [n for n, e in MULTI_ZOO.items() if e.kind == "position"]
-TREES = [n for n, e in MULTI_ZOO.items() if e.kind == "tree" and n not in SOFT_LEAVES]
+TREES = [
+    n
+    for n, e in MULTI_ZOO.items()
+    if e.kind == "tree" and n not in SOFT_LEAVES and n not in WEAK_HERE
+]
 
 
 def test_the_soft_leaf_bugs_left_out_are_below_the_power_here() -> None:
     """The entries left out of ``TREES`` are there for the stated reason: their distance on
     this tree is below ``DETECTABLE_TV`` (control: each is a lossy tree entry)."""
     tree_entries = {n for n, e in MULTI_ZOO.items() if e.kind == "tree"}
-    for name, measured in SOFT_LEAVES.items():
+    for name, measured in {**SOFT_LEAVES, **WEAK_HERE}.items():
         entry = MULTI_ZOO[name]
         assert name in tree_entries and entry.lossy
         tree = TokenTree(parents=PARENTS, draw=entry.draw)

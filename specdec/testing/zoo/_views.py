@@ -15,6 +15,7 @@ from specdec.testing.zoo import (  # noqa: F401  (imported to register their ent
     _small_mass,
     _target_law,
     _thresholds,
+    _traversal,
 )
 from specdec.testing.zoo._registry import ZOO, BatchedFn
 from specdec.types import VerifyRule
