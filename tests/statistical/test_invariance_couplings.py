@@ -40,8 +40,9 @@ CERTIFIED = {
 """Certified lower bounds of each bug's TV, alone against in its batch, over the test's cells."""
 
 
-def _context(name: str) -> object:
-    (found,) = [c for c in (*VERIFIER_CONTEXTS, *STEP_CONTEXTS, *SEEDED_CONTEXTS) if c.name == name]
+def _context(level: str, name: str) -> object:
+    chosen = STEP_CONTEXTS if level == "step" else (*VERIFIER_CONTEXTS, *SEEDED_CONTEXTS)
+    (found,) = [c for c in chosen if c.name == name]
     return found
 
 
@@ -68,7 +69,7 @@ def test_each_coupling_is_seen_by_the_two_sample_test_alone(
         as_subject(fn, level=level),  # type: ignore[arg-type]
         options,
         [scenario],
-        contexts=[_context(context)],  # type: ignore[list-item]
+        contexts=[_context(level, context)],  # type: ignore[list-item]
         probes=0,
     )
     (result,) = found.contexts
