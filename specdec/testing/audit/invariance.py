@@ -313,9 +313,10 @@ def _sample(
         for rows in _batches(caller, scenario, layout, chunk, data):
             seeds = torch.randint(0, 2**62, (audited,), generator=data)
             chosen = _generators(caller, layout, context, seeds)
-            blocks.append(caller.call(scenario, rows, noise, chosen, checked=False)[positions])
-    every = torch.cat(blocks).long()
-    check_emitted_blocks(every, every.shape[0], scenario.k, plan.vocab, InvalidOutputError)
+            blocks.append(caller.call(scenario, rows, noise, chosen, checked=False))
+    whole = torch.cat(blocks).long()  # every row's values checked once, companions' too
+    check_emitted_blocks(whole, whole.shape[0], scenario.k, plan.vocab, InvalidOutputError)
+    every = whole.view(-1, len(layout), scenario.k + 1)[:, positions].reshape(-1, scenario.k + 1)
     every = every[:n]
     complete = complete_step if caller.step else complete_verifier
     completed = complete(plan, every, data)
