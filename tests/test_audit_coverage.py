@@ -186,3 +186,13 @@ def test_the_command_takes_no_coverage_and_refuses_it_for_a_step(capsys: Any) ->
     step = ["audit", "specdec.testing.zoo:reference_step_single", "--step", "--no-coverage"]
     assert main(step) == 2
     assert "--no-coverage" in capsys.readouterr().err
+
+
+def test_list_scenarios_help_says_it_shows_the_references_branches(capsys: Any) -> None:
+    """``--list-scenarios`` lists the reference rule's branch probabilities, not the audited
+    function's coverage: its help says so (the control: the listing has the branch lines)."""
+    assert main(["audit", "--help"]) == 0
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "not FUNCTION's own code" in helped and "--list-scenarios" in helped
+    assert main(["audit", "--list-scenarios"]) == 0
+    assert "the probability that one sample takes each branch" in capsys.readouterr().out

@@ -7,7 +7,8 @@ below from the greedy rule's own decisions, ``specdec.discover``). One two-sampl
 its sample size is checked to detect TV <= 0.46 with false-pass rate 1e-3 before asserting, so
 the negative control (this bug) is missed with probability <= 1e-3. The control,
 ``specdec.verify_tokens`` in the same batches, is called dependent with probability <= 1e-6.
-Fixed seed (the audit's ``seed=0``).
+Fixed seed (the audit's ``seed=0``). The other ``COUPLING_ZOO`` entries are in
+``test_invariance_couplings.py``.
 """
 
 import pytest

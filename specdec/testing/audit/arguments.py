@@ -378,7 +378,10 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         "--list-scenarios",
         action=_ListScenarios,
         nargs=0,
-        help="list the scenario names of both levels and exit",
+        help="list every scenario (verifier, step, --multi-draft, --tree) and exit; under "
+        "each, how often one sample takes each branch of the rule it is judged against "
+        "(the reference's branches, not FUNCTION's own code: an audit of a verifier reports "
+        "which branches of FUNCTION's code its scenarios reached, see --no-coverage)",
     )
     group.add_argument(
         "--scenario-file",

@@ -339,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
 
     battery = scenarios or default_scenarios(level)  # built once: the audit runs these
     total = len(battery) + options.adversarial * (level == "verifier")  # joined in audit()
+    total += len(battery) * options.invariance  # one line per scenario's invariance check
     bar = start_progress(total, "audit", enabled=not (args.quiet or args.json), unit="scenario")
     hint = "" if subject.batched else (
         f"hint: if {args.function} takes a leading batch axis N, mark it "
@@ -353,6 +354,8 @@ def run(args: argparse.Namespace) -> int:
         from specdec.testing.audit.adversarial import adversarial_scenarios
 
         names += [s.name for s in adversarial_scenarios(options.adversarial, seed=options.seed)]
+    if options.invariance:  # run after the audit, scenario by scenario (invariance.py)
+        names += [f"invariance of {s.name}" for s in battery]
     with Heartbeat(bar.note, names, interval=HEARTBEAT_SECONDS) as beat:
 
         def progress(line: str) -> None:

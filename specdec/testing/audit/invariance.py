@@ -26,19 +26,27 @@ pair is ``"cannot decide"``, and the statistical test decides alone.
 
 **Statistically, everywhere.** The row's completed blocks (``run.complete_verifier`` /
 ``complete_step``: the criterion's completion law) are counted over the scenario's cells, ``n``
-alone and ``n`` in the context, and compared by the two-sample L1 test
-(``specdec.testing.stats.two_sample``; under the null hypothesis that the row's law is the
+alone and ``n`` in the context, and compared by the two-sample L1 test bounded through its mean
+(``specdec.testing.stats.two_sample_mean``: McDiarmid's inequality about
+:math:`\mathbb E D \le \sqrt{2(m-1)/n}`; under the null hypothesis that the row's law is the
 same in both and the rows of a batch are independent, false-fail rate at most the test's level
-whatever the law). Holm's procedure across every (scenario, context) test holds the family-wise
-false-fail rate at ``false_fail_rate``, an error budget of its own beside the one of the
-audit's other tests (the audit as a whole: at most twice it). ``n`` is ``samples`` when given,
-else the smallest size whose cells let each test, at Holm's first level, detect
+whatever the law and ``n``). It needs 1.8 to 7.4 times fewer rows than the union bound of
+``two_sample`` for the same power (the default batteries: 6 to 264 cells), and each row alone
+is one call of the function: the check's cost. Holm's procedure across every (scenario,
+context) test holds the family-wise false-fail rate at ``false_fail_rate``, an error budget of
+its own beside the one of the audit's other tests (the audit as a whole: at most twice it).
+``n`` is ``samples`` when given, else the smallest size whose cells let each test, at Holm's
+first level, detect
 
 .. math:: \mathrm{TV}(\text{law alone}, \text{law in the batch}) \ge \delta
 
 with false-pass rate ``false_pass_rate`` (``delta`` = ``detect_tv`` when given, else
-``INVARIANCE_TV``; ``sampler.samples_for_tv_two_sample``'s iteration); each test reports the
-distance it detects.
+``INVARIANCE_TV``; ``plan.smallest_sufficient``'s iteration over the cells), that is
+
+.. math:: n = \Big\lceil \big(\sqrt{2(m-1)} + 2\sqrt{\ln(1/a)} + 2\sqrt{\ln(1/\beta)}\big)^2
+    / (4\delta^2) \Big\rceil
+
+at Holm's first level ``a``; each test reports the distance it detects.
 
 A context is batch-dependent when its exact comparison differs or Holm rejects its test; the
 audit's verdict is then ``"batch-dependent"`` (``report.VERDICT_EXIT``), whatever the
@@ -85,10 +93,10 @@ from specdec.testing.simulate import draft_batch
 from specdec.testing.stats import (
     encode_sequences,
     holm,
-    l1_two_sample_p_value,
-    l1_two_sample_threshold,
-    min_detectable_tv_two_sample,
-    min_sample_size_two_sample,
+    l1_two_sample_mean_p_value,
+    l1_two_sample_mean_threshold,
+    min_detectable_tv_two_sample_mean,
+    min_sample_size_two_sample_mean,
 )
 
 __all__ = [
@@ -203,8 +211,11 @@ class _Caller:
         rows: Rows,
         generator: torch.Generator,
         generators: Sequence[torch.Generator | None] | None,
+        *,
+        checked: bool = True,
     ) -> Tensor:
-        """The blocks ``[B, k+1]``, checked."""
+        """The blocks ``[B, k+1]``, checked (``checked=False``: only their type and shape, the
+        caller checks the values of many calls at once with ``check_emitted_blocks``)."""
         size, k, vocab = rows[0].shape[0], scenario.k, scenario.pair.target.vocab_size
         extra: dict[str, Any] = {} if generators is None else {"generators": list(generators)}
         if self.step:
@@ -221,6 +232,13 @@ class _Caller:
             out = self.fn(tokens, draft_probs, target_probs, generator, **extra)
         if isinstance(out, Tensor):
             out = out.cpu()
+        if (
+            not checked
+            and isinstance(out, Tensor)
+            and out.shape == (size, k + 1)
+            and out.dtype in (torch.int64, torch.int32)
+        ):
+            return out
         return check_emitted_blocks(out, size, k, vocab, InvalidOutputError)
 
 
@@ -294,9 +312,12 @@ def _sample(
         chunk = min(most, calls - start)
         for rows in _batches(caller, scenario, layout, chunk, data):
             seeds = torch.randint(0, 2**62, (audited,), generator=data)
-            out = caller.call(scenario, rows, noise, _generators(caller, layout, context, seeds))
-            blocks.append(out[positions])
-    every = torch.cat(blocks)[:n]
+            chosen = _generators(caller, layout, context, seeds)
+            blocks.append(caller.call(scenario, rows, noise, chosen, checked=False))
+    whole = torch.cat(blocks).long()  # every row's values checked once, companions' too
+    check_emitted_blocks(whole, whole.shape[0], scenario.k, plan.vocab, InvalidOutputError)
+    every = whole.view(-1, len(layout), scenario.k + 1)[:, positions].reshape(-1, scenario.k + 1)
+    every = every[:n]
     complete = complete_step if caller.step else complete_verifier
     completed = complete(plan, every, data)
     cells = plan.mapping[encode_sequences(completed, plan.vocab)]
@@ -446,7 +467,7 @@ def _sized(
     return smallest_sufficient(
         plan_scenario,
         scenario,
-        lambda cells: min_sample_size_two_sample(cells, tv, level, options.false_pass_rate),
+        lambda cells: min_sample_size_two_sample_mean(cells, tv, level, options.false_pass_rate),
     )
 
 
@@ -511,9 +532,9 @@ def check_invariance(
                     samples=n,
                     num_cells=cells,
                     l1_distance=distance,
-                    l1_threshold=l1_two_sample_threshold(cells, n, level),
-                    p_value=l1_two_sample_p_value(distance, cells, n),
-                    detectable_tv=min_detectable_tv_two_sample(
+                    l1_threshold=l1_two_sample_mean_threshold(cells, n, level),
+                    p_value=l1_two_sample_mean_p_value(distance, cells, n),
+                    detectable_tv=min_detectable_tv_two_sample_mean(
                         cells, n, level, options.false_pass_rate
                     ),
                     exact=exact,

@@ -18,6 +18,7 @@ Modules, one concept each:
 * ``multiple``: Bonferroni and Holm, to split one family-wise false-fail rate over many tests;
 * ``means``: Hoeffding's bound on a sample mean;
 * ``two_sample``: the two-sample L1 test, when the null law is known only through samples;
+* ``two_sample_mean``: the same statistic bounded through its mean (McDiarmid): fewer samples;
 * ``cells``: sequences as cells, and cells pooled by expected mass before sampling;
 * ``laws``: null laws over cells and the expected block length, by enumeration on toy models.
 
@@ -68,6 +69,12 @@ from specdec.testing.stats.two_sample import (
     min_detectable_tv_two_sample,
     min_sample_size_two_sample,
 )
+from specdec.testing.stats.two_sample_mean import (
+    l1_two_sample_mean_p_value,
+    l1_two_sample_mean_threshold,
+    min_detectable_tv_two_sample_mean,
+    min_sample_size_two_sample_mean,
+)
 
 __all__ = [
     "L1TestResult",
@@ -89,6 +96,8 @@ __all__ = [
     "l1_p_value",
     "l1_test",
     "l1_threshold",
+    "l1_two_sample_mean_p_value",
+    "l1_two_sample_mean_threshold",
     "l1_two_sample_p_value",
     "l1_two_sample_threshold",
     "law_tensor",
@@ -97,8 +106,10 @@ __all__ = [
     "min_detectable_mean_shift",
     "min_detectable_tv_by_l1",
     "min_detectable_tv_two_sample",
+    "min_detectable_tv_two_sample_mean",
     "min_sample_size_by_l1",
     "min_sample_size_two_sample",
+    "min_sample_size_two_sample_mean",
     "min_tokens_for_binned_tv",
     "normal_mixture_log_e",
     "pool_cells_by_expected",
