@@ -30,7 +30,7 @@ __all__ = [
     "run_benchmark",
 ]
 
-BENCHMARKS = ("bench_verify", "bench_audit", "bench_generate", "bench_laws")
+BENCHMARKS = ("bench_verify", "bench_audit", "bench_generate", "bench_laws", "bench_stream")
 """The benchmarks ``specdec bench`` runs."""
 
 BENCHMARKS_VARIABLE = "SPECDEC_BENCHMARKS"
@@ -49,13 +49,17 @@ benchmarks (each writes JSON and PNG; --quiet: no progress):
                   pass against k with the theory's curve (JSON, md, PNGs)
   bench_laws      observed against exact laws on toy pairs, seconds: laws.json and
                   laws_audit.png, laws_accepted_length.png, laws_acceptance_vs_k.png
+  bench_stream    the stream audit (large mode) on a speculative loop with planted bugs:
+                  tokens to find each, the control's verdict, tokens generated and judged
+                  per second (JSON; --model smollm2 for the real model)
   (by default in benchmarks/out/ of a checkout, ./specdec-bench-out/ from an installed
   copy; --out / --out-dir elsewhere)
 
 examples:
   specdec bench bench_laws --quick --out-dir pictures/
   specdec bench bench_verify --quick --out v.json
-  specdec bench bench_generate --quick"""
+  specdec bench bench_generate --quick
+  specdec bench bench_stream --quick"""
 
 
 def benchmarks_folder(folder: str | Path | None = None) -> Path | None:
@@ -104,7 +108,7 @@ def add_parser(
     parser: argparse.ArgumentParser = commands.add_parser(
         "bench",
         help="run a benchmark of benchmarks/ (bench_verify, bench_audit, bench_generate, "
-        "bench_laws): JSON and PNG",
+        "bench_laws, bench_stream): JSON and PNG",
         description=textwrap.fill(DESCRIPTION, 88),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines

@@ -5,6 +5,7 @@ benchmarks refused, and ``add_parser`` building exactly the parser ``specdec ben
 import argparse
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,19 @@ def test_add_parser_builds_the_commands_parser() -> None:
     built = add_parser(parser.add_subparsers(dest="command", required=True))
     assert built.format_help() == command.getvalue()
     assert vars(built.parse_args([])) == {"name": "bench_verify", "rest": []}
+
+
+def test_bench_stream_is_listed_and_runs_quick(tmp_path: Path) -> None:
+    """``specdec bench bench_stream --quick`` runs on the tiny Llama (no tests folder needed:
+    its engine loop and models live in ``benchmarks/``) and writes its rows; the command's
+    help lists every benchmark it accepts."""
+    from specdec.bench import BENCHMARKS, EPILOG
+
+    assert "bench_stream" in BENCHMARKS
+    assert all(f"  {name}  " in EPILOG for name in BENCHMARKS)
+    out = tmp_path / "s.json"
+    args = _parse(
+        ["bench", "bench_stream", "--quick", "--bugs", "none", "--quiet", "--out", str(out)]
+    )
+    assert run(args) == 0
+    assert [row["bug"] for row in json.loads(out.read_text())["rows"]] == ["none"]
