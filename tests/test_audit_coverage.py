@@ -9,6 +9,7 @@ branch stays lossless on the same search. The audits at full defaults are in
 ``tests/statistical/test_zoo_search.py``.
 """
 
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -21,14 +22,20 @@ from torch import Tensor
 import specdec
 from specdec.cli import main
 from specdec.testing import zoo
-from specdec.testing.audit import audit_exact, audit_verifier, search_scenarios, verifier_scenarios
+from specdec.testing.audit import (
+    audit_exact,
+    audit_multi_draft,
+    audit_verifier,
+    search_scenarios,
+    verifier_scenarios,
+)
 from specdec.testing.audit.coverage import ArcRecorder, branch_arcs, user_files
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.search import coverage_candidates, coverage_search
 from specdec.testing.audit.subject import as_subject
 from specdec.types import Verification
-from tests import _coverage_control
+from tests import _coverage_control, _coverage_guarded
 from tests._coverage_control import control
 
 THRESHOLD_ENTRIES = sorted(n for n, e in zoo.ZOO.items() if e.found_by_search)
@@ -165,8 +172,46 @@ def test_no_coverage_turns_measurement_and_search_off() -> None:
     report = audit_verifier(specdec.verify_tokens, exact=True, scenarios=scenarios, coverage=False)
     assert report.coverage is None and "branch arcs" not in report.headline()
     assert AuditOptions(coverage=False).given() == ("coverage",)
+
+
+def _raise_line(fn: Callable[..., Any]) -> int:
+    """The line of ``fn``'s ``raise`` (the guard's unreached branch leads there)."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if "raise ValueError" in line)
+
+
+def test_a_step_and_a_multi_draft_rule_report_the_coverage_of_the_audits_own_calls() -> None:
+    """Steps, multi-draft and tree rules are measured during the audit's own calls: the guard
+    no scenario reaches is the one unreached branch arc (its way into the ``raise``); the
+    control: ``coverage=False`` measures nothing, and the verdict is the same."""
+    for audit, fn, extra in (
+        (specdec.testing.audit.audit_step, _coverage_guarded.guarded_step, {}),
+        (audit_multi_draft, _coverage_guarded.guarded_multi_draft, {"draw": "iid"}),
+    ):
+        report = audit(fn, samples=2_000, min_power_tv=0.5, **extra)
+        coverage = report.coverage
+        assert coverage is not None and coverage.arcs_total == 2 and coverage.arcs_reached == 1
+        guard = _raise_line(fn) - 1
+        assert coverage.unreached == (f"tests/_coverage_guarded.py:{guard} -> {guard + 1}",)
+        assert "the audit's own calls" in coverage.probe
+        assert "reached 1 of 2 branch arcs" in report.headline()
+        off = audit(fn, samples=2_000, min_power_tv=0.5, coverage=False, **extra)
+        assert off.coverage is None and off.verdict == report.verdict == "lossless"
+
+
+def test_a_stream_refuses_coverage() -> None:
+    """A stream sampler's calls generate whole continuations: no coverage is measured, and
+    asking for it is refused (the control: a multi-draft rule takes it)."""
+
+    def sample(prompt: Tensor, generator: torch.Generator) -> Tensor:
+        return prompt[:1]
+
+    stream = as_subject(sample, level="stream")
     with pytest.raises(ValueError, match="coverage"):
-        specdec.testing.audit.audit_step(zoo.reference_step_single, coverage=False)
+        stream.check(AuditOptions(coverage=False))
+    as_subject(_coverage_guarded.guarded_multi_draft, level="position", draw="iid").check(
+        AuditOptions(coverage=False)
+    )
 
 
 def test_engine_options_leave_coverage_unmeasured() -> None:
@@ -177,15 +222,12 @@ def test_engine_options_leave_coverage_unmeasured() -> None:
     assert report.coverage is None
 
 
-def test_the_command_takes_no_coverage_and_refuses_it_for_a_step(capsys: Any) -> None:
+def test_the_command_takes_no_coverage(capsys: Any) -> None:
     argv = ["audit", "specdec.verify:verify_tokens", "--exact", "--scenarios", "zeros-v3-k4"]
     assert main([*argv, "--search", "0", "--no-coverage", "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["coverage"] is None
     assert main([*argv, "--search", "0", "--json", "--quiet"]) == 0  # the control: measured
     assert json.loads(capsys.readouterr().out)["coverage"]["lines_total"] == 13
-    step = ["audit", "specdec.testing.zoo:reference_step_single", "--step", "--no-coverage"]
-    assert main(step) == 2
-    assert "--no-coverage" in capsys.readouterr().err
 
 
 def test_list_scenarios_help_says_it_shows_the_references_branches(capsys: Any) -> None:

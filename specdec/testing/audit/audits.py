@@ -34,6 +34,7 @@ one level, taking the options as keywords (``AuditKeywords``):
 """
 
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar, Unpack
@@ -47,6 +48,7 @@ from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.branches import with_branches
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
+from specdec.testing.audit.coverage import ArcRecorder
 from specdec.testing.audit.exact import audit_exact
 from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
@@ -121,7 +123,8 @@ def audit(
             battery = list(scenarios or default_scenarios(subject.level))
             multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
             engine = exact_multi_audit if chosen.exact else sampled_audit
-            return with_branches(engine(subject, chosen, multi, progress), multi, draw=subject.draw)
+            report = _traced(subject, chosen, lambda run: engine(run, chosen, multi, progress))
+            return with_branches(report, multi, draw=subject.draw)
         given = [s for s in scenarios or () if isinstance(s, Scenario)]
         if chosen.exact:
             exact_battery: list[Scenario] = given or [
@@ -156,7 +159,9 @@ def audit(
             return with_branches(report, chosen_battery)
         covered = _covered(subject, chosen, chosen_battery, search=not given)
         if covered is None:
-            report = sample_audit(subject, chosen, chosen_battery, progress)
+            report = _traced(
+                subject, chosen, lambda run: sample_audit(run, chosen, chosen_battery, progress)
+            )
             report = _with_invariance(report, subject, chosen, chosen_battery, progress)
             return with_branches(report, chosen_battery)
         extended = [*chosen_battery, *engine_inputs(covered.found)]
@@ -177,6 +182,25 @@ def _covered(
         return None
     tries = tries_for(subject, options.search) if search else 0
     return coverage_search(subject, battery, tries=tries, keep=options.search, seed=options.seed)
+
+
+def _traced(
+    subject: Subject, options: AuditOptions, audit: Callable[[Subject], AuditReport]
+) -> AuditReport:
+    """``audit(subject)``, with the coverage of a step's, multi-draft rule's or tree rule's own
+    code measured during the audit's own calls (``coverage.ArcRecorder``): the scenarios and
+    samples the verdict rests on, no probe and no search. Verifiers have their probe and
+    search (``_covered``); nothing is measured with ``coverage=False``, with another process
+    drawing (``workers``, ``executor``: the calls are not in this process), or on a device."""
+    off = options.workers > 1 or options.executor is not None or options.device is not None
+    if subject.level == "verifier" or not options.coverage or off:
+        return audit(subject)
+    start = time.perf_counter()
+    recorder = ArcRecorder.for_function(subject.fn)
+    report = audit(replace(subject, fn=recorder.traced(subject.fn)))
+    probe = "the audit's own calls of it: every scenario, every sample drawn"
+    coverage = recorder.summary(probe=probe, seconds=time.perf_counter() - start)
+    return replace(report, coverage=coverage)
 
 
 def _with_invariance(

@@ -128,9 +128,11 @@ class AuditOptions:
         adversarial: (statistical, verifiers) adversarial pairs added to the battery
             (``adversarial.adversarial_scenarios``: small residuals, near ties, sparse and
             one-hot rows); the command's ``--search N`` without ``--exact``.
-        coverage: (verifiers) measure which branches of the function's own code the
-            scenarios reach and search pairs that reach the others (``search`` sets the
-            budget; ``specdec.testing.audit.search``); ``False``: neither.
+        coverage: measure which branches of the function's own code the scenarios reach: for
+            a verifier by a probe, with a search for pairs that reach the others (``search``
+            sets the budget; ``specdec.testing.audit.search``); for a step, a multi-draft or
+            a tree rule during the audit's own calls (in this process and on the CPU only);
+            ``False``: neither.
         workers: (statistical) draw the chunks on this many local processes (``spawn``; the
             function is imported by name in each, ``shard.function_reference``); the report
             is the same for any number (``specdec.testing.audit.shard``).

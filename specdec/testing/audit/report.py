@@ -158,9 +158,9 @@ class AuditReport:
         branches: each scenario's rate of every branch of the rule
             (``specdec.testing.audit.branches``), with its expected count at the scenario's
             sample size when sampled; empty where none were computed (a stream).
-        coverage: (verifiers) what the scenarios ran of the function's own code and what the
-            coverage-guided search added (``specdec.testing.audit.coverage``); ``None``: not
-            measured (``coverage=False``, another level, engine options).
+        coverage: what the scenarios ran of the function's own code and, for a verifier, what
+            the coverage-guided search added (``specdec.testing.audit.coverage``); ``None``:
+            not measured (``coverage=False``, a stream, engine options, other processes).
         invariance: (``invariance=True``) each scenario's rows alone against the same rows in
             mixed batches (``specdec.testing.audit.invariance``); ``None`` when not checked.
     """
@@ -571,7 +571,7 @@ def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
         "",
         f"  coverage: {coverage.line()} ({coverage.fraction:.0%} of branch arcs), in "
         f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
-        f"    measured by a probe: {coverage.probe}",
+        f"    measured on {coverage.probe}",
     ]
     if coverage.searched:
         found = ", ".join(coverage.found) or "none reached a new branch"

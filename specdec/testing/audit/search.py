@@ -94,10 +94,10 @@ WITNESSES = 3
 """Scenarios the search gives each branch arc and line before it stops looking for more."""
 
 PROBE = (
-    "each scenario run once on every draft block the draft can propose (at most {blocks}; "
-    "{single} for a single-sequence verifier), at uniforms all 0, all 1 - 2^-53 and two seeded "
-    "random draws (a verifier drawing its own randomness: each block four times, twice for a "
-    "single-sequence one)"
+    "a probe: each scenario run once on every draft block the draft can propose (at most "
+    "{blocks}; {single} for a single-sequence verifier), at uniforms all 0, all 1 - 2^-53 and "
+    "two seeded random draws (a verifier drawing its own randomness: each block four times, "
+    "twice for a single-sequence one)"
 )
 """How a scenario is run for the measurement (the report's ``probe``)."""
 

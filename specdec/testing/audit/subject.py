@@ -98,10 +98,12 @@ APPLICABLE: dict[str, frozenset[str]] = {
     "single verifier": frozenset(
         (*_COMMON, *_JUDGED, *_ENGINE, "search", "adversarial", "coverage", *_SCALE)
     ),
-    "batched step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "invariance", *_SCALE)),
-    "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, *_SCALE)),
-    "multi-draft rule": frozenset(_COMMON),
-    "tree rule": frozenset(_COMMON),
+    "batched step": frozenset(
+        (*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", "invariance", *_SCALE)
+    ),
+    "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", *_SCALE)),
+    "multi-draft rule": frozenset((*_COMMON, "coverage")),
+    "tree rule": frozenset((*_COMMON, "coverage")),
     "batched stream sampler": frozenset((*_STREAM,)),
     "stream sampler": frozenset((*_STREAM,)),
 }
