@@ -99,9 +99,10 @@ def add_parser(
     audit.add_argument(
         "--no-coverage",
         action="store_true",
-        help="verifiers: neither measure which branches of FUNCTION's own code the scenarios "
-        "reach nor search pairs that reach the others (by default both: --search N sets the "
-        "search's budget, 8 N candidates, at most N kept)",
+        help="neither measure which branches of FUNCTION's own code the scenarios reach nor "
+        "(verifiers) search pairs that reach the others (by default both: --search N sets the "
+        "search's budget, 8 N candidates, at most N kept; steps, multi-draft and tree rules "
+        "are measured during the audit's own calls, with no search)",
     )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
     multi = audit.add_mutually_exclusive_group()
