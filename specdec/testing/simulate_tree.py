@@ -56,7 +56,8 @@ def draft_candidates(
     (the row needs ``k`` tokens of positive mass); ``"hub"``: SpecHub's pair
     (``specdec.verify.spechub.draft_hub_pair``, ``k = 2``); ``"point_mass"``: the row's
     top-``k``, ties to the lowest id (``specdec.multi_law.top_tokens``), nothing drawn. Each
-    draw is the inverse CDF of one ``specdec.uniforms`` value from ``generator`` (``proofs/theory.md``, claim 16).
+    draw is the inverse CDF of one ``specdec.uniforms`` value from ``generator``
+    (``proofs/theory.md``, claims 16 and 20).
 
     Args:
         draft_probs: ``[n, V]`` float64 rows, each summing to 1.
