@@ -9,7 +9,7 @@ so its acceptance *is* the optimum, exactly (``proofs/theory.md``, claim 19).
 """
 
 import functools
-from fractions import Fraction
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -17,7 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._kernels import inverse_cdf
-from specdec.multi_law import candidate_law, top_tokens
+from specdec.multi_law import candidate_law
 from specdec.optimal_coupling import Coupling, coupling_steps, optimal_coupling
 from specdec.verify.multi import MultiDraftVerification, _check_drawable, _check_multi
 
@@ -30,33 +30,41 @@ FLOAT_TOLERANCE = 1e-15
 """Residual capacities at or below this count as 0 in the float64 flow."""
 
 
-@functools.lru_cache(maxsize=64)
 def _plan(
-    draft_row: tuple[float, ...],
-    target_row: tuple[float, ...],
+    draft_row: Sequence[float],
+    target_row: Sequence[float],
     k: int,
     draw: OptimalDraw,
     support: int | None,
 ) -> tuple[Coupling, dict[int, int], list[int]]:
-    """The float coupling of one ``(q, p)`` pair, the token -> symbol map and the kept tokens
-    (cached: a pure function of its arguments; the flow is the slow part of a call)."""
+    """The float coupling of one ``(q, p)`` pair, the token -> symbol map and the kept tokens."""
     vocab = len(target_row)
     if support is None or support >= vocab:
         kept = list(range(vocab))
-        lumped_q, lumped_p = list(draft_row), list(target_row)
-    else:
-        by_mass = [draft_row[x] + target_row[x] for x in range(vocab)]
-        kept = sorted(top_tokens([Fraction(v) for v in by_mass], support))
-        lumped_q = [draft_row[x] for x in kept] + [max(0.0, 1.0 - sum(draft_row[x] for x in kept))]
-        lumped_p = [target_row[x] for x in kept] + [0.0]  # the other tokens: never accepted
-    symbol = {x: i for i, x in enumerate(kept)}
-    law = candidate_law(tuple(lumped_q), k, draw)  # type: ignore[arg-type]
+        return _flow(tuple(draft_row), tuple(target_row), k, draw), {x: x for x in kept}, kept
+    draft = torch.as_tensor(draft_row, dtype=torch.float64)
+    target = torch.as_tensor(target_row, dtype=torch.float64)
+    order = (draft + target).argsort(descending=True, stable=True)  # ties: the lowest id first
+    kept = sorted(order[:support].tolist())
+    index = torch.tensor(kept, dtype=torch.long)
+    rest = max(0.0, 1.0 - float(draft[index].sum()))
+    lumped_q = (*draft[index].tolist(), rest)
+    lumped_p = (*target[index].tolist(), 0.0)  # the other tokens: never accepted
+    return _flow(lumped_q, lumped_p, k, draw), {x: i for i, x in enumerate(kept)}, kept
+
+
+@functools.lru_cache(maxsize=64)
+def _flow(
+    draft_row: tuple[float, ...], target_row: tuple[float, ...], k: int, draw: OptimalDraw
+) -> Coupling:
+    """The float flow on (lumped) rows; cached, as it is the slow part of a call."""
+    law = candidate_law(draft_row, k, draw)  # type: ignore[arg-type]
     if len(law) > MAX_TUPLES:
         raise ValueError(
             f"the flow would have {len(law)} candidate tuples (at most {MAX_TUPLES}): pass "
             "support=m to keep the m most likely tokens (i.i.d. candidates only)."
         )
-    return optimal_coupling(lumped_p, law, tolerance=FLOAT_TOLERANCE), symbol, kept
+    return optimal_coupling(target_row, law, tolerance=FLOAT_TOLERANCE)
 
 
 def verify_multi_optimal(
@@ -139,8 +147,8 @@ def verify_multi_optimal(
     for case, (pair, *tuple_ids) in enumerate(cases.tolist()):
         if pair not in plans:
             coupling, symbol, kept = _plan(
-                tuple(unique[pair, :vocab].tolist()),
-                tuple(unique[pair, vocab:].tolist()),
+                unique[pair, :vocab].tolist(),
+                unique[pair, vocab:].tolist(),
                 k,
                 draw,
                 support,
