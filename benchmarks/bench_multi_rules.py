@@ -136,7 +136,13 @@ def interval(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def run(model: str, positions: int, draft_temperature: float, support: int) -> dict[str, Any]:
+def run(
+    model: str,
+    positions: int,
+    draft_temperature: float,
+    support: int,
+    checkpoint: Path | None = None,
+) -> dict[str, Any]:
     target_model, draft_model, prompt = _models(model)
     target = _Stream(target_model, prompt, 1.0)
     draft = _Stream(draft_model, prompt, draft_temperature)
@@ -147,6 +153,10 @@ def run(model: str, positions: int, draft_temperature: float, support: int) -> d
     for index in range(positions):
         if index % 25 == 0:
             print(f"position {index} of {positions}, load {load_average()}", flush=True)
+            if checkpoint is not None and index:  # what is done so far, in case of a time limit
+                write_json(
+                    checkpoint, summary(model, index, draft_temperature, support, tokens, exact)
+                )
         p, q = target.row(), draft.row()
         noise = uniforms(generator, (K + 1,))
         iid = draft_candidates(q.unsqueeze(0), K, "iid", generator)[0]
@@ -175,6 +185,18 @@ def run(model: str, positions: int, draft_temperature: float, support: int) -> d
         else:
             target.feed(token)
             draft.feed(token)
+    return summary(model, positions, draft_temperature, support, tokens, exact)
+
+
+def summary(
+    model: str,
+    positions: int,
+    draft_temperature: float,
+    support: int,
+    tokens: dict[str, list[float]],
+    exact: dict[str, list[float]],
+) -> dict[str, Any]:
+    """Means, 95% intervals and paired differences from recursive rejection, so far."""
     results: dict[str, Any] = {
         **environment(model == "tiny"),
         "model": model,
@@ -185,8 +207,8 @@ def run(model: str, positions: int, draft_temperature: float, support: int) -> d
         "rules": {},
     }
     for rule in RULES:
-        mean, low, high = interval(tokens[rule])
-        diff = [a - b for a, b in zip(tokens[rule], tokens["iid"], strict=True)]
+        mean, low, high = interval(tokens[rule][:positions])
+        diff = [a - b for a, b in zip(tokens[rule], tokens["iid"], strict=True)][:positions]
         d_mean, d_low, d_high = interval(diff)
         results["rules"][rule] = {
             "tokens_per_pass": mean,
@@ -194,7 +216,9 @@ def run(model: str, positions: int, draft_temperature: float, support: int) -> d
             "minus_iid": d_mean,
             "minus_iid_interval": [d_low, d_high],
         }
-    results["exact_acceptance"] = {name: statistics.fmean(v) for name, v in exact.items()}
+    results["exact_acceptance"] = {
+        name: statistics.fmean(v[:positions]) for name, v in exact.items()
+    }
     return results
 
 
@@ -208,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     model, positions = ("tiny", 20) if args.quick else (args.model, args.positions)
-    results = run(model, positions, args.draft_temperature, args.support)
+    results = run(model, positions, args.draft_temperature, args.support, args.json)
     print(
         f"{model}, K = {K}, {positions} positions, draft T {args.draft_temperature}, "
         f"support {args.support}, load {results['load_average']}"

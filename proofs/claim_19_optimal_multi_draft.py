@@ -13,7 +13,7 @@ from their own decisions. See ``proofs/theory.md``, claim 19.
 """
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from functools import partial
 
@@ -34,6 +34,7 @@ from specdec.multi_law import (
 from specdec.optimal_acceptance import iid_optimal_acceptance_sorted, optimal_acceptance_cut
 from specdec.optimal_coupling import coupling_steps, optimal_coupling
 from specdec.testing.zoo import MULTI_ZOO
+from specdec.verify.multi import MultiDraftRule
 from specdec.verify.optimal import _final_row, _plan, verify_multi_optimal
 
 Row = tuple[Fraction, ...]
@@ -166,6 +167,27 @@ def check_support_stays_lossless() -> int:
     return cases
 
 
+DISCOVERED = [  # (p, q, draw): the torch rule's law from its own decisions (claim 14's engine)
+    ((F(1, 6), F(1, 3), F(1, 2), F(0)), (F(1, 2), F(1, 6), F(1, 6), F(1, 6)), "iid"),
+    ((F(1, 8), F(1, 8), F(1, 4), F(1, 2)), (F(1, 2), F(1, 4), F(1, 8), F(1, 8)), "hub"),
+]
+
+
+def _optimal_for(draw: str) -> MultiDraftRule:
+    return partial(verify_multi_optimal, draw=draw)  # type: ignore[arg-type]
+
+
+def check_torch_rule_discovered(rule_for: Callable[[str], MultiDraftRule] = _optimal_for) -> int:
+    """verify_multi_optimal's law from its own decisions is p within float64 rounding"""
+    cases = 0
+    for target_row, draft_row, draw in DISCOVERED:
+        found = discover_multi_law(rule_for(draw), target_row, draft_row, 2, draw)  # type: ignore[arg-type]
+        verdict = multi_verdict(found, target_row)
+        assert verdict.lossless, verdict.describe()
+        cases += 1
+    return cases
+
+
 KNOWN_BUG_SCENARIOS = [  # claim 16's: every bug shows on each (exact distances >= 0.03)
     ((F(1, 6), F(1, 3), F(1, 2), F(0)), (F(1, 2), F(1, 6), F(1, 6), F(1, 6)), 2),
     ((F(1, 8), F(1, 8), F(1, 4), F(1, 2)), (F(1, 2), F(1, 4), F(1, 8), F(1, 8)), 2),
@@ -192,8 +214,13 @@ CHECKS = [
     check_at_least_recursive_rejection,
     check_torch_rule_cell_by_cell,
     check_support_stays_lossless,
+    check_torch_rule_discovered,
     check_known_bugs_are_lossy,
 ]
+
+
+def test_torch_rule_discovered() -> None:
+    check_torch_rule_discovered()
 
 
 def test_flow_rule_emits_p_at_the_optimum() -> None:

@@ -37,6 +37,7 @@ from specdec.multi_law import (
 from specdec.optimal_acceptance import optimal_acceptance_cut
 from specdec.optimal_coupling import optimal_coupling
 from specdec.testing.zoo import MULTI_ZOO
+from specdec.verify.multi import MultiDraftRule
 from specdec.verify.spechub import draft_hub_pair, verify_multi_spechub
 
 Row = tuple[Fraction, ...]
@@ -169,6 +170,18 @@ def check_against_recursive_rejection() -> int:
     return cases
 
 
+def check_torch_rule_discovered(rule: MultiDraftRule = verify_multi_spechub) -> int:
+    """verify_multi_spechub's law from its own decisions is p within float64 rounding"""
+    cases = 0
+    for target_row, draft_row, _ in KNOWN_BUG_SCENARIOS:
+        verdict = multi_verdict(
+            discover_multi_law(rule, target_row, draft_row, 2, "hub"), target_row
+        )
+        assert verdict.lossless, verdict.describe()
+        cases += 1
+    return cases
+
+
 KNOWN_BUG_SCENARIOS = [  # claim 16's two scenarios (every bug shows on each, TV >= 0.03)
     ((F(1, 6), F(1, 3), F(1, 2), F(0)), (F(1, 2), F(1, 6), F(1, 6), F(1, 6)), 2),
     ((F(1, 8), F(1, 8), F(1, 4), F(1, 2)), (F(1, 2), F(1, 4), F(1, 8), F(1, 8)), 2),
@@ -195,8 +208,13 @@ CHECKS = [
     check_draft_hub_pair_law,
     check_torch_rule_cell_by_cell,
     check_against_recursive_rejection,
+    check_torch_rule_discovered,
     check_known_bugs_are_lossy,
 ]
+
+
+def test_torch_rule_discovered() -> None:
+    check_torch_rule_discovered()
 
 
 def test_spechub_emits_p_at_its_optimum() -> None:
