@@ -94,3 +94,13 @@ def test_validation() -> None:
         verify_multi_spechub(torch.tensor([0, 0]), q, p, u)
     with pytest.raises(ValueError, match="probability 0"):
         verify_multi_spechub(torch.tensor([0, 3]), _floats((F(1, 2), F(1, 2), F(0), F(0))), p, u)
+
+
+def test_hub_candidate_law() -> None:
+    law = candidate_law(Q, 2, "hub")  # (x, 0) with q(x); (0, x) with q(0) q(x) / (1 - q(0))
+    assert law[(1, 0)] == F(1, 4) and law[(0, 1)] == F(1, 4)
+    assert sum(law.values()) == 1 and len(law) == 6
+    with pytest.raises(ValueError, match="k = 2"):
+        candidate_law(Q, 3, "hub")
+    with pytest.raises(ValueError, match="two tokens"):
+        candidate_law((F(1), F(0)), 2, "hub")
