@@ -93,8 +93,11 @@ def verify_multi_optimal(
     ``p + q`` and one symbol for all the others, which is never accepted: still lossless (a
     flow on the coarser sets is a flow on the real ones), its acceptance the optimum of the
     coarser problem, at most the true optimum (``iid_optimal_acceptance_probs`` measures the
-    gap). One flow per distinct ``(q, p)`` pair of the batch, in Python: for small
-    vocabularies or a small ``support`` (at most ``MAX_TUPLES`` candidate tuples).
+    gap), and it can be *below* recursive rejection where the other tokens hold much mass
+    (SmolLM2 rows, draft at temperature 1.3, ``support = 16``: 0.73 against 0.85; the optimum is
+    0.95; ``benchmarks/README.md``, ``bench_multi_rules.py``). One flow per distinct ``(q, p)``
+    pair of the batch, in Python: for small vocabularies or a small ``support`` (at most
+    ``MAX_TUPLES`` candidate tuples).
 
     Args:
         draft_tokens: ``[*batch, k]`` candidates drawn as ``draw`` says.
