@@ -30,6 +30,8 @@ RULE_CLAIMS = {
     "verify_multi_kseq": ((16,), ("claim_16_multi_draft.py",)),
     "verify_tree": ((17,), ("claim_17_token_trees.py",)),
     "verify_paths": ((17,), ("claim_17_token_trees.py",)),
+    "verify_multi_optimal": ((19,), ("claim_19_optimal_multi_draft.py",)),
+    "verify_multi_spechub": ((20,), ("claim_20_spechub.py",)),
     "verify_traversal": ((21,), ("claim_21_traversal_verification.py",)),
     # the lossy contrasts (specdec.verify.lossy, not re-exported by specdec.verify)
     "typical_acceptance_rule": ((18,), ("claim_18_lossy_contrasts.py",)),

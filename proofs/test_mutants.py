@@ -27,12 +27,21 @@ import claim_15_block_verification as claim_15
 import claim_16_multi_draft as claim_16
 import claim_17_token_trees as claim_17
 import claim_18_lossy_contrasts as claim_18
+import claim_19_optimal_multi_draft as claim_19
+import claim_20_spechub as claim_20
 import claim_21_traversal_verification as claim_21
 import pytest
 from _common import scaled_threshold
 
 import specdec
-from specdec.verify import exact_match_rule, verify_paths, verify_traversal, verify_tree
+from specdec.verify import (
+    exact_match_rule,
+    verify_multi_optimal,
+    verify_multi_spechub,
+    verify_paths,
+    verify_traversal,
+    verify_tree,
+)
 from specdec.verify.lossy import (
     lenient_rule,
     probability_threshold_rule,
@@ -68,6 +77,17 @@ def test_multi_draft_mutant_fails(draw: str, scale: float) -> None:
     mutant = scaled_threshold(claim_16.TORCH_RULES[draw], scale)
     with pytest.raises(AssertionError, match="LOSSY"):
         claim_16.check_torch_rules_discovered(rules={draw: mutant}, kseq=None)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_optimal_and_spechub_mutants_fail(scale: float) -> None:
+    """Claims 19 and 20: verify_multi_optimal and verify_multi_spechub with moved thresholds."""
+    with pytest.raises(AssertionError, match="LOSSY"):
+        claim_19.check_torch_rule_discovered(
+            rule_for=lambda draw: scaled_threshold(partial(verify_multi_optimal, draw=draw), scale)
+        )
+    with pytest.raises(AssertionError, match="LOSSY"):
+        claim_20.check_torch_rule_discovered(rule=scaled_threshold(verify_multi_spechub, scale))
 
 
 @pytest.mark.parametrize("scale", SCALES)

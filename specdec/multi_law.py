@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 Row = tuple[Fraction, ...]
-Draw = Literal["iid", "without_replacement", "point_mass"]
+Draw = Literal["iid", "without_replacement", "point_mass", "hub"]
 CandidateLaw = dict[tuple[int, ...], Fraction]
 OutputLaw = dict[tuple[int, int], Fraction]
 """``(accepted index or -1, emitted token) -> probability``."""
@@ -64,7 +64,9 @@ def candidate_law(draft_row: Row, k: int, draw: Draw) -> CandidateLaw:
     """The exact law of ``k`` candidates drawn from ``draft_row`` as ``draw`` says.
 
     ``"point_mass"`` is the deterministic top-``k`` (probability 1); ``"without_replacement"``
-    needs at least ``k`` tokens with positive mass.
+    needs at least ``k`` tokens with positive mass; ``"hub"`` (SpecHub's sparse draw, ``k = 2``,
+    claim 20) is ``x_1 ~ q``, then the hub ``a`` (the draft's top token) if ``x_1 != a``, else
+    ``x_2 ~ q`` without ``a``, renormalised.
 
     Example:
         >>> from fractions import Fraction as F
@@ -76,6 +78,8 @@ def candidate_law(draft_row: Row, k: int, draw: Draw) -> CandidateLaw:
     """
     if draw == "point_mass":
         return {top_tokens(draft_row, k): ONE}
+    if draw == "hub":
+        return _hub_law(draft_row, k)
     law: CandidateLaw = {}
     support = [x for x, q_x in enumerate(draft_row) if q_x]
     if draw == "iid":
@@ -90,6 +94,19 @@ def candidate_law(draft_row: Row, k: int, draw: Draw) -> CandidateLaw:
             weight *= draft_row[x] / left
             left -= draft_row[x]
         law[tokens] = weight
+    return law
+
+
+def _hub_law(draft_row: Row, k: int) -> CandidateLaw:
+    """SpecHub's pairs: ``(x, a)`` with mass ``q(x)``, ``(a, x)`` with
+    ``q(a) q(x) / (1 - q(a))``."""
+    hub = top_tokens(draft_row, 1)[0]
+    others = [x for x, q_x in enumerate(draft_row) if q_x and x != hub]
+    if k != 2 or not others:
+        raise ValueError("the hub draw needs k = 2 and two tokens with positive mass.")
+    rest = 1 - draft_row[hub]
+    law: CandidateLaw = {(x, hub): draft_row[x] for x in others}
+    law.update({(hub, x): draft_row[hub] * draft_row[x] / rest for x in others})
     return law
 
 

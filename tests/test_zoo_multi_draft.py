@@ -49,6 +49,12 @@ SHOWN_ON = {
     # weight is 0.014-0.016 on the V = 3 scenarios and 0.012 on top-p, below the 0.03 asked here
     "traversal_stale_weight": ("two-then-one",),
     "traversal_remaining_mass_weight": ("soft-leaves-t07-topk3",),
+    # claims 19 and 20 (one scenario each, to keep the suite fast; claim_19/20 scripts judge
+    # them on more): measured TV 0.111, 0.192, 0.25 and 0.049
+    "optimal_resampled_from_target": ("v4-zero-target",),
+    "optimal_flow_of_iid_draw": ("v4-equal-t07-topp09",),
+    "spechub_hub_not_capped": ("v4-dyadic",),
+    "spechub_residual_of_single_draft": ("v5-soft-t07-topk4",),
 }
 """The scenarios of the default battery on which each known bug shows with exact TV >= 0.03
 (measured: the smallest are 0.0306 at one position and 0.0317 in a tree; a bonus drawn at the

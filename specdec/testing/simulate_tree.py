@@ -23,6 +23,7 @@ from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.simulate import complete_blocks
 from specdec.verify._recursive import remove_token
+from specdec.verify.spechub import draft_hub_pair
 from specdec.verify.tree import TokenTree, TreeRule
 
 __all__ = ["TreeBatch", "draft_candidates", "draft_tree_batch", "sample_tree_completions"]
@@ -52,9 +53,11 @@ def draft_candidates(
 
     .. math:: \Pr(x_j = x) = \frac{q(x)}{1 - \sum_{i < j} q(x_i)}, \quad x \notin \{x_i\}_{i<j},
 
-    (the row needs ``k`` tokens of positive mass); ``"point_mass"``: the row's top-``k``, ties to
-    the lowest id (``specdec.multi_law.top_tokens``), nothing drawn. Each draw is the inverse
-    CDF of one ``specdec.uniforms`` value from ``generator`` (``proofs/theory.md``, claim 16).
+    (the row needs ``k`` tokens of positive mass); ``"hub"``: SpecHub's pair
+    (``specdec.verify.spechub.draft_hub_pair``, ``k = 2``); ``"point_mass"``: the row's
+    top-``k``, ties to the lowest id (``specdec.multi_law.top_tokens``), nothing drawn. Each
+    draw is the inverse CDF of one ``specdec.uniforms`` value from ``generator``
+    (``proofs/theory.md``, claims 16 and 20).
 
     Args:
         draft_probs: ``[n, V]`` float64 rows, each summing to 1.
@@ -75,6 +78,8 @@ def draft_candidates(
         >>> bool((picked.sort(dim=-1).values == torch.arange(3)).all())
         True
     """
+    if draw == "hub":  # SpecHub's pair (claim 20): two uniforms per row
+        return draft_hub_pair(draft_probs, uniforms(generator, (draft_probs.shape[0], 2)))
     row, columns = draft_probs, []
     for rank in range(k):
         if draw == "point_mass":

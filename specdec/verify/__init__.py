@@ -15,8 +15,10 @@ from specdec.verify.multi import (
     verify_multi_point_mass,
     verify_multi_without_replacement,
 )
+from specdec.verify.optimal import verify_multi_optimal
 from specdec.verify.paths import verify_paths
 from specdec.verify.rules import exact_match_rule, greedy_rule
+from specdec.verify.spechub import verify_multi_spechub
 from specdec.verify.tokens import verify_tokens
 from specdec.verify.traversal import verify_traversal
 from specdec.verify.tree import verify_tree
@@ -29,7 +31,9 @@ __all__ = [
     "verify_greedy",
     "verify_multi_iid",
     "verify_multi_kseq",
+    "verify_multi_optimal",
     "verify_multi_point_mass",
+    "verify_multi_spechub",
     "verify_multi_without_replacement",
     "verify_paths",
     "verify_tokens",

@@ -38,6 +38,7 @@ from specdec.testing.simulate_tree import sample_tree_completions
 from specdec.testing.stats import encode_sequences, l1_test, min_sample_size_by_l1
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.verify._recursive import remove_token
+from specdec.verify.spechub import draft_hub_pair
 from specdec.verify.tree import TokenTree
 
 FALSE_FAIL_RATE = 1e-6
@@ -95,6 +96,8 @@ def _candidates(draw: str, n: int, generator: torch.Generator) -> torch.Tensor:
     draft = _floats(DRAFT_ROW).expand(n, -1)
     if draw == "point_mass":
         return torch.tensor(top_tokens(DRAFT_ROW, K)).expand(n, -1)
+    if draw == "hub":  # SpecHub's pair (claim 20)
+        return draft_hub_pair(draft, uniforms(generator, (n, 2)))
     columns = []
     row = draft
     for _ in range(K):

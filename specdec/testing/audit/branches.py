@@ -52,6 +52,7 @@ from specdec.multi_law import Draw, candidate_law
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.scenario import Scenario, warped_rows
 from specdec.tree_law import tree_draft_law
+from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
 
 if TYPE_CHECKING:  # the report imports this module for its field's type
@@ -280,7 +281,7 @@ def tree_branch_rates(scenario: TreeScenario, draw: Draw) -> dict[str, float]:
     each depth, each child rank accepted, the residual and the bonus, and the edge cases;
     each the probability that one sample takes it."""
     pair = scenario.pair()
-    tree = TokenTree(parents=scenario.parents, draw=draw)
+    tree = TokenTree(parents=scenario.parents, draw=cast(ChildDraw, draw))  # a tree refuses 'hub'
     rates: dict[str, Number] = {}
     width = max(len(tree.children(node)) for node in range(-1, tree.size))
     walk = _TreeWalk(tree, pair.target, pair.draft, tuple(scenario.prefix), draw, rates)

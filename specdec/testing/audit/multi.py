@@ -44,6 +44,7 @@ from specdec.testing.audit.results import (
     exact_progress_line,
 )
 from specdec.testing.audit.subject import Subject
+from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
 
 __all__ = ["exact_multi_audit"]
@@ -61,7 +62,9 @@ def _decide(
         return found, None if found.law is None else multi_verdict(found, scenario.target_row)
     tree_scenario = cast(TreeScenario, scenario)
     pair = tree_scenario.pair()
-    tree = TokenTree(parents=tree_scenario.parents, draw=draw)
+    tree = TokenTree(
+        parents=tree_scenario.parents, draw=cast(ChildDraw, draw)
+    )  # a tree refuses 'hub'
     found = discover_tree_law(rule, tree, pair.target, pair.draft, tree_scenario.prefix, seed=seed)
     if found.law is None:
         return found, None

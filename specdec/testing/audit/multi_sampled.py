@@ -67,6 +67,7 @@ from specdec.testing.stats import (
     min_detectable_tv_by_l1,
     min_sample_size_by_l1,
 )
+from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
 
 __all__ = [
@@ -149,7 +150,7 @@ def sample_tree_counts(
     """
     pair = scenario.pair()
     call = blamed(rule, "function")  # its errors are its own (``blame``)
-    tree = TokenTree(parents=scenario.parents, draw=draw)
+    tree = TokenTree(parents=scenario.parents, draw=cast(ChildDraw, draw))  # a tree refuses 'hub'
     counts = torch.zeros(scenario.vocab ** (tree.depth + 1), dtype=torch.int64)
     for size in chunk_sizes(samples, is_batch=True):
         batch = draft_tree_batch(tree, pair.target, pair.draft, scenario.prefix, size, data)

@@ -62,7 +62,7 @@ Level = Literal["verifier", "step", "position", "tree", "stream"]
 token among candidates at one position, verify a draft tree, or generate a whole
 continuation of a prompt (a stream)."""
 
-DRAWS = ("iid", "without_replacement", "point_mass")
+DRAWS = ("iid", "without_replacement", "point_mass", "hub")
 """The candidate draws of multi-draft and tree rules (``specdec.multi_law.Draw``)."""
 
 FORMS = {

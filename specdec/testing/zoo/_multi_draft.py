@@ -18,7 +18,7 @@ from torch import Tensor
 
 from specdec._kernels import acceptance, inverse_cdf, residual
 from specdec.multi_law import Draw
-from specdec.verify._recursive import recursive_rejection
+from specdec.verify._recursive import ChildDraw, recursive_rejection
 from specdec.verify.multi import (
     MultiDraftVerification,
     verify_multi_iid,
@@ -26,6 +26,8 @@ from specdec.verify.multi import (
     verify_multi_point_mass,
     verify_multi_without_replacement,
 )
+from specdec.verify.optimal import verify_multi_optimal
+from specdec.verify.spechub import verify_multi_spechub
 from specdec.verify.tree import TokenTree, TreeVerification, verify_tree, walk_tree
 
 __all__ = ["MULTI_ZOO", "MultiDraftEntry", "MultiDraftRegistry"]
@@ -368,7 +370,7 @@ def _walk_as(
     draft_probs: Tensor | None,
     target_probs: Tensor,
     uniforms: Tensor,
-    draw: Draw,
+    draw: ChildDraw,
 ) -> TreeVerification:
     """``walk_tree`` verifying every node's children as ``draw`` says, whatever ``tree.draw``."""
     ids, draft, target, noise = _tree_flat(tree, draft_tokens, draft_probs, target_probs, uniforms)
@@ -379,3 +381,100 @@ def _walk_as(
         out.path.reshape(*shape, -1),
         out.tokens.reshape(*shape, -1),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# One position: the optimal verifier and SpecHub (claims 19 and 20), controls and known bugs
+# ---------------------------------------------------------------------------------------------
+
+
+@MULTI_ZOO.register(kind="position", draw="iid", lossy=False)
+def multi_optimal(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Control (lossless): the maximum-flow verifier of i.i.d. candidates (claim 19)."""
+    return verify_multi_optimal(draft_tokens, draft_probs, target_probs, uniforms)
+
+
+@MULTI_ZOO.register(kind="position", draw="hub", lossy=False)
+def multi_spechub(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Control (lossless): SpecHub's sparse transport of a hub pair (claim 20)."""
+    return verify_multi_spechub(draft_tokens, draft_probs, target_probs, uniforms)
+
+
+@MULTI_ZOO.register(kind="position", draw="iid", lossy=True)
+def optimal_resampled_from_target(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Bug: the optimal verifier's tests, but the corrected token drawn from ``p`` itself
+    instead of what the flow left of it, ``norm(p - inflow)``.
+
+    Family: a transport-based verifier that solves the flow for the acceptance and then
+    "falls back to the target" on rejection, as a plain sampler would. The tokens the flow
+    already emits through the candidates are emitted again: the output leans to them.
+    """
+    ids, draft, target, noise = _flat(draft_tokens, draft_probs, target_probs, uniforms)
+    k = ids.shape[-1]
+    out = verify_multi_optimal(ids, draft, target, noise)
+    return _emit(ids, out.accepted, target, noise[:, k], target_probs.shape[:-1])
+
+
+@MULTI_ZOO.register(kind="position", draw="without_replacement", lossy=True)
+def optimal_flow_of_iid_draw(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Bug: candidates drawn without replacement verified with the flow of i.i.d. candidates.
+
+    Family: the optimal verifier fed the wrong candidate law (a drafter switched to distinct
+    samples, the flow still built on ``q^k``). The sets' probabilities are wrong, so the flow's
+    shares over-accept the sets the i.i.d. law makes rare.
+    """
+    return verify_multi_optimal(draft_tokens, draft_probs, target_probs, uniforms, draw="iid")
+
+
+def _hub_parts(
+    ids: Tensor, draft: Tensor, target: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The hub, its slot, the other token's slot, ``w = norm(q 1[x != a])`` and ``L``."""
+    hub = draft.argmax(dim=-1)
+    slot = (ids == hub.unsqueeze(-1)).long().argmax(dim=-1)
+    rest = draft.scatter(-1, hub.unsqueeze(-1), 0.0)
+    w = rest / rest.sum(dim=-1, keepdim=True)
+    spill = (w - target).clamp(min=0.0).scatter(-1, hub.unsqueeze(-1), 0.0).sum(dim=-1)
+    return hub, slot, 1 - slot, w, spill
+
+
+@MULTI_ZOO.register(kind="position", draw="hub", lossy=True)
+def spechub_hub_not_capped(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Bug: SpecHub accepting the hub whenever the other candidate is rejected, without the
+    cap ``min(1, p(a)/L)``; the residual as in SpecHub.
+
+    Family: the hub treated as "always safe" (it is the draft's favourite). Where the other
+    tokens spill more than ``p(a)`` onto the hub, the hub is over-emitted.
+    """
+    ids, draft, target, noise = _flat(draft_tokens, draft_probs, target_probs, uniforms)
+    _, slot, other_slot, w, _ = _hub_parts(ids, draft, target)
+    other = ids.gather(-1, other_slot.unsqueeze(-1)).squeeze(-1)
+    ratio = (target.gather(-1, other.unsqueeze(-1)) / w.gather(-1, other.unsqueeze(-1))).squeeze(-1)
+    take = noise.gather(-1, other_slot.unsqueeze(-1)).squeeze(-1) < ratio.clamp(max=1.0)
+    accepted = torch.where(take, other_slot, slot)
+    return _emit(ids, accepted, target, noise[:, 2], target_probs.shape[:-1])
+
+
+@MULTI_ZOO.register(kind="position", draw="hub", lossy=True)
+def spechub_residual_of_single_draft(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Bug: SpecHub's two tests, but the corrected token drawn from the single-draft residual
+    ``norm(max(0, p - q))`` instead of ``r`` (``p - w`` off the hub, ``p(a) - L`` at it).
+
+    Family: a multi-draft verifier reusing the single-draft kernel's residual. ``q`` is not the
+    law of the non-hub candidate (``w`` is), and the hub's share is not ``q(a)``.
+    """
+    ids, draft, target, noise = _flat(draft_tokens, draft_probs, target_probs, uniforms)
+    out = verify_multi_spechub(ids, draft, target, noise)
+    return _emit(ids, out.accepted, residual(target, draft), noise[:, 2], target_probs.shape[:-1])
