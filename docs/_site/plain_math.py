@@ -60,6 +60,14 @@ SYMBOLS = {
     "φ": r"\varphi ",
     "ω": r"\omega ",
     "Δ": r"\Delta ",
+    "Γ": r"\Gamma ",
+    "Θ": r"\Theta ",
+    "Λ": r"\Lambda ",
+    "Φ": r"\Phi ",
+    "Ψ": r"\Psi ",
+    "Ω": r"\Omega ",
+    "ℓ": r"\ell ",
+    "←": r"\leftarrow ",
     "µ": r"\mu ",
 }
 OPERATORS = ("argmax", "argmin", "softmax", "norm", "TV", "KL", "Var", "Exp", "path", "Cov")
