@@ -582,14 +582,14 @@ class RaceTracker:
             winners[row] = winner
             bound = max(bound, row_bound)
         self.bound += bound * max(1, rows // self.supply.rows)
-        index = winners.reshape(shape)
+        chosen = winners.reshape(shape)
         if keepdim and dim is not None:
-            index = index.unsqueeze(int(dim))
+            chosen = chosen.unsqueeze(int(dim))
         if func.overloadpacket in (_ATEN.argmax, _ATEN.argmin):
-            return index
+            return chosen
         values = func(*args, **kwargs)[0]  # max(dim): values are not modelled
         self.forms[values] = replace(form, kind="poison")
-        return values, index
+        return values, chosen
 
     def _rewind(self, form: Form) -> None:
         """Give back the raced sources' values when they were the last taken."""
