@@ -16,11 +16,18 @@ generator, at the dtype the code asked for:
   ``specdec.uniforms``, which draws 53-bit mantissas this way, is fed too);
 * ``exponential_``: by its inverse CDF, ``E = -log(1 - u') / lambda`` with ``u' = u + 2^-54``
   (the middle of the value's ``2^-53`` grid cell, so ``E > 0``), computed in float64 and
-  rounded to the tensor's dtype. It is increasing in ``u``, so an exponential race
-  (``argmax(probs / E)``) stays interval-decided in its values, and the grid's law of ``u'``
-  is the law of an ``Exp(lambda)`` draw discretised to ``2^-53`` in probability. A Gumbel race
-  (``-log(-log(u))`` from ``rand``) needs nothing more: its ``rand`` is fed, the code
-  transforms it.
+  rounded to the tensor's dtype.
+
+**Races** (``races=True``, what ``specdec.testing.capture`` uses). An exponential race
+(``argmax(probs / E)``) or a Gumbel race (``argmax(log(probs) - log(-log(u)))``) decides on a
+diagonal of its clocks, which the grid's axis-parallel boxes never cut. With ``races``, the
+clocks (``exponential_``, ``rand`` / ``uniform_``, ``randint`` over ``2^24`` values or more) are
+followed through the race's ops by ``specdec.races.RaceTracker`` and the race's ``argmax`` is
+replaced by its law at one more value of the supply (``race_uniforms``), an axis-parallel
+decision; the clocks' values are given back (``rewind``) when they were the last taken, and a
+clock used both in a race and otherwise is refused. The limit on values (and the values given,
+without ``extend``) is then checked when the call ends (``finish``), since a race may give
+values back.
 
 Any other random op (normal, other integer ranges, several multinomial samples, ...) raises
 ``NotEnumerableError``. ``specdec.step_law.generation_law`` runs the generation loop under it;
@@ -81,7 +88,8 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
     ``used`` counts the values consumed per row; more than given raises
     ``NotEnumerableError``, or with ``extend`` is fed ``1/2``; more than ``limit`` is refused.
     ``refusal`` keeps the last refusal, ``layout`` whether it was a random op whose leading
-    dimension is not the batch of ``rows`` rows.
+    dimension is not the batch of ``rows`` rows. ``races``: exponential and Gumbel races
+    substituted by their law (module docstring; ``races`` is then the ``RaceTracker``).
     """
 
     def __init__(

@@ -6,7 +6,12 @@ engine can enumerate. Under ``specdec.supply.Supply``, a ``torch`` dispatch mode
 feeds, and how, is listed there), every uniform-type random op the function calls gets its
 values from a given vector instead of a generator, at the dtype the function asked for;
 ``exponential_`` gets its inverse CDF of them; any other random op is refused
-(``NotEnumerableError``): the exact audit then says it cannot decide.
+(``NotEnumerableError``): the exact audit then says it cannot decide. An exponential or Gumbel
+race on those draws (``argmax(r / E)``, ``argmax(log r + G)``) has its winner replaced by its
+law at one more value (``specdec.races``), so the grid engine decides it; the rounding that
+substitution stands for is ``CapturedRule.race_bound``, which the exact audit adds to the
+dtype's rounding bound. Clocks used in a race and otherwise, and races sharing clocks, are
+refused.
 
 ``captured_rule`` turns a single-sequence (or batched) verifier into a ``VerifyRule`` over those
 values, so the exact engine (``specdec.discover``) enumerates them on the grid like any rule's
