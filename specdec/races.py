@@ -351,14 +351,6 @@ class RaceTracker:
                 self.forms[tensor] = replace(form, kind="poison")
 
     # --- modelled ops ---------------------------------------------------------------------
-    def _result(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], form: Form) -> Any:
-        out = func(*args, **kwargs)
-        if isinstance(out, Tensor) and out.dtype.is_floating_point:
-            if func._schema.is_mutable:
-                self._poison_aliases(out, keep=out)
-            self.forms[out] = form
-        return out
-
     def _rounded(self, form: Form, out_dtype: torch.dtype, values: Tensor | None) -> Form:
         """``form`` with one op's rounding in ``out_dtype`` added to ``delta``."""
         eps = _eps(out_dtype)
@@ -390,11 +382,15 @@ class RaceTracker:
             else:
                 self._concrete(form)
             return out
-        if packet in _VIEWS:
+        if packet in _VIEWS and func._overloadname != "dtype":  # not a bitcast
             rest = args[1:]
             ids = func(form.ids, *rest, **kwargs)
             log_weight = func(form.log_weight, *rest, **kwargs)
-            return self._result(func, args, kwargs, replace(form, ids=ids, log_weight=log_weight))
+            out = func(*args, **kwargs)
+            if not isinstance(out, Tensor) or ids.shape != out.shape:
+                return None  # not followed: a concrete use
+            self.forms[out] = replace(form, ids=ids, log_weight=log_weight)
+            return out
         new = self._algebra(packet, args, kwargs, form, source)
         if new is None:
             return None
