@@ -571,12 +571,7 @@ class RaceTracker:
         self._rewind(form)
         rows = log_weight.shape[0]
         uniforms = self.supply.race_uniforms(rows)  # [rows] float64, one per race row
-        winners = torch.empty(rows, dtype=torch.int64)
-        bound = 0.0
-        for row in range(rows):
-            winner, row_bound = _winner(log_weight[row], float(uniforms[row]), form)
-            winners[row] = winner
-            bound = max(bound, row_bound)
+        winners, bound = _winners(log_weight, uniforms, form)
         self.bound += bound * max(1, rows // self.supply.rows)
         chosen = winners.reshape(shape)
         if keepdim and dim is not None:
@@ -596,23 +591,34 @@ class RaceTracker:
                 source.end = source.start
 
 
-def _winner(log_weight: Tensor, uniform: float, form: Form) -> tuple[int, float]:
-    """The race's winner at ``uniform`` (torch's edge rules first) and its ``B_race``."""
+def _first(mask: Tensor) -> Tensor:
+    """The index of each row's first ``True``."""
+    return mask.int().argmax(-1)
+
+
+def _winners(log_weight: Tensor, uniforms: Tensor, form: Form) -> tuple[Tensor, float]:
+    """Each race row's winner at its uniform (torch's edge rules first: the first NaN, else
+    the first infinite weight, else index 0 when every weight is zero) and the largest
+    ``B_race`` of a row (``log_weight [rows, V]``, ``uniforms [rows]``)."""
     nan = torch.isnan(log_weight)
-    if bool(nan.any()):
-        return int(nan.int().argmax()), 0.0
     top = log_weight == math.inf
-    if bool(top.any()):
-        return int(top.int().argmax()), 0.0
     finite = torch.isfinite(log_weight)
-    if not bool(finite.any()):
-        return 0, 0.0
-    largest = float(log_weight[finite].max())
-    weights = torch.where(finite, torch.exp(log_weight - largest), 0.0)
-    cdf = weights.cumsum(0) / weights.sum()
-    last = int(finite.nonzero().max())
-    winner = min(int((cdf <= uniform).sum()), last)
-    count = int(finite.sum())
-    if count == 1:
-        return winner, 0.0
-    return winner, race_bound(count, form.delta, form.beta, _largest(log_weight))
+    any_finite = finite.any(-1)
+    largest = torch.where(finite, log_weight, -math.inf).max(-1).values
+    largest = torch.where(any_finite, largest, 0.0)
+    weights = torch.where(finite, torch.exp(log_weight - largest[:, None]), 0.0)
+    cdf = weights.cumsum(-1) / weights.sum(-1, keepdim=True).clamp(min=1e-300)
+    last = log_weight.shape[-1] - 1 - _first(finite.flip(-1))  # a zero weight never wins
+    drawn = torch.minimum((cdf <= uniforms[:, None]).sum(-1), last)
+    winners = torch.where(
+        nan.any(-1), _first(nan), torch.where(top.any(-1), _first(top), drawn.where(any_finite, 0))
+    )
+    count = finite.sum(-1).where(~nan.any(-1) & ~top.any(-1), 0)
+    magnitude = torch.where(finite, log_weight.abs(), 0.0).max(-1).values
+    v = count.double()
+    rows_bound = (  # race_bound per row
+        v * form.beta + 1.5 * v * (v - 1) * form.delta + (v * (v + 4) + 2 * magnitude) * 2.0**-53
+    )
+    real = count >= 2  # a row of one finite weight (or an edge row) is not a race
+    bound = float(rows_bound[real].max()) if bool(real.any()) else 0.0
+    return winners, bound
