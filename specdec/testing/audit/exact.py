@@ -17,7 +17,9 @@ scenario's exact law differs: the report gives the exact TV, the worst scenario 
 with the largest excess), ``cannot decide`` (no scenario lossy, but some law could not be
 computed: a function that draws from a generator, a rule outside the interval-decided class,
 hidden randomness, a rule that differs on a single row). A verdict never claims more than was
-computed: ``cannot decide`` is not ``lossless``.
+computed: ``cannot decide`` is not ``lossless``. A captured verifier's exponential or Gumbel
+race is decided through its law (``specdec.races``), its float rounding added to the
+scenario's bound (``CapturedRule.race_bound``).
 """
 
 import time
@@ -201,7 +203,7 @@ def audit_exact(
         signature = (
             "verifier drawing its own randomness (generator in): its rand / uniform_ / "
             "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
-            "it asked for, path by path"
+            "it asked for, path by path; exponential and Gumbel races replaced by their law"
         )
     battery = (
         list(scenarios)
