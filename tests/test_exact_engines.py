@@ -43,6 +43,12 @@ SCENARIOS = search_scenarios(2)
 DECIDED = engines.STYLES
 
 
+def _scenarios(fn: Callable[..., Tensor]) -> list[Scenario]:
+    """The Gumbel-max sampler is single-sequence (one call per grid point): its first pair
+    (V = 2, k = 1) decides it, and its bug there (TV 0.085), at a quarter of the time."""
+    return SCENARIOS[:1] if fn in (engines.gumbel_max, engines.gumbel_max_on_probs) else SCENARIOS
+
+
 @pytest.mark.parametrize(
     ("lossless", "dtype"),
     [(style[1], style[3]) for style in DECIDED],
@@ -51,7 +57,7 @@ DECIDED = engines.STYLES
 def test_each_engine_style_is_decided_lossless(
     lossless: Callable[..., Tensor], dtype: torch.dtype
 ) -> None:
-    report = audit_exact(lossless, scenarios=SCENARIOS, dtype=dtype)
+    report = audit_exact(lossless, scenarios=_scenarios(lossless), dtype=dtype)
     assert report.verdict == "lossless", report.format()
     assert all(s.status == "exact" for s in report.scenarios)
     if dtype == torch.float32:  # float32 uniforms or rows: a law within float32's bound
@@ -64,7 +70,7 @@ def test_each_engine_style_is_decided_lossless(
     ids=[style[0] for style in DECIDED],
 )
 def test_each_engine_style_bug_is_lossy(buggy: Callable[..., Tensor], dtype: torch.dtype) -> None:
-    report = audit_exact(buggy, scenarios=SCENARIOS, dtype=dtype)
+    report = audit_exact(buggy, scenarios=_scenarios(buggy), dtype=dtype)
     assert report.verdict == "lossy" and report.exit_code == 1, report.format()
 
 
