@@ -163,3 +163,25 @@ def test_a_race_gives_its_clocks_values_back() -> None:
 
     row = torch.full((2, 10), 0.1, dtype=torch.float64)
     assert count_draws(verifier, False, (torch.tensor([0]), row[:1], row)) == 1 < MAX_DRAWS
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda w, clocks: (w / clocks).argmax(),
+        lambda w, clocks: (w * clocks.reciprocal()).argmax(),
+        lambda w, clocks: (torch.log(w) - torch.log(clocks)).argmax(),
+        lambda w, clocks: (clocks / w).argmin(),
+        lambda w, clocks: (w / clocks[None].expand(1, -1)).max(-1)[1][0],
+    ],
+    ids=["w / E", "w * 1/E", "log w - log E", "argmin E / w", "max(dim) of a gathered row"],
+)
+def test_each_form_of_the_race_is_the_inverse_cdf_of_its_weights(
+    form: Callable[[Tensor, Tensor], Tensor],
+) -> None:
+    """``w = (1/4, 1/4, 1/2)``: the race's one value ``u`` picks 0 below 1/4, 1 below 1/2."""
+    for value, expected in ((0.1, 0), (0.3, 1), (0.6, 2)):
+        with Supply(torch.tensor([value], dtype=torch.float64), races=True) as supply:
+            weights = torch.tensor([0.25, 0.25, 0.5])
+            winner = form(weights, torch.empty_like(weights).exponential_())
+        assert int(winner) == expected and supply.used == 1
