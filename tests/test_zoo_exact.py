@@ -7,8 +7,9 @@ deviation (a forbidden draft accepted at ``u = 0``, probability 2^-53 per such d
 below sampling, so the statistical audit passes it, and the exact audit finds it
 (``exact_lossy``). The two entries whose final token is an exponential race (they draw their
 own noise, no rule of explicit uniforms) are captured and their race replaced by its law
-(``specdec.races``): ``exponential_race_residual`` LOSSLESS, ``small_mass_nan`` LOSSY (its NaN
-row makes torch's ``argmax`` pick the first NaN, a token the residual forbids); they were
+(``specdec.races``): ``exponential_race_residual`` LOSSLESS (measured), ``small_mass_nan``
+expected LOSSY (its NaN row makes torch's ``argmax`` pick the first NaN, a token the residual
+forbids); they were
 CANNOT DECIDE before races were followed (the race's boundary is not axis-parallel). Steps are
 audited by ``specdec.step_law`` on the library's own step, not through this registry.
 
