@@ -9,7 +9,8 @@ CANNOT DECIDE), the seconds, and the count decided.
 
 Run from the repository root: ``python -m benchmarks.bench_exact_engines [--search N]``
 (default: the first 4 searched pairs, V 2-4 and k 1-3; ``--battery`` adds the verifier
-battery, the exact audit's default scenarios).
+battery, the exact audit's default scenarios; ``--style race`` / ``--style Gumbel`` only those
+styles).
 """
 
 import argparse
@@ -23,6 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--search", type=int, default=4, help="searched pairs (default 4)")
     parser.add_argument("--battery", action="store_true", help="add the verifier battery")
+    parser.add_argument(
+        "--style", default="", help="only the styles whose name contains this (e.g. race)"
+    )
     args = parser.parse_args(argv)
 
     import torch._dynamo  # noqa: F401 (imported by the first capture: not timed per verifier)
@@ -34,6 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     decided = total = 0
     print(f"{len(scenarios)} scenarios: {', '.join(s.name for s in scenarios)}")
     for style, lossless, buggy, dtype in STYLES:
+        if args.style.lower() not in style.lower():
+            continue
         for fn in (lossless, buggy):
             start = time.perf_counter()
             report = audit_exact(fn, scenarios=scenarios, dtype=dtype)

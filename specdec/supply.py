@@ -16,11 +16,18 @@ generator, at the dtype the code asked for:
   ``specdec.uniforms``, which draws 53-bit mantissas this way, is fed too);
 * ``exponential_``: by its inverse CDF, ``E = -log(1 - u') / lambda`` with ``u' = u + 2^-54``
   (the middle of the value's ``2^-53`` grid cell, so ``E > 0``), computed in float64 and
-  rounded to the tensor's dtype. It is increasing in ``u``, so an exponential race
-  (``argmax(probs / E)``) stays interval-decided in its values, and the grid's law of ``u'``
-  is the law of an ``Exp(lambda)`` draw discretised to ``2^-53`` in probability. A Gumbel race
-  (``-log(-log(u))`` from ``rand``) needs nothing more: its ``rand`` is fed, the code
-  transforms it.
+  rounded to the tensor's dtype.
+
+**Races** (``races=True``, what ``specdec.testing.capture`` uses). An exponential race
+(``argmax(probs / E)``) or a Gumbel race (``argmax(log(probs) - log(-log(u)))``) decides on a
+diagonal of its clocks, which the grid's axis-parallel boxes never cut. With ``races``, the
+clocks (``exponential_``, ``rand`` / ``uniform_``, ``randint`` over ``2^24`` values or more) are
+followed through the race's ops by ``specdec.races.RaceTracker`` and the race's ``argmax`` is
+replaced by its law at one more value of the supply (``race_uniforms``), an axis-parallel
+decision; the clocks' values are given back (``rewind``) when they were the last taken, and a
+clock used both in a race and otherwise is refused. The limit on values (and the values given,
+without ``extend``) is then checked when the call ends (``finish``), since a race may give
+values back.
 
 Any other random op (normal, other integer ranges, several multinomial samples, ...) raises
 ``NotEnumerableError``. ``specdec.step_law.generation_law`` runs the generation loop under it;
@@ -46,11 +53,14 @@ Example:
 """
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from specdec.races import RaceTracker
 
 __all__ = ["MoreValuesNeeded", "NotEnumerableError", "Supply"]
 
@@ -78,7 +88,8 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
     ``used`` counts the values consumed per row; more than given raises
     ``NotEnumerableError``, or with ``extend`` is fed ``1/2``; more than ``limit`` is refused.
     ``refusal`` keeps the last refusal, ``layout`` whether it was a random op whose leading
-    dimension is not the batch of ``rows`` rows.
+    dimension is not the batch of ``rows`` rows. ``races``: exponential and Gumbel races
+    substituted by their law (module docstring; ``races`` is then the ``RaceTracker``).
     """
 
     def __init__(
@@ -88,8 +99,10 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         *,
         limit: int | None = None,
         extend: bool = False,
+        races: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        self.races = RaceTracker(self) if races else None
         self.values = None if values is None else values.reshape(rows, -1)
         self.rows = rows
         self.limit = limit
@@ -97,6 +110,7 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.used = 0  # values consumed per row
         self.refusal: NotEnumerableError | None = None
         self.layout = False  # the refusal was an op whose leading dimension is not the batch
+        self.over: str | None = None  # with races: the limit passed (checked in ``finish``)
 
     def refuse(self, message: str, *, layout: bool = False) -> NotEnumerableError:
         """Record a refusal (``refusal``) and return the error to raise."""
@@ -115,13 +129,23 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 layout=True,
             )
         per_row = count // self.rows
-        if self.limit is not None and self.used + per_row > self.limit:
+        if self.limit is not None and self.used + per_row > self.limit and self.races is not None:
+            self.over = (  # a race may give the values back (``rewind``): checked at the end
+                f"the function draws more than {self.limit} random values per call; the exact "
+                f"engine enumerates at most {self.limit}"
+            )
+        elif self.limit is not None and self.used + per_row > self.limit:
             raise self.refuse(
                 f"the function draws more than {self.limit} random values per call; the exact "
                 f"engine enumerates at most {self.limit}"
             )
         given = 0 if self.values is None else self.values.shape[1]
-        if self.values is not None and self.used + per_row > given and not self.extend:
+        if (
+            self.values is not None
+            and self.used + per_row > given
+            and not self.extend
+            and self.races is None  # with races: checked in ``finish`` (a race may rewind)
+        ):
             raise self.refuse(
                 f"the function drew more than the {given} random values per row "
                 "it drew when recorded: the amount of randomness depends on its inputs"
@@ -133,12 +157,42 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.used += per_row
         return out.reshape(-1)
 
+    def rewind(self, start: int) -> None:
+        """Give back the values taken from ``start`` on (a race consumed the source that took
+        them: ``specdec.races``)."""
+        self.used = start
+
+    def race_uniforms(self, races: int) -> Tensor:
+        """One value per race row (``races`` rows, the op's leading dimension the batch)."""
+        return self._take(races)
+
+    def finish(self) -> None:
+        """After the call: with races, a limit passed and not given back is refused, and so
+        are values past those given (without ``extend``)."""
+        if self.over is not None and self.limit is not None and self.used > self.limit:
+            raise self.refuse(self.over)
+        given = None if self.values is None else self.values.shape[1]
+        if given is not None and self.used > given and not self.extend:
+            raise self.refuse(
+                f"the function drew more than the {given} random values per row "
+                "it drew when recorded: the amount of randomness depends on its inputs"
+            )
+
+    def __exit__(self, *args: Any) -> None:
+        super().__exit__(*args)  # type: ignore[no-untyped-call]
+        if args[0] is None and self.races is not None:
+            self.finish()
+
     def _uniform(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         if dtype not in _BITS:
             raise self.refuse(f"uniform values of dtype {dtype} are not modelled")
         scale = 2.0 ** _BITS[dtype]
+        start = self.used
         values = torch.floor(self._take(math.prod(shape)) * scale) / scale  # the dtype's grid
-        return values.reshape(shape).to(dtype)
+        drawn = values.reshape(shape).to(dtype)
+        if self.races is not None:
+            self.races.uniform_source(drawn, start, _BITS[dtype])
+        return drawn
 
     def __torch_dispatch__(
         self,
@@ -148,6 +202,13 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if self.races is not None:
+            return self.races.dispatch(
+                func, args, kwargs, lambda: self._dispatch(func, args, kwargs)
+            )
+        return self._dispatch(func, args, kwargs)
+
+    def _dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         packet = func.overloadpacket
         if packet is _ATEN.rand:
             dtype = kwargs.get("dtype") or torch.get_default_dtype()
@@ -159,8 +220,13 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
             low = float(args[1]) if len(args) > 1 else float(kwargs.get("from", 0.0))
             high = float(args[2]) if len(args) > 2 else float(kwargs.get("to", 1.0))
             tensor = args[0]
+            start = self.used
             drawn = self._uniform(tuple(tensor.shape), tensor.dtype)
-            return tensor.copy_(low + (high - low) * drawn)
+            out = tensor.copy_(low + (high - low) * drawn)
+            if self.races is not None and high > low:
+                self.races.uniform_source(out, start, _BITS[tensor.dtype])
+                self.races.forms[out] = replace(self.races.forms[out], scale=high - low, offset=low)
+            return out
         if packet is _ATEN.exponential_:
             return self._exponential(args, kwargs)
         if packet is _ATEN.multinomial:
@@ -183,9 +249,14 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         rate = float(args[1]) if len(args) > 1 else float(kwargs.get("lambd", 1.0))
         if tensor.dtype not in _BITS:
             raise self.refuse(f"exponential values of dtype {tensor.dtype} are not modelled")
+        start = self.used
         middle = self._take(tensor.numel()) + 2.0**-54  # in (0, 1): E > 0
         drawn = -torch.log1p(-middle) / rate  # increasing in the value
-        return tensor.copy_(drawn.reshape(tensor.shape).to(tensor.dtype))
+        out = tensor.copy_(drawn.reshape(tensor.shape).to(tensor.dtype))
+        if self.races is not None:  # E = Z / rate, rounded to the dtype (its eps)
+            eps = 2.0 ** -_BITS[tensor.dtype]
+            self.races.source(out, start, "pow", eps, torch.finfo(tensor.dtype).tiny, 1 / rate)
+        return out
 
     def _randint(self, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
         """``randint`` over a power-of-two range up to ``2^53``: ``low + floor(u · n)``, exact
@@ -199,8 +270,14 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 f"randint over {span} values is not modelled exactly (only powers of two up to "
                 "2^53)"
             )
+        start = self.used
         drawn = torch.floor(self._take(math.prod(size)) * span).to(torch.int64) + int(low)
-        return drawn.reshape(tuple(size)).to(kwargs.get("dtype") or torch.int64)
+        out = drawn.reshape(tuple(size)).to(kwargs.get("dtype") or torch.int64)
+        if self.races is not None and span >= 2**24:  # low + span U, on a grid of 1 / span
+            self.races.uniform_source(out, start, span.bit_length() - 1)
+            self.races.forms[out] = replace(self.races.forms[out], scale=float(span),
+                                            offset=float(low))  # fmt: skip
+        return out
 
     def _multinomial(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
         probs: Tensor = args[0]

@@ -301,3 +301,34 @@ STYLES: list[tuple[str, Verifier, Verifier, torch.dtype]] = [
     ("TorchScript", scripted, scripted_inclusive, torch.float32),
 ]
 """``(style, lossless, buggy, dtype)`` for each engine style."""
+
+
+# 7. vLLM V1's sampler (specdec.engines.vllm_v1) drawing its own random numbers: float64
+# uniforms, the bonus by torch.multinomial, one float32 exponential vector per request shared by
+# all of its positions (not in STYLES: a reimplementation of an engine, not an engine style)
+@batched
+def vllm_v1_sampler(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, generator: torch.Generator
+) -> Tensor:
+    """vLLM V1's ``rejection_sample`` on one request per row, its random numbers drawn from the
+    global generator as vLLM's sampler draws them (uniforms, then the bonus, then the
+    exponentials)."""
+    from specdec.engines.vllm_v1 import rejection_sample
+
+    rows, k = draft_tokens.shape
+    vocab = target_probs.shape[-1]
+    uniforms = torch.rand(rows, k, dtype=torch.float64)
+    bonus = torch.multinomial(target_probs[:, k].float(), 1)  # [rows, 1]
+    exponentials = torch.empty(rows, vocab, dtype=torch.float32).exponential_()
+    out = rejection_sample(
+        draft_tokens.reshape(-1),
+        torch.arange(1, rows + 1) * k,
+        draft_probs.reshape(-1, vocab).float(),
+        target_probs[:, :k].reshape(-1, vocab).float(),
+        bonus,
+        uniforms.reshape(-1),
+        exponentials,
+        is_greedy=None,
+        max_spec_len=k,
+    )
+    return out.long()

@@ -6,7 +6,12 @@ engine can enumerate. Under ``specdec.supply.Supply``, a ``torch`` dispatch mode
 feeds, and how, is listed there), every uniform-type random op the function calls gets its
 values from a given vector instead of a generator, at the dtype the function asked for;
 ``exponential_`` gets its inverse CDF of them; any other random op is refused
-(``NotEnumerableError``): the exact audit then says it cannot decide.
+(``NotEnumerableError``): the exact audit then says it cannot decide. An exponential or Gumbel
+race on those draws (``argmax(r / E)``, ``argmax(log r + G)``) has its winner replaced by its
+law at one more value (``specdec.races``), so the grid engine decides it; the rounding that
+substitution stands for is ``CapturedRule.race_bound``, which the exact audit adds to the
+dtype's rounding bound. Clocks used in a race and otherwise, and races sharing clocks, are
+refused.
 
 ``captured_rule`` turns a single-sequence (or batched) verifier into a ``VerifyRule`` over those
 values, so the exact engine (``specdec.discover``) enumerates them on the grid like any rule's
@@ -41,6 +46,7 @@ from specdec.types import Verification
 
 __all__ = [
     "MAX_DRAWS",
+    "CapturedRule",
     "MoreValuesNeeded",
     "NotEnumerableError",
     "Supply",
@@ -77,11 +83,13 @@ def _supplied(supply: Supply, run: Callable[[], Tensor]) -> Tensor:
     except Exception as error:
         if supply.refusal is not None:
             raise supply.refusal from error
+        supply.finish()  # a limit passed on values no race gave back
         if given is not None and supply.used > given:  # it ran on placeholder values
             raise MoreValuesNeeded(supply.used) from error
         raise
     if supply.refusal is not None:
         raise supply.refusal
+    supply.finish()
     if given is not None and supply.used > given:
         raise MoreValuesNeeded(supply.used)
     return out
@@ -101,36 +109,54 @@ def count_draws(fn: VerifierFn, batched: bool, rows: tuple[Tensor, Tensor, Tenso
     Raises:
         NotEnumerableError: a random op the capture cannot feed, or more than ``MAX_DRAWS``.
     """
-    supply = Supply(None, limit=MAX_DRAWS)
+    supply = Supply(None, limit=MAX_DRAWS, races=True)
     _supplied(supply, lambda: _call(fn, batched, rows))
     return supply.used
 
 
-def captured_rule(fn: VerifierFn, batched: bool) -> Callable[..., Verification]:
+class CapturedRule:
     """``fn`` as a rule of explicit values: ``rule(draft_tokens [n, k], draft_probs [n, k, V],
     target_probs [n, k+1, V], values [n, d]) -> Verification``, each row's call taking its
     values in order from the front of its ``d`` (module docstring).
+
+    Attributes:
+        race_bound: the largest rounding allowance (``specdec.races.race_bound``, summed over
+            one call's races) of the races substituted since it was last set to 0: the exact
+            audit adds it to a scenario's rounding bound.
 
     Raises (from the rule):
         NotEnumerableError: a random op the capture cannot feed, however the call re-raised it.
         MoreValuesNeeded: some row's call drew more than ``d`` values.
     """
 
-    def rule(
-        draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
+    def __init__(self, fn: VerifierFn, batched: bool) -> None:
+        self.fn = fn
+        self.batched = batched
+        self.race_bound = 0.0
+
+    def _supplied(self, supply: Supply, run: Callable[[], Tensor]) -> Tensor:
+        try:
+            return _supplied(supply, run)
+        finally:
+            if supply.races is not None:
+                self.race_bound = max(self.race_bound, supply.races.bound)
+
+    def __call__(
+        self, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
     ) -> Verification:
+        fn, batched = self.fn, self.batched
         if batched:  # one call for every row: each random op's rows take their own values
-            verified = _batched_call(fn, draft_tokens, draft_probs, target_probs, values)
+            verified = self._batched_call(draft_tokens, draft_probs, target_probs, values)
             if verified is not None:
                 return verified
             # else per-row draws (a loop over the batch): one row per call
         k = draft_tokens.shape[-1]
         blocks = torch.full((draft_tokens.shape[0], k + 1), -1, dtype=torch.int64)
         for row in range(draft_tokens.shape[0]):
-            supply = Supply(values[row].double(), limit=MAX_DRAWS, extend=True)
+            supply = Supply(values[row].double(), limit=MAX_DRAWS, extend=True, races=True)
             seed = zlib.crc32(values[row].double().numpy().tobytes())
             rows = (draft_tokens[row], draft_probs[row], target_probs[row])
-            block = _supplied(supply, partial(_call, fn, batched, rows, seed))
+            block = self._supplied(supply, partial(_call, fn, batched, rows, seed))
             block = block.long().reshape(-1)
             block = block[block >= 0]
             if 1 <= block.numel() <= k + 1:  # else the row stays all -1: not an emitted block
@@ -138,25 +164,29 @@ def captured_rule(fn: VerifierFn, batched: bool) -> Callable[..., Verification]:
         accepted = (blocks >= 0).sum(dim=-1) - 1
         return Verification(num_accepted=accepted, tokens=blocks)
 
-    return rule
+    def _batched_call(
+        self, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
+    ) -> Verification | None:
+        """A batched verifier on all rows at once, each row's draws from its own values;
+        ``None`` when a random op's leading dimension is not the batch (the caller then calls
+        one row at a time)."""
+        rows = draft_tokens.shape[0]
+        supply = Supply(values.double(), rows, limit=MAX_DRAWS, extend=True, races=True)
+        seed = zlib.crc32(values.double().numpy().tobytes())
+        generator = torch.Generator().manual_seed(seed)
+        try:
+            blocks = self._supplied(
+                supply, lambda: self.fn(draft_tokens, draft_probs, target_probs, generator)
+            )
+        except NotEnumerableError:
+            if supply.layout:
+                return None
+            raise
+        blocks = blocks.long()
+        accepted = (blocks >= 0).sum(dim=-1) - 1
+        return Verification(num_accepted=accepted, tokens=blocks)
 
 
-def _batched_call(
-    fn: VerifierFn, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
-) -> Verification | None:
-    """A batched verifier on all rows at once, each row's draws from its own values; ``None``
-    when a random op's leading dimension is not the batch (the caller then calls one row at
-    a time)."""
-    rows = draft_tokens.shape[0]
-    supply = Supply(values.double(), rows, limit=MAX_DRAWS, extend=True)
-    seed = zlib.crc32(values.double().numpy().tobytes())
-    generator = torch.Generator().manual_seed(seed)
-    try:
-        blocks = _supplied(supply, lambda: fn(draft_tokens, draft_probs, target_probs, generator))
-    except NotEnumerableError:
-        if supply.layout:
-            return None
-        raise
-    blocks = blocks.long()
-    accepted = (blocks >= 0).sum(dim=-1) - 1
-    return Verification(num_accepted=accepted, tokens=blocks)
+def captured_rule(fn: VerifierFn, batched: bool) -> CapturedRule:
+    """``fn`` as a rule of explicit values (``CapturedRule``)."""
+    return CapturedRule(fn, batched)

@@ -17,7 +17,9 @@ scenario's exact law differs: the report gives the exact TV, the worst scenario 
 with the largest excess), ``cannot decide`` (no scenario lossy, but some law could not be
 computed: a function that draws from a generator, a rule outside the interval-decided class,
 hidden randomness, a rule that differs on a single row). A verdict never claims more than was
-computed: ``cannot decide`` is not ``lossless``.
+computed: ``cannot decide`` is not ``lossless``. A captured verifier's exponential or Gumbel
+race is decided through its law (``specdec.races``), its float rounding added to the
+scenario's bound (``CapturedRule.race_bound``).
 """
 
 import time
@@ -47,7 +49,12 @@ from specdec.testing.audit.results import (
 )
 from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject, as_subject
-from specdec.testing.capture import NotEnumerableError, captured_rule, count_draws
+from specdec.testing.capture import (
+    CapturedRule,
+    NotEnumerableError,
+    captured_rule,
+    count_draws,
+)
 from specdec.testing.signatures import VerifierFn
 from specdec.theory import accepted_length_tail
 from specdec.types import VerifyRule
@@ -82,8 +89,11 @@ def _scenario(
     seed: int,
     per_block: Callable[[BlockRows], int] | None,
     dtype: str = "float64",
+    captured: CapturedRule | None = None,
 ) -> ExactScenarioResult:
     start = time.perf_counter()
+    if captured is not None:
+        captured.race_bound = 0.0
     pair, prefix, k = scenario.pair, scenario.prefix, scenario.k
     tail = accepted_length_tail(pair.target, pair.draft, prefix, k)
     optimal = 1 + sum(tail[1:], Fraction(0))  # E[accepted] + 1
@@ -116,6 +126,8 @@ def _scenario(
         )
     completed = completion_law(found.law, pair.target, prefix, k)
     bound = rounding_bound(dtype, k, pair.target.vocab_size)
+    if captured is not None and captured.race_bound > 0:  # substituted races' float rounding
+        bound += Fraction(captured.race_bound)
     verdict = exact_verdict(
         completed, target_law(pair.target, prefix, k + 1), rounding_bound=bound, dtype=dtype
     )
@@ -180,17 +192,18 @@ def audit_exact(
         raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype}.")
     subject = as_subject(fn, level="verifier")
     per_block: Callable[[BlockRows], int] | None = None
+    captured: CapturedRule | None = None
     if subject.form == "rule":
         rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
         signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
     else:  # a generator-drawing verifier: capture its uniform-type draws
         drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
-        rule = captured_rule(drawing, subject.batched)
+        rule = captured = captured_rule(drawing, subject.batched)
         per_block = partial(_draws, drawing, subject.batched)
         signature = (
             "verifier drawing its own randomness (generator in): its rand / uniform_ / "
             "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
-            "it asked for, path by path"
+            "it asked for, path by path; exponential and Gumbel races replaced by their law"
         )
     battery = (
         list(scenarios)
@@ -202,7 +215,7 @@ def audit_exact(
     )
     done: list[ExactScenarioResult] = []
     for scenario in battery:
-        done.append(_scenario(rule, scenario, seed, per_block, name))
+        done.append(_scenario(rule, scenario, seed, per_block, name, captured))
         if progress is not None:
             progress(exact_progress_line(len(done), len(battery), done[-1]))
     verdict, reason = exact_audit_verdict(done)

@@ -1,0 +1,624 @@
+r"""Exponential and Gumbel races made axis-parallel: the winner drawn by one uniform's inverse CDF.
+
+An exponential race ``argmax_x w(x) / E_x`` (``E = torch.empty_like(w).exponential_()``, as
+vLLM and transformers sample) and a Gumbel-max race ``argmax_x a(x) + G_x``
+(``G = -log(-log(U))``) pick ``x`` with probability ``w(x) / sum w`` (``softmax(a)(x)``), but
+their winner changes on a diagonal of the clocks' space, which the axis-parallel boxes of the
+grid engine (``specdec._grid``, ``proofs/theory.md`` claim 14) never cut. Under
+``specdec.supply.Supply(..., races=True)`` this module follows the clocks symbolically and
+replaces the race by a draw the grid engine decides.
+
+**What is followed.** Every clock (an ``exponential_`` value, a ``rand`` / ``uniform_`` value,
+a ``randint`` value over at least ``2^24`` values) is a *source*: ``E_i = exp(-gamma_i)``,
+``U_i = exp(-exp(-gamma_i))``, with ``gamma_i`` i.i.d. standard Gumbel. A tensor derived from
+clocks is followed as a *form*: per element a race score ``s_i = l_i + gamma_{n(i)}`` (``n``
+the clock's id, ``l`` a float64 log-weight) and one common strictly monotone map ``T_i =
+f(s_i)``, of one of three kinds: ``lin`` (``T = a s + b``), ``pow`` (``T = b + c Z^alpha``,
+``Z = exp(-s)``) or ``unif`` (``T = b + c exp(-Z)``). The modelled ops keep the form: negation,
+``log`` / ``exp`` / ``reciprocal``, adding or multiplying a concrete scalar, adding a concrete
+tensor to a ``lin`` form (``a + G``: ``l += c / a``), multiplying or dividing a ``pow`` form
+with ``b = 0`` by a concrete tensor of one sign (``w / E``, ``w * E.reciprocal()``, ``E / w``:
+``l -= log|c| / alpha``), dtype casts, and indexing / views (rows gathered, expanded,
+selected: the same op applied to ``n`` and ``l``, so a gathered row keeps its clocks' ids).
+
+**The race.** ``argmax`` / ``argmin`` / ``max(dim)`` / ``min(dim)`` of a followed tensor
+whose map increases (``argmax``) or decreases (``argmin``) in the score is the race
+``argmax_i s_i``; its law is ``P(i) = exp(l_i) / sum_j exp(l_j)`` (the Gumbel-max theorem:
+Yellott 1977; Maddison, Tarlow & Minka 2014, section 2), which is the law of the engine's
+computed weights: ``w`` exactly as the engine holds them (``w / E``), ``softmax(a)`` for
+``a + G``. The result is replaced by the inverse CDF of that law at ONE uniform taken from the
+supply per race row (an axis-parallel decision: the grid engine decides it exactly). Edge
+rows follow torch's ``argmax``: a NaN weight wins (the first NaN), else an infinite one (the
+first), else all weights zero give index 0; a row of one clock is its index.
+
+**Refusals** (``NotEnumerableError``, hence CANNOT DECIDE, with the reason):
+
+* a source used both in a race and in any other way (its values read, compared, summed,
+  ``.item()``, an op not modelled): the substituted winner would disagree with the values
+  seen elsewhere. A source used only in other ways keeps today's behaviour (its values are
+  fed by the supply and enumerated on the grid);
+* a race over a map of the wrong direction (``argmax(E / w)``: not a race with a known law);
+  multiplying by a tensor of mixed signs; a value read from ``max(dim)``'s values;
+* races sharing a clock (vLLM's one exponential vector per request used at each of its
+  positions, or a clock repeated in one row): their winners are dependent, and their joint
+  law is not computed here; so are tensors aliasing a followed one mutated in place.
+
+**Values.** The clocks' values are still fed from the supply (so any other use is enumerated as
+before); when a race consumes a source whose values were the last taken, the supply is rewound
+to its first value (``Supply.rewind``): those values reach the output only through the race,
+whose single uniform then takes the first of them. A path so costs ``k + 1`` values, not
+``k + V``.
+
+**Rounding** (``race_bound``). The substituted law is the real-arithmetic race on the engine's
+weights; the engine's float race differs from it only where two scores are closer than their
+rounding errors ``Delta_i`` (in score units). Given ``gamma_i``, the gap to another clock's
+score has density at most ``1/e`` (the Gumbel density's maximum), so a pair swaps with
+probability at most ``(4/e)(E Delta_i + E Delta_j)``; over the ``V`` finite-weight clocks of a
+row, with ``delta`` a bound on ``E Delta_i`` and ``beta`` the chance per clock of an edge
+event (a uniform in its first or last grid cell, where ``Delta`` is unbounded):
+
+.. math:: B_{race} = V \beta + 1.5\, V (V - 1)\, \delta + (V (V + 4) + 2 L)\, 2^{-53}
+
+the last term the substitution's own float64 arithmetic (weights ``exp(l - max l)``, ``L =
+max |l|``, and the cumulative sums). ``delta`` sums, over the chain of modelled ops, the
+source's own error (``exponential_`` in a dtype: its rounding ``eps``; a uniform on a grid of
+step ``h``: ``h (-log h + log(-log h))``, the mean of the score moved by the grid, with
+``beta = 2h``) and each op's rounding ``eps_op K`` (``K = (M + 80) / min(1, |slope|)`` for
+``lin`` maps and ``pow`` maps with an offset, ``1 / |alpha|`` for ``pow`` maps without one
+(a relative error), ``M`` the largest finite magnitude of the op's result, the 80
+covering the noise's range on any grid of step ``2^-53`` or coarser; ``48 (1 + |b / c|)`` for
+``unif`` maps, the mean of ``1 / (U log(1/U))`` over the grid; and ``(|b| / c)(1 + log(c /
+|b|))`` for ``log(U + b)``'s offset). ``specdec.testing.capture`` adds the largest per-call
+sum to the scenario's rounding bound: "LOSSLESS up to <dtype> rounding". The model is that the
+engine's clocks are ideal draws rounded to their dtype (``torch.rand``: the floor of a uniform
+to its grid; ``exponential_``: an ``Exp`` value rounded), as ``Supply`` feeds them; a
+generator that returns 0 clocks is not modelled. An outcome the target forbids stays LOSSY at
+any size (a zero weight never wins the substituted race).
+
+Example:
+    >>> import torch
+    >>> from specdec.supply import Supply
+    >>> with Supply(torch.tensor([0.5], dtype=torch.float64), races=True) as supply:
+    ...     weights = torch.tensor([0.25, 0.25, 0.5])
+    ...     winner = (weights / torch.empty_like(weights).exponential_()).argmax()
+    >>> int(winner), supply.used  # the inverse CDF of (1/4, 1/4, 1/2) at 1/2
+    (2, 1)
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+from torch import Tensor
+from torch.utils.weak import WeakIdKeyDictionary
+
+if TYPE_CHECKING:
+    from specdec.supply import Supply
+
+__all__ = ["Form", "RaceTracker", "race_bound"]
+
+_ATEN = torch.ops.aten
+_EPS = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11}
+_EPS_BF16 = 2.0**-8
+_NOISE_RANGE = 80.0  # >= twice |gamma| on any grid of step 2^-53 or coarser (|gamma| <= 40)
+
+
+def _eps(dtype: torch.dtype) -> float:
+    return _EPS.get(dtype, _EPS_BF16)
+
+
+@dataclass(frozen=True)
+class Form:
+    """A followed tensor: ``T_i = f(l_i + gamma_{n_i})`` (module docstring).
+
+    Attributes:
+        kind: the map's kind: ``lin`` (``a s + b``), ``pow`` (``b + c Z^alpha``) or ``unif``
+            (``b + c exp(-Z)``), ``Z = exp(-s)``; ``poison``: any use refuses.
+        ids: ``int64`` clock ids, the tensor's shape.
+        log_weight: ``float64`` log-weights ``l``, the tensor's shape.
+        slope: ``a`` (``lin``), ``alpha`` (``pow``), unused (``unif``).
+        scale: ``c`` (``pow``, ``unif``), unused (``lin``).
+        offset: ``b``.
+        delta: the bound on the mean score error so far (``E Delta``).
+        beta: the chance per clock of an edge event.
+        sources: the sources (ids into the tracker's list) the clocks come from.
+    """
+
+    kind: Literal["lin", "pow", "unif", "poison"]
+    ids: Tensor
+    log_weight: Tensor
+    slope: float
+    scale: float
+    offset: float
+    delta: float
+    beta: float
+    sources: frozenset[int]
+
+    def increasing(self) -> bool:
+        """Whether the map increases in the score (``Z`` decreases in it)."""
+        if self.kind == "lin":
+            return self.slope > 0
+        if self.kind == "pow":
+            return self.scale * self.slope < 0
+        return self.scale > 0
+
+
+def race_bound(weights: int, delta: float, beta: float, largest_log: float) -> float:
+    """``B_race`` of the module docstring for a row of ``weights`` finite-weight clocks.
+
+    Example:
+        >>> race_bound(1, 0.0, 0.0, 0.0) == 5 * 2.0**-53
+        True
+    """
+    v = weights
+    return v * beta + 1.5 * v * (v - 1) * delta + (v * (v + 4) + 2 * largest_log) * 2.0**-53
+
+
+@dataclass
+class _Source:
+    start: int  # the supply's ``used`` before the source's values were taken
+    end: int  # after
+    concrete: bool = False  # used other than in a race
+    raced: bool = False
+
+
+def _scalar(value: Any) -> float | None:
+    """A Python number or a one-element tensor as a float; ``None`` otherwise."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, Tensor) and value.numel() == 1 and value.dtype.is_floating_point:
+        return float(value.reshape(()).double())
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.dtype.is_complex:
+        return float(value.reshape(()).double()) if value.dtype != torch.bool else None
+    return None
+
+
+def _largest(values: Tensor) -> float:
+    finite = values.double()[torch.isfinite(values.double())]
+    return float(finite.abs().max()) if finite.numel() else 0.0
+
+
+_VIEWS = {
+    _ATEN.view,
+    _ATEN._unsafe_view,
+    _ATEN.reshape,
+    _ATEN.expand,
+    _ATEN.unsqueeze,
+    _ATEN.squeeze,
+    _ATEN.select,
+    _ATEN.slice,
+    _ATEN.index,
+    _ATEN.index_select,
+    _ATEN.gather,
+    _ATEN.t,
+    _ATEN.transpose,
+    _ATEN.permute,
+}
+_SAME = {
+    _ATEN.clone,
+    _ATEN.detach,
+    _ATEN.alias,
+    _ATEN.contiguous,
+    _ATEN.lift_fresh,
+    _ATEN._to_copy,
+    _ATEN.to,
+}
+_NO_VALUES = {
+    _ATEN.empty_like,
+    _ATEN.zeros_like,
+    _ATEN.ones_like,
+    _ATEN.full_like,
+    _ATEN.new_empty,
+    _ATEN.new_zeros,
+    _ATEN.new_ones,
+    _ATEN.new_full,
+    _ATEN.sym_size,
+    _ATEN.sym_numel,
+    _ATEN.sym_stride,
+    _ATEN.sym_storage_offset,
+}
+_RACES = {_ATEN.argmax: True, _ATEN.argmin: False, _ATEN.max: True, _ATEN.min: False}
+
+
+class RaceTracker:
+    """The followed tensors of one ``Supply`` (module docstring); ``bound`` the largest
+    per-row sum of ``B_race`` over the races substituted so far."""
+
+    def __init__(self, supply: "Supply") -> None:
+        self.supply = supply
+        self.forms: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.sources: list[_Source] = []
+        self.clocks = 0  # clock ids handed out
+        self.raced_ids: set[int] = set()
+        self.bound = 0.0
+
+    # --- sources ------------------------------------------------------------------------
+    def source(
+        self,
+        tensor: Tensor,
+        start: int,
+        kind: Literal["pow", "unif"],
+        delta: float,
+        beta: float,
+        scale: float = 1.0,
+    ) -> None:
+        """Follow ``tensor`` (a fresh draw whose values took ``start .. supply.used``)."""
+        index = len(self.sources)
+        self.sources.append(_Source(start, self.supply.used))
+        ids = torch.arange(self.clocks, self.clocks + tensor.numel()).reshape(tensor.shape)
+        self.clocks += tensor.numel()
+        zero = torch.zeros(tensor.shape, dtype=torch.float64)
+        if kind == "pow":  # E = Z / rate: b = 0, c = 1 / rate, alpha = 1
+            form = Form("pow", ids, zero, 1.0, scale, 0.0, delta, beta, frozenset({index}))
+        else:  # U = exp(-Z)
+            form = Form("unif", ids, zero, 0.0, 1.0, 0.0, delta, beta, frozenset({index}))
+        self.forms[tensor] = form
+
+    def uniform_source(self, tensor: Tensor, start: int, bits: int) -> None:
+        """A uniform on the grid of step ``2^-bits`` (``rand``, ``randint``)."""
+        h = 2.0**-bits
+        delta = h * (-math.log(h) + math.log(-math.log(h)))
+        self.source(tensor, start, "unif", delta, 2 * h)
+
+    # --- uses -----------------------------------------------------------------------------
+    def _concrete(self, form: Form) -> None:
+        if form.kind == "poison":
+            raise self.supply.refuse(
+                "a value of a race's max/min (or a tensor aliasing a race's clocks, written in "
+                "place) was read: the race's winner is substituted, its values are not modelled"
+            )
+        for index in form.sources:
+            source = self.sources[index]
+            if source.raced:
+                raise self._both()
+            source.concrete = True
+
+    def _both(self) -> Exception:
+        return self.supply.refuse(
+            "random clocks were used both in an exponential/Gumbel race and in another way "
+            "(values read, compared or combined by an op the race capture does not model): "
+            "the race's winner is substituted by its law, so the two uses cannot be enumerated "
+            "together"
+        )
+
+    def dispatch(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: Callable[[], Any]
+    ) -> Any:
+        """Run ``func`` (``run()``) keeping the forms: a modelled op gives a form to its result,
+        a race is substituted, any other use of a followed tensor marks its sources used."""
+        followed: list[tuple[int | str, Tensor]] = [
+            (position, value)
+            for position, value in enumerate(args)
+            if isinstance(value, Tensor) and value in self.forms
+        ]
+        followed += [
+            (name, value)
+            for name, value in kwargs.items()
+            if isinstance(value, Tensor) and value in self.forms
+        ]
+        nested = [
+            value
+            for value in args
+            if isinstance(value, (list, tuple))
+            for value in value
+            if isinstance(value, Tensor) and value in self.forms
+        ]
+        packet = func.overloadpacket
+        if not followed and not nested:
+            return self._untracked_inplace(func, args, run)
+        if packet in _NO_VALUES:
+            return run()
+        if nested:
+            for value in nested:
+                self._concrete(self.forms[value])
+            return self._untracked_inplace(func, args, run)
+        forms = [self.forms[value] for _, value in followed]
+        if len(followed) == 1 and followed[0][0] == 0:
+            form = forms[0]
+            if form.kind != "poison":
+                if packet in _RACES and (packet in (_ATEN.argmax, _ATEN.argmin) or len(args) > 1):
+                    return self._race(func, args, kwargs, form, _RACES[packet])
+                derived = self._derive(func, args, kwargs, form)
+                if derived is not None:
+                    return derived
+        elif len(followed) == 1 and followed[0][0] == 1 and len(args) >= 2:
+            derived = self._derive_right(func, args, kwargs, forms[0])
+            if derived is not None:
+                return derived
+        for form in forms:
+            self._concrete(form)
+        return self._untracked_inplace(func, args, run)
+
+    def _untracked_inplace(self, func: Any, args: tuple[Any, ...], run: Callable[[], Any]) -> Any:
+        """An in-place op on a followed tensor not modelled: it is no longer followed, and
+        other followed tensors on its storage are poisoned (their forms are stale)."""
+        if func._schema.is_mutable and args and isinstance(args[0], Tensor):
+            target = args[0]
+            if target in self.forms:
+                self._concrete(self.forms[target])
+                del self.forms[target]
+            self._poison_aliases(target)
+        return run()
+
+    def _poison_aliases(self, target: Tensor, keep: Tensor | None = None) -> None:
+        storage = target.untyped_storage().data_ptr()
+        for tensor, form in list(self.forms.items()):  # type: ignore[no-untyped-call]
+            if tensor is keep or tensor is target:
+                continue
+            if tensor.untyped_storage().data_ptr() == storage:
+                self.forms[tensor] = replace(form, kind="poison")
+
+    # --- modelled ops ---------------------------------------------------------------------
+    def _rounded(self, form: Form, out_dtype: torch.dtype, values: Tensor | None) -> Form:
+        """``form`` with one op's rounding in ``out_dtype`` added to ``delta``."""
+        eps = _eps(out_dtype)
+        if form.kind == "unif":
+            k = 48.0 * (1.0 + abs(form.offset / form.scale))
+        elif form.kind == "pow" and form.offset == 0:  # relative error eps: eps / |alpha|
+            k = 1.0 / abs(form.slope)
+        else:
+            largest = 0.0 if values is None else _largest(values)
+            k = (largest + _NOISE_RANGE) / min(1.0, abs(form.slope))
+        return replace(form, delta=form.delta + eps * k)
+
+    def _derive(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], form: Form
+    ) -> Any | None:
+        """The result's form when ``func`` is modelled with the followed tensor first, else
+        ``None`` (the caller marks a concrete use)."""
+        packet = func.overloadpacket
+        source: Tensor = args[0]
+        if packet in _SAME:
+            out = func(*args, **kwargs)
+            if isinstance(out, Tensor) and out.dtype.is_floating_point:
+                rounded = (
+                    form
+                    if _eps(out.dtype) <= _eps(source.dtype)
+                    else (self._rounded(form, out.dtype, out))
+                )
+                self.forms[out] = rounded
+            else:
+                self._concrete(form)
+            return out
+        if packet in _VIEWS and func._overloadname != "dtype":  # not a bitcast
+            rest = args[1:]
+            ids = func(form.ids, *rest, **kwargs)
+            log_weight = func(form.log_weight, *rest, **kwargs)
+            out = func(*args, **kwargs)
+            if not isinstance(out, Tensor) or ids.shape != out.shape:
+                return None  # not followed: a concrete use
+            self.forms[out] = replace(form, ids=ids, log_weight=log_weight)
+            return out
+        new = self._algebra(packet, args, kwargs, form, source)
+        if new is None:
+            return None
+        out = func(*args, **kwargs)
+        if not isinstance(out, Tensor):
+            return None
+        if new.ids.shape != out.shape:  # broadcast up to the result
+            new = replace(
+                new,
+                ids=new.ids.broadcast_to(out.shape),
+                log_weight=new.log_weight.broadcast_to(out.shape),
+            )
+        if func._schema.is_mutable:
+            self._poison_aliases(out, keep=out)
+        self.forms[out] = self._rounded(new, out.dtype, out)
+        return out
+
+    def _algebra(
+        self, packet: Any, args: tuple[Any, ...], kwargs: dict[str, Any], form: Form, source: Tensor
+    ) -> Form | None:
+        """The form of an elementwise op on the followed tensor (first argument)."""
+        kind = form.kind
+        other = args[1] if len(args) > 1 else None
+        alpha = _scalar(kwargs.get("alpha", 1.0))
+        if packet in (_ATEN.neg,):
+            if kind == "lin":
+                return replace(form, slope=-form.slope, offset=-form.offset)
+            return replace(form, scale=-form.scale, offset=-form.offset)
+        if packet in (_ATEN.log,):
+            if kind == "pow" and form.offset == 0 and form.scale > 0:  # log c - alpha s
+                return replace(form, kind="lin", slope=-form.slope, offset=math.log(form.scale))
+            if kind == "unif" and form.scale > 0 and abs(form.offset) <= 2**-20 * form.scale:
+                extra = 0.0  # log(b + c U) = log c - Z + log(1 + b / (c U))
+                if form.offset != 0:
+                    ratio = abs(form.offset) / form.scale
+                    extra = ratio * (1 + math.log(1 / ratio))
+                return replace(
+                    form,
+                    kind="pow",
+                    slope=1.0,
+                    scale=-1.0,
+                    offset=math.log(form.scale),
+                    delta=form.delta + extra,
+                )
+            return None
+        if packet in (_ATEN.exp,):
+            if kind == "lin":  # exp(a s + b) = e^b Z^-a
+                return replace(form, kind="pow", slope=-form.slope, scale=math.exp(form.offset),
+                               offset=0.0)  # fmt: skip
+            return None
+        if packet in (_ATEN.reciprocal,):
+            if kind == "pow" and form.offset == 0:
+                return replace(form, slope=-form.slope, scale=1 / form.scale)
+            return None
+        if packet in (_ATEN.add, _ATEN.sub) and other is not None:
+            sign = 1.0 if packet is _ATEN.add else -1.0
+            if alpha is None:
+                return None
+            constant = _scalar(other)
+            if constant is not None:
+                return replace(form, offset=form.offset + sign * alpha * constant)
+            if kind == "lin" and isinstance(other, Tensor):  # a s + b + c = a (s + c / a) + b
+                shift = sign * alpha * other.double() / form.slope
+                return self._reweighted(form, shift)
+            return None
+        if packet in (_ATEN.mul, _ATEN.div) and other is not None:
+            constant = _scalar(other)
+            if constant is not None:
+                factor = constant if packet is _ATEN.mul else 1 / constant
+                if factor == 0 or not math.isfinite(factor):
+                    return None
+                if kind == "lin":
+                    return replace(form, slope=form.slope * factor, offset=form.offset * factor)
+                return replace(form, scale=form.scale * factor, offset=form.offset * factor)
+            if kind == "pow" and form.offset == 0 and isinstance(other, Tensor):
+                per_element = other.double() if packet is _ATEN.mul else 1 / other.double()
+                return self._scaled(form, per_element)
+            return None
+        return None
+
+    def _scaled(self, form: Form, factor: Tensor) -> Form | None:
+        """``c Z^alpha * factor`` (``factor`` of one sign, zeros and infinities allowed):
+        ``l -= log|factor| / alpha``, the sign folded into ``c``."""
+        signs = torch.sign(factor[~torch.isnan(factor) & (factor != 0)])
+        if signs.numel() and bool((signs != signs[0]).any()):
+            return None  # mixed signs: the map is not common to the elements
+        sign = float(signs[0]) if signs.numel() else 1.0
+        shift = -torch.log(factor.abs()) / form.slope
+        return replace(self._reweighted(form, shift), scale=form.scale * sign)
+
+    @staticmethod
+    def _reweighted(form: Form, shift: Tensor) -> Form:
+        log_weight = form.log_weight + shift
+        shape = log_weight.shape  # the broadcast of the two
+        return replace(form, ids=form.ids.broadcast_to(shape), log_weight=log_weight)
+
+    def _derive_right(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], form: Form
+    ) -> Any | None:
+        """``c - T``, ``c / T`` and ``c * T`` / ``c + T`` with the followed tensor second."""
+        packet = func.overloadpacket
+        if packet not in (_ATEN.mul, _ATEN.add, _ATEN.div, _ATEN.sub) or "alpha" in kwargs:
+            return None
+        if form.kind == "poison" or func._schema.is_mutable:
+            return None
+        new: Form | None
+        constant = _scalar(args[0])
+        if packet in (_ATEN.mul, _ATEN.add):
+            new = self._algebra(packet, (args[1], args[0]), {}, form, args[1])
+        elif packet is _ATEN.sub:
+            negated = self._algebra(_ATEN.neg, (args[1],), {}, form, args[1])
+            new = (
+                None
+                if negated is None
+                else self._algebra(_ATEN.add, (args[1], args[0]), {}, negated, args[1])
+            )
+        else:  # c / T = c * T^-1
+            inverse = self._algebra(_ATEN.reciprocal, (args[1],), {}, form, args[1])
+            new = (
+                None
+                if inverse is None
+                else self._algebra(
+                    _ATEN.mul,
+                    (args[1], args[0] if constant is None else constant),
+                    {},
+                    inverse,
+                    args[1],
+                )
+            )
+        if new is None:
+            return None
+        out = func(*args, **kwargs)
+        if new.ids.shape != out.shape:
+            new = replace(
+                new,
+                ids=new.ids.broadcast_to(out.shape),
+                log_weight=new.log_weight.broadcast_to(out.shape),
+            )
+        self.forms[out] = self._rounded(new, out.dtype, out)
+        return out
+
+    # --- the race -------------------------------------------------------------------------
+    def _race(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], form: Form, largest: bool
+    ) -> Any:
+        """Substitute ``argmax``/``argmin``/``max(dim)``/``min(dim)`` by the race's law."""
+        if form.increasing() != largest:
+            raise self.supply.refuse(
+                f"{func.overloadpacket.__name__} of a map that "
+                f"{'decreases' if largest else 'increases'} in the race's score (e.g. "
+                "argmax(E / w)): not a race whose law is modelled"
+            )
+        tensor: Tensor = args[0]
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
+        shape: tuple[int, ...] = ()
+        if dim is None:
+            ids, log_weight = form.ids.reshape(1, -1), form.log_weight.reshape(1, -1)
+        else:
+            dim = int(dim) % max(tensor.dim(), 1)
+            ids = form.ids.movedim(dim, -1)
+            shape = tuple(ids.shape[:-1])
+            ids = ids.reshape(-1, ids.shape[-1])
+            log_weight = form.log_weight.movedim(dim, -1).reshape(-1, ids.shape[-1])
+        flat = ids.reshape(-1).tolist()
+        if len(set(flat)) != len(flat) or self.raced_ids.intersection(flat):
+            raise self.supply.refuse(
+                "races share random clocks (one exponential vector used at several positions, "
+                "or a clock repeated in a row): their winners are dependent and their joint "
+                "law is not modelled"
+            )
+        self.raced_ids.update(flat)
+        for index in form.sources:
+            source = self.sources[index]
+            if source.concrete:
+                raise self._both()
+            source.raced = True
+        self._rewind(form)
+        rows = log_weight.shape[0]
+        uniforms = self.supply.race_uniforms(rows)  # [rows] float64, one per race row
+        winners, bound = _winners(log_weight, uniforms, form)
+        self.bound += bound * max(1, rows // self.supply.rows)
+        chosen = winners.reshape(shape)
+        if keepdim and dim is not None:
+            chosen = chosen.unsqueeze(int(dim))
+        if func.overloadpacket in (_ATEN.argmax, _ATEN.argmin):
+            return chosen
+        values = func(*args, **kwargs)[0]  # max(dim): values are not modelled
+        self.forms[values] = replace(form, kind="poison")
+        return values, chosen
+
+    def _rewind(self, form: Form) -> None:
+        """Give back the raced sources' values when they were the last taken."""
+        for index in sorted(form.sources, key=lambda i: -self.sources[i].end):
+            source = self.sources[index]
+            if source.end == self.supply.used and source.start < source.end:
+                self.supply.rewind(source.start)
+                source.end = source.start
+
+
+def _first(mask: Tensor) -> Tensor:
+    """The index of each row's first ``True``."""
+    return mask.int().argmax(-1)
+
+
+def _winners(log_weight: Tensor, uniforms: Tensor, form: Form) -> tuple[Tensor, float]:
+    """Each race row's winner at its uniform (torch's edge rules first: the first NaN, else
+    the first infinite weight, else index 0 when every weight is zero) and the largest
+    ``B_race`` of a row (``log_weight [rows, V]``, ``uniforms [rows]``)."""
+    nan = torch.isnan(log_weight)
+    top = log_weight == math.inf
+    finite = torch.isfinite(log_weight)
+    any_finite = finite.any(-1)
+    largest = torch.where(finite, log_weight, -math.inf).max(-1).values
+    largest = torch.where(any_finite, largest, 0.0)
+    weights = torch.where(finite, torch.exp(log_weight - largest[:, None]), 0.0)
+    cdf = weights.cumsum(-1) / weights.sum(-1, keepdim=True).clamp(min=1e-300)
+    last = log_weight.shape[-1] - 1 - _first(finite.flip(-1))  # a zero weight never wins
+    drawn = torch.minimum((cdf <= uniforms[:, None]).sum(-1), last)
+    winners = torch.where(
+        nan.any(-1), _first(nan), torch.where(top.any(-1), _first(top), drawn.where(any_finite, 0))
+    )
+    count = finite.sum(-1).where(~nan.any(-1) & ~top.any(-1), 0)
+    magnitude = torch.where(finite, log_weight.abs(), 0.0).max(-1).values
+    v = count.double()
+    rows_bound = (  # race_bound per row
+        v * form.beta + 1.5 * v * (v - 1) * form.delta + (v * (v + 4) + 2 * magnitude) * 2.0**-53
+    )
+    real = count >= 2  # a row of one finite weight (or an edge row) is not a race
+    bound = float(rows_bound[real].max()) if bool(real.any()) else 0.0
+    return winners, bound
