@@ -45,6 +45,7 @@ __all__ = [
     "ProposalFn",
     "RowFn",
     "StringPair",
+    "canonical_proposal",
     "draft_context",
     "exact_match_block_law",
     "make_string_pair",
@@ -123,13 +124,19 @@ def make_string_pair(
         >>> pair.target.vocab_size, pair.draft_tokenizer.decode((2, 0))
         (3, 'baa')
     """
-    target_tokenizer, draft_tokenizer = ToyTokenizer(tuple(target_tokens)), ToyTokenizer(
-        tuple(draft_tokens)
+    target_tokenizer, draft_tokenizer = (
+        ToyTokenizer(tuple(target_tokens)),
+        ToyTokenizer(tuple(draft_tokens)),
     )
-    options = {"order": 2, "denominator": 12, "zero_rate": zero_rate, "one_hot_rate": 0.05}
+
+    def model(vocab_size: int, model_seed: int) -> ToyModel:
+        return make_toy_model(
+            vocab_size, seed=model_seed, denominator=12, zero_rate=zero_rate, one_hot_rate=0.05
+        )
+
     return StringPair(
-        target=make_toy_model(target_tokenizer.vocab_size, seed=seed, **options),
-        draft=make_toy_model(draft_tokenizer.vocab_size, seed=seed + 7919, **options),
+        target=model(target_tokenizer.vocab_size, seed),
+        draft=model(draft_tokenizer.vocab_size, seed + 7919),
         target_tokenizer=target_tokenizer,
         draft_tokenizer=draft_tokenizer,
     )
@@ -296,7 +303,9 @@ def slrs_exact_string_row(pair: StringPair, context: Sequence[int]) -> Row:
     start = draft_context(pair, context)
     for t, token in enumerate(tokens):
 
-        def walk(ids: tuple[int, ...], weight: Fraction, text: str, target: str = token) -> Fraction:
+        def walk(
+            ids: tuple[int, ...], weight: Fraction, text: str, target: str = token
+        ) -> Fraction:
             if text == target:
                 return weight
             total = ZERO
@@ -315,7 +324,7 @@ def slrs_one_tokenization_row(pair: StringPair, context: Sequence[int]) -> Row:
     start = draft_context(pair, context)
     row = []
     for token in pair.target_tokenizer.tokens:
-        weight, ids = Fraction(1), ()
+        weight, ids = Fraction(1), tuple[int, ...]()
         for d in pair.draft_tokenizer.encode(token):
             weight *= pair.draft.probs((*start, *ids))[d]
             ids = (*ids, d)
