@@ -57,6 +57,7 @@ __all__ = [
     "slrs_one_tokenization_row",
     "slrs_prefix_row",
     "slrs_proposal_row",
+    "slrs_short_proposal_row",
     "slrs_step_law",
     "string_distance",
 ]
@@ -250,11 +251,11 @@ def slem_torch_law(pair: StringPair, context: Sequence[int], *, m: int, k: int) 
 
 
 def _continuations(
-    pair: StringPair, context: Sequence[int]
+    pair: StringPair, context: Sequence[int], need: int | None = None
 ) -> list[tuple[tuple[int, ...], Fraction]]:
     """Every draft token sequence from the context's text until its new text has at least
-    ``L`` characters (``L`` = the longest target token), with its probability."""
-    need = pair.target_tokenizer.max_length
+    ``need`` characters (default ``L``, the longest target token), with its probability."""
+    need = pair.target_tokenizer.max_length if need is None else need
     start = draft_context(pair, context)
     out: list[tuple[tuple[int, ...], Fraction]] = []
 
@@ -278,6 +279,16 @@ def slrs_proposal_row(pair: StringPair, context: Sequence[int]) -> Row:
     """
     row = [ZERO] * pair.target.vocab_size
     for ids, weight in _continuations(pair, context):
+        row[pair.target_tokenizer.longest_prefix(pair.draft_tokenizer.decode(ids))] += weight
+    return tuple(row)
+
+
+def slrs_short_proposal_row(pair: StringPair, context: Sequence[int]) -> Row:
+    """The law of ``lt(w)`` when the draft stops after one token (``w`` may be shorter than
+    ``L``: its last target token is cut short), the proposal of an implementation that does not
+    look ahead."""
+    row = [ZERO] * pair.target.vocab_size
+    for ids, weight in _continuations(pair, context, need=1):
         row[pair.target_tokenizer.longest_prefix(pair.draft_tokenizer.decode(ids))] += weight
     return tuple(row)
 
@@ -379,12 +390,14 @@ def slrs_step_law(
     *,
     k: int,
     told: Callable[[StringPair, Sequence[int]], Row] = slrs_proposal_row,
+    proposal: Callable[[StringPair, Sequence[int]], Row] = slrs_proposal_row,
 ) -> Law:
-    """The exact law of ``k`` chained SLRS positions; ``told``: the row the verifier is given
-    (``slrs_proposal_row``, the proposal's own law, is lossless; the others are mistakes)."""
+    """The exact law of ``k`` chained SLRS positions drawn from ``proposal``; ``told``: the row
+    the verifier is given (lossless when it is the proposal's own law; the others are
+    mistakes)."""
     return rejection_chain_law(
         pair.target.probs,
-        lambda c: slrs_proposal_row(pair, c),
+        lambda c: proposal(pair, c),
         lambda c: told(pair, c),
         context,
         k,

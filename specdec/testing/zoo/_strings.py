@@ -20,6 +20,8 @@ Mistakes reproduced (the likely ones of an implementation of Timor et al. 2025):
   target token prefixes another.
 * ``slrs_exact_string``: ``ψ(t)`` = P(draft writes exactly ``t``), summed over its
   tokenizations of ``t`` but losing the drafts whose last token straddles ``t``'s end.
+* ``slrs_short_lookahead``: the proposal taken from the draft's first token alone (its text
+  may be shorter than the longest target token: the partial last token), told ``ψ``.
 
 Lossless controls: ``slem``, ``slrs`` (the references), ``slem_drop_partial_last`` (the last
 re-tokenized token dropped) and ``slem_char_level`` (a non-canonical, one-character-per-token
@@ -42,6 +44,7 @@ from specdec.string_law import (
     slrs_exact_string_row,
     slrs_one_tokenization_row,
     slrs_prefix_row,
+    slrs_short_proposal_row,
     slrs_step_law,
     string_distance,
 )
@@ -189,6 +192,10 @@ def _slrs_told(
     return law
 
 
+def _slrs_short_lookahead(pair: StringPair, context: tuple[int, ...], k: int) -> Law:
+    return slrs_step_law(pair, context, k=k, proposal=slrs_short_proposal_row)
+
+
 STRING_ZOO: dict[str, StringEntry] = {
     entry.name: entry
     for entry in (
@@ -204,6 +211,7 @@ STRING_ZOO: dict[str, StringEntry] = {
         ),
         StringEntry("slrs_prefix_probability", "slrs", True, False, _slrs_told(slrs_prefix_row)),
         StringEntry("slrs_exact_string", "slrs", True, False, _slrs_told(slrs_exact_string_row)),
+        StringEntry("slrs_short_lookahead", "slrs", True, False, _slrs_short_lookahead),
     )
 }
 """The string-level entries by name (see the module docstring)."""
