@@ -29,6 +29,7 @@ Usage::
 
     python benchmarks/bench_strings.py                      # k = 2, 4; 8 rows x 48 tokens
     python benchmarks/bench_strings.py --ks 2 --rows 2 --new-tokens 8   # a short run
+    python benchmarks/bench_strings.py --quick  # a tiny random Llama on toy tokens: a smoke test
 """
 
 import argparse
@@ -46,6 +47,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
 from benchmarks._measure import OUT_DIR, chat_prompts, environment, load_average, write_json
+from specdec.models.tokenizers import ToyTokenizer
 from specdec.verify.strings import pad_proposals, verify_string_exact_match
 
 SEED = 0
@@ -58,6 +60,7 @@ METHODS = ("restriction+tokens", "restriction+exact", "slem")
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a tiny random Llama, toy tokens")
     parser.add_argument("--ks", default="2,4", help="comma-separated")
     parser.add_argument("--rows", type=int, default=8, help="rows (seeds), one prompt")
     parser.add_argument("--new-tokens", type=int, default=48)
@@ -98,16 +101,41 @@ class Setup:
 
     def __init__(self, args: Any) -> None:
         torch.set_num_threads(1)
-        model, tokenizer = specdec.models.load_smollm2()
+        if args.quick:  # a tiny random Llama over a toy vocabulary (longest match on both sides)
+            from transformers import LlamaConfig, LlamaForCausalLM
+
+            torch.manual_seed(SEED)  # transformers initialises from the global generator
+            letters = "abcdefgh"
+            merges = sorted({x + y for x in letters for y in letters})[:56]
+            tokens = (*letters, *merges)
+            config = LlamaConfig(
+                vocab_size=len(tokens),
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                initializer_range=0.4,
+            )
+            model = LlamaForCausalLM(config).eval()
+            self.draft = specdec.models.truncated_copy(model, 1)
+            toy = ToyTokenizer(tokens)
+            self.retokenize = lambda text: list(toy.encode(text))
+            self.strings = dict(enumerate(tokens))
+            self.prompt = [0, 9, 3, 17, 5]
+        else:
+            model, tokenizer = specdec.models.load_smollm2()
+            self.draft = specdec.models.int8_dynamic_copy(model)
+            self.retokenize = lambda text: tokenizer.encode(
+                tokenizer.convert_tokens_to_string(list(text)),  # byte-level characters
+                add_special_tokens=False,
+            )
+            self.strings = {i: s for s, i in tokenizer.get_vocab().items()}
+            self.prompt = chat_prompts(tokenizer, [QUESTION])[0][0].tolist()
         self.target = model
-        self.draft = specdec.models.int8_dynamic_copy(model)
-        self.tokenizer = tokenizer
-        self.strings = {i: s for s, i in tokenizer.get_vocab().items()}
         self.derived = DerivedTokenizer(self.strings, args.cut)
-        vocab = model.config.vocab_size
-        self.keep = torch.full((vocab,), -torch.inf)
+        self.keep = torch.full((model.config.vocab_size,), -torch.inf)
         self.keep[list(self.derived.ids.values())] = 0.0  # the derived vocabulary's logits
-        self.prompt = chat_prompts(tokenizer, [QUESTION])[0][0].tolist()
         self.temperature = args.temperature
 
     def text(self, ids: Sequence[int]) -> str:
@@ -155,8 +183,7 @@ def slem_step(setup: Setup, context: list[int], k: int, generator: torch.Generat
     for _ in range(k):
         row = setup.draft_row(draft_ids + written)
         written.append(int(torch.multinomial(row, 1, generator=generator)))
-    text = setup.tokenizer.convert_tokens_to_string([setup.strings[i] for i in written])
-    proposal = setup.tokenizer.encode(text, add_special_tokens=False)[:k] or [written[0]]
+    proposal = setup.retokenize(setup.text(written))[:k] or [written[0]]
     target = setup.target_rows(context + proposal, len(proposal) + 1)
     padding = target[-1:].expand(k + 1 - target.shape[0], -1)
     rows = torch.cat([target, padding])[None]
@@ -193,8 +220,10 @@ def summary(values: list[float]) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every method and ``k``, print the table, write the JSON."""
     args = parse_args(argv)
+    if args.quick:
+        args.ks, args.rows, args.new_tokens, args.cut = "2", 2, 6, 40
     setup = Setup(args)
-    results: dict[str, Any] = environment(False) | {
+    results: dict[str, Any] = environment(args.quick) | {
         "rows": args.rows,
         "new_tokens": args.new_tokens,
         "cut": args.cut,
