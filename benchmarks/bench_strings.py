@@ -20,8 +20,9 @@ Every method runs each row with the same seed (row ``r``: ``SEED + r``), the tar
 temperature ``--temperature`` (1 by default; 0 is greedy) and the draft at 1. Reported per method
 and ``k``: the mean over rows of tokens emitted per target pass (every step, the last ones
 included), with a 95% normal half-width over the rows, and the paired row differences against
-``restriction+tokens``. No caches: each forward pass recomputes the context (tokens per pass is a
-count; the wall time is not the point). SLRS is not measured: its ``ψ`` sums the draft's
+``restriction+tokens``. Each model keeps its KV cache, cropped to the common prefix of its
+previous and new input (``CachedModel``); tokens per pass is a count, the wall time is not the
+point. SLRS is not measured: its ``ψ`` sums the draft's
 probability over every continuation of up to ``L`` characters (``L`` = SmolLM2's longest
 token, 81 byte-level characters), exponentially many draft calls.
 
@@ -96,6 +97,36 @@ class DerivedTokenizer:
         return out
 
 
+class CachedModel:
+    """A causal model with its KV cache kept across calls: each call crops the cache to the
+    longest common prefix of the previous ids and the new ones, and runs the rest (causal: the
+    rows are those of a full recomputation, up to float rounding)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.ids: list[int] = []
+        self.cache: Any = None
+
+    def logits(self, ids: Sequence[int], last: int) -> torch.Tensor:
+        """The logits at the last ``last`` positions of ``ids``: ``[last, V]``."""
+        common = 0
+        for a, b in zip(self.ids, ids, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(ids) - last)  # the last positions are always run
+        if common == 0:
+            self.cache = None
+        else:
+            self.cache.crop(common - len(self.ids))  # remove the tokens after the common prefix
+        with torch.no_grad():
+            out = self.model(
+                torch.tensor([list(ids[common:])]), past_key_values=self.cache, use_cache=True
+            )
+        self.cache, self.ids = out.past_key_values, list(ids)
+        return out.logits[0, -last:]
+
+
 class Setup:
     """The target, the draft, the tokenizers and the prompt."""
 
@@ -142,18 +173,21 @@ class Setup:
         """Byte-level text: the token strings concatenated."""
         return "".join(self.strings[i] for i in ids)
 
+    def fresh(self) -> None:
+        """New caches for both models (a new row)."""
+        self.cached_target = CachedModel(self.target)
+        self.cached_draft = CachedModel(self.draft)
+
     def target_rows(self, ids: Sequence[int], last: int) -> torch.Tensor:
         """The target's rows at the last ``last`` positions of ``ids``: ``[last, V]`` float64."""
-        with torch.no_grad():
-            logits = self.target(torch.tensor([list(ids)])).logits[0, -last:].double()
+        logits = self.cached_target.logits(ids, last).double()
         if self.temperature == 0:
             return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).double()
         return torch.softmax(logits / self.temperature, dim=-1)
 
     def draft_row(self, draft_ids: Sequence[int]) -> torch.Tensor:
         """The draft's law on its derived vocabulary after ``draft_ids``: ``[V]`` float64."""
-        with torch.no_grad():
-            logits = self.draft(torch.tensor([list(draft_ids)])).logits[0, -1].double()
+        logits = self.cached_draft.logits(draft_ids, 1)[0].double()
         return torch.softmax(logits + self.keep, dim=-1)
 
 
@@ -196,6 +230,7 @@ def slem_step(setup: Setup, context: list[int], k: int, generator: torch.Generat
 def run_row(setup: Setup, method: str, k: int, row: int, new_tokens: int) -> float:
     """One row's tokens per target pass (every step counted)."""
     generator = torch.Generator().manual_seed(SEED + row)
+    setup.fresh()
     context, emitted, passes = list(setup.prompt), 0, 0
     while emitted < new_tokens:
         if method == "slem":
