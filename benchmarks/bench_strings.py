@@ -121,9 +121,11 @@ class CachedModel:
             self.cache.crop(common - len(self.ids))  # remove the tokens after the common prefix
         with torch.no_grad():
             out = self.model(
-                torch.tensor([list(ids[common:])]), past_key_values=self.cache, use_cache=True
+                torch.tensor([list(ids[common:])]),
+                cache=self.cache,  # transformers >= 5.24 (``past_key_values`` before)
+                use_cache=True,
             )
-        self.cache, self.ids = out.past_key_values, list(ids)
+        self.cache, self.ids = out.cache, list(ids)
         return out.logits[0, -last:]
 
 
