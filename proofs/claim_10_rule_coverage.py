@@ -15,6 +15,7 @@ from _common import ROOT, run_checks
 import specdec
 import specdec.verify
 import specdec.verify.lossy
+import specdec.verify.strings
 
 # rule name -> (claim numbers, proof scripts)
 RULE_CLAIMS = {
@@ -38,6 +39,8 @@ RULE_CLAIMS = {
     "lenient_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
     "ratio_threshold_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
     "probability_threshold_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
+    # string-level rules (specdec.verify.strings, not re-exported by specdec.verify)
+    "verify_string_exact_match": ((22,), ("claim_22_string_level.py",)),
 }
 THEORY = ROOT / "proofs" / "theory.md"
 
@@ -53,6 +56,7 @@ def check_every_rule_has_a_claim() -> int:
     """Every exported verification rule is mapped to a claim of theory.md and a proof script."""
     exported = set(specdec.verify.__all__) | {n for n in specdec.__all__ if n.startswith("verify")}
     exported |= {n for n in specdec.verify.lossy.__all__ if n.endswith("_rule")}
+    exported |= {n for n in specdec.verify.strings.__all__ if n.startswith("verify")}
     assert exported == set(RULE_CLAIMS), (
         f"rules without a claim: {sorted(exported - set(RULE_CLAIMS))}; "
         f"claims for rules that are gone: {sorted(set(RULE_CLAIMS) - exported)}"

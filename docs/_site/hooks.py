@@ -76,6 +76,8 @@ DOCS_INDEX = """# The reference
 - [Conventions](conventions.md): the edge cases decided once.
 - [Engines' conventions](engines.md): references an engine's kernel can match token for token.
 - [Generation](generation.md): real models, another vocabulary, stopping early, draft paths.
+- [Drafts with another tokenizer](heterogeneous.md): string-level exact match and rejection
+  sampling (claim 22).
 - [Stability](stability.md): what a minor release keeps.
 - [The API reference](../api.md), generated from the docstrings.
 """

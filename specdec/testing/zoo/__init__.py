@@ -28,6 +28,8 @@ Views, all derived from ``ZOO``:
   from the unseeded rows' stream), each lossless alone, and their controls; what
   ``audit(..., invariance=True)`` must say of each (a registry of its own: two take per-row
   ``generators``).
+* ``STRING_ZOO``: string-level steps (a draft with another tokenizer, claim 22), lossless
+  controls and known mistakes, each an exact law judged by ``audit_string_entry``.
 * ``reference_verifier_single`` and ``reference_step_single``: the references with the
   single-sequence signatures (every entry has one: ``ZOO[name].single``).
 
@@ -50,6 +52,14 @@ from specdec.testing.zoo._multi_draft import MULTI_ZOO, MultiDraftEntry, MultiDr
 from specdec.testing.zoo._randomness import UNIFORM_BITS
 from specdec.testing.zoo._registry import ZOO, BatchedFn, Entry, ExactTV, Family, Level, Registry
 from specdec.testing.zoo._small_mass import SMALL_MASS
+
+# string-level steps (a draft with another tokenizer; claim 22): a registry of their own
+from specdec.testing.zoo._strings import (
+    STRING_ZOO,
+    StringAuditResult,
+    StringEntry,
+    audit_string_entry,
+)
 from specdec.testing.zoo._views import (
     LOSSLESS_STEPS,
     LOSSLESS_VERIFIERS,
@@ -87,6 +97,11 @@ __all__ = [  # the names above, then every entry's name
     "reference_step_single",
     "reference_verifier_single",
     "rule",
+    # string-level steps (claim 22)
+    "STRING_ZOO",
+    "StringAuditResult",
+    "StringEntry",
+    "audit_string_entry",
     *ZOO,
 ]
 
