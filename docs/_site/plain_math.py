@@ -59,6 +59,16 @@ SYMBOLS = {
     "τ": r"\tau ",
     "φ": r"\varphi ",
     "ω": r"\omega ",
+    "ζ": r"\zeta ",
+    "ι": r"\iota ",
+    "κ": r"\kappa ",
+    "ν": r"\nu ",
+    "ξ": r"\xi ",
+    "υ": r"\upsilon ",
+    "χ": r"\chi ",
+    "ψ": r"\psi ",
+    "ϕ": r"\phi ",
+    "Ξ": r"\Xi ",
     "Δ": r"\Delta ",
     "Γ": r"\Gamma ",
     "Θ": r"\Theta ",
@@ -99,6 +109,20 @@ def is_formula(span: str) -> bool:
     return all(MATH_WORDS.match(word) for word in WORD.findall(text.replace("_", " ")))
 
 
+SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺ⁿⁱ", "0123456789-+ni", strict=True))
+SUBSCRIPTS = dict(zip("₀₁₂₃₄₅₆₇₈₉₋₊", "0123456789-+", strict=True))
+
+
+def _unicode_scripts(text: str) -> str:
+    """Runs of Unicode superscripts and subscripts (``F⁻¹``, ``x₁``) as ``^{-1}``, ``_{1}``."""
+    for table, mark in ((SUPERSCRIPTS, "^"), (SUBSCRIPTS, "_")):
+        run = "[" + "".join(table) + "]+"
+        text = re.sub(
+            run, lambda m, t=table, s=mark: s + "{" + "".join(t[c] for c in m[0]) + "}", text
+        )
+    return text
+
+
 def _scripts(text: str) -> str:
     """``^(k+1)`` and ``^-40`` as ``^{k+1}``, ``^{-40}``; ``_<i`` as ``_{<i}``."""
     text = re.sub(r"\^\(([^()]*)\)", r"^{\1}", text)
@@ -136,7 +160,7 @@ def to_tex(span: str) -> str:
     text = text.replace("|", r"\vert ")
     text = text.replace("~", r"\sim ")
     text = re.sub(r"([A-Za-zρ])\*", r"\1^{*}", text)
-    text = _set_braces(_scripts(text))
+    text = _set_braces(_scripts(_unicode_scripts(text)))
     for name in OPERATORS:
         text = re.sub(rf"(?<![A-Za-z\\]){name}(?![A-Za-z])", rf"\\operatorname{{{name}}}", text)
     for name in FUNCTIONS:
