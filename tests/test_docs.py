@@ -20,7 +20,10 @@ How a page is read (the pages follow these conventions, so that a reader can run
 Each page runs in its own temporary folder holding the files the README and the page define, so
 the pages are self-contained. The runs are independent once the files are written, so they go
 two at a time (the suite's machine has 2 cores), each on one torch thread, in a fresh
-interpreter with this tree's ``specdec`` first on the import path.
+interpreter with this tree's ``specdec`` first on the import path. A python block and a
+``python``/``specdec`` line without shell syntax start as a fork of an interpreter that has
+imported torch and nothing else (``tests/_preloaded.py``: the same start-up, less torch's 2.5 s
+import); a line with shell syntax runs in a shell.
 """
 
 import importlib.util
@@ -34,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests._preloaded import Preloaded, command_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -128,18 +133,21 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "PATH": path, "PYTHONPATH": python_path, "OMP_NUM_THREADS": "1"}
 
 
-def _run(snippet: Snippet, folder: Path) -> subprocess.CompletedProcess[str] | None:
+def _run(
+    snippet: Snippet, folder: Path, preloaded: Preloaded
+) -> subprocess.CompletedProcess[str] | None:
     if snippet.needs and importlib.util.find_spec(snippet.needs) is None:
         return None
     if snippet.script:
         script = folder / f"snippet_{snippet.line}.py"
         script.write_text(snippet.command)
-        arguments: str | list[str] = [sys.executable, script.name]
-    else:
-        arguments = snippet.command
+        return preloaded.run(["python", script.name], folder, TIMEOUT_S)
+    argv = command_argv(snippet.command)
+    if argv is not None:
+        return preloaded.run(argv, folder, TIMEOUT_S)
     return subprocess.run(
-        arguments,
-        shell=not snippet.script,
+        snippet.command,
+        shell=True,
         cwd=folder,
         env=_environment(),
         capture_output=True,
@@ -169,8 +177,12 @@ def results(
         for name, body in (*README_FILES, *page.files):
             (folder / name).write_text(body)
         folders[page.path] = folder
-    with ThreadPoolExecutor(WORKERS) as pool:
-        futures = {s: pool.submit(_run, s, folders[p.path]) for p, s in selected}
+    preloaded = Preloaded(WORKERS, _environment())
+    try:
+        with ThreadPoolExecutor(WORKERS) as pool:
+            futures = {s: pool.submit(_run, s, folders[p.path], preloaded) for p, s in selected}
+    finally:
+        preloaded.close()
     return {snippet: future.result() for snippet, future in futures.items()}
 
 

@@ -2,6 +2,8 @@
 
 The scripts run in fresh interpreters with one torch thread (as the suite does, ``conftest``):
 on a shared 2-core machine a thread pool makes their tiny tensor operations far slower. Each
+starts as a fork of an interpreter that has imported torch and nothing else
+(``tests/_preloaded.py``: the same start-up, less torch's 2.5 s import). Each
 must exit 0 and print something; the SmolLM2 examples (``04``, ``08``) load a real model and
 are marked slow. ``06_oracle_in_pytest.py`` is a test module: pytest collects a file named on its
 command line whatever its name, so it runs as ``python -m pytest examples/06_oracle_in_pytest.py``
@@ -10,12 +12,13 @@ command line whatever its name, so it runs as ``python -m pytest examples/06_ora
 
 import os
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from specdec.cli import main
+from tests._preloaded import Preloaded
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
@@ -24,16 +27,16 @@ REAL_MODEL = ("04_real_model.py", "08_prompt_lookup.py")
 ENV = {**os.environ, "OMP_NUM_THREADS": os.environ.get("SPECDEC_TEST_THREADS", "1")}
 
 
-def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *arguments],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-        env=ENV,
-    )
+@pytest.fixture(scope="module")
+def python() -> Iterator[Preloaded]:
+    """One preloaded interpreter for the module's runs (they go one at a time)."""
+    preloaded = Preloaded(1, ENV)
+    yield preloaded
+    preloaded.close()
+
+
+def _run(python: Preloaded, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return python.run(["python", *arguments], ROOT, timeout=300)
 
 
 def test_the_examples_are_numbered() -> None:
@@ -51,14 +54,14 @@ def test_the_examples_are_numbered() -> None:
     ],
     ids=lambda path: path.name,
 )
-def test_example_runs(path: Path) -> None:
-    done = _run(str(path))
+def test_example_runs(path: Path, python: Preloaded) -> None:
+    done = _run(python, str(path))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip()
 
 
-def test_the_pytest_example_passes_under_pytest() -> None:
-    done = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", f"examples/{AS_TEST}")
+def test_the_pytest_example_passes_under_pytest(python: Preloaded) -> None:
+    done = _run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"examples/{AS_TEST}")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "5 passed" in done.stdout
 

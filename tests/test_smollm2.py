@@ -47,6 +47,7 @@ from specdec import (
     verify_tokens,
     warp_probs,
 )
+from specdec.generate import Generation
 from specdec.models import HFModel, MappedDraft, VocabularyMap, load_smollm2
 from specdec.models.drafts import bfloat16_copy, truncated_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1, min_sample_size_by_l1
@@ -85,6 +86,27 @@ def smollm2() -> Iterator[tuple[PreTrainedModel, PreTrainedTokenizerBase]]:
     loaded = load_smollm2()
     print(f"\nload_smollm2 (first in this process): {time.perf_counter() - start:.2f} s")
     yield loaded
+
+
+@pytest.fixture(scope="module")
+def greedy_reference(
+    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+) -> tuple[Tensor, Generation]:
+    """The greedy prompts' batch ``[5, L]`` and its 64 greedy autoregressive tokens, computed once
+    for both rules of ``test_greedy_speculative_equals_greedy_autoregressive`` (greedy decoding
+    is deterministic: each rule used to recompute the same tokens)."""
+    model, tokenizer = smollm2
+    prompts = [_chat_prompt(tokenizer, question) for question in GREEDY_QUESTIONS]
+    assert len({p.shape[1] for p in prompts}) == 1, "questions must template to one length"
+    batch = torch.cat(prompts)  # [5, L]
+    reference = generate_autoregressive(
+        HFModel(model),
+        batch,
+        max_new_tokens=GREEDY_NEW_TOKENS,
+        generator=torch.Generator().manual_seed(0),
+        temperature=0.0,
+    )
+    return batch, reference
 
 
 def _chat_prompt(tokenizer: PreTrainedTokenizerBase, question: str) -> Tensor:
@@ -145,7 +167,9 @@ def test_load_smollm2_gives_the_30_layer_float32_llama(
     "rule", [verify_tokens, verify_block], ids=["verify_tokens", "verify_block"]
 )
 def test_greedy_speculative_equals_greedy_autoregressive(
-    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase], rule: VerifyRule
+    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+    greedy_reference: tuple[Tensor, Generation],
+    rule: VerifyRule,
 ) -> None:
     """64 greedy tokens on a batch of 5 chat prompts, bfloat16 draft, ``k = 4``, verified by
     token-level rejection and by block verification (both greedy against a one-hot target).
@@ -157,18 +181,9 @@ def test_greedy_speculative_equals_greedy_autoregressive(
     the common prefix) must be below ``TIE_MARGIN``: a numerical tie that different cache
     layouts may break either way. Ties found are printed.
     """
-    model, tokenizer = smollm2
-    prompts = [_chat_prompt(tokenizer, question) for question in GREEDY_QUESTIONS]
-    assert len({p.shape[1] for p in prompts}) == 1, "questions must template to one length"
-    batch = torch.cat(prompts)  # [5, L]
+    model, _ = smollm2
+    batch, reference = greedy_reference
     target, draft = HFModel(model), HFModel(bfloat16_copy(model))
-    reference = generate_autoregressive(
-        target,
-        batch,
-        max_new_tokens=GREEDY_NEW_TOKENS,
-        generator=torch.Generator().manual_seed(0),
-        temperature=0.0,
-    )
     speculative = generate_speculative(
         target,
         draft,
