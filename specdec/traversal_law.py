@@ -22,7 +22,7 @@ from torch import Tensor
 from specdec.exact import Law, cdf_steps
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, cell_law
-from specdec.tree_law import TreeRule, TreeSteps, _context, tree_draft_law, tree_rows
+from specdec.tree_law import TreeRule, TreeSteps, node_context, tree_draft_law, tree_rows
 from specdec.verify.traversal import post_order
 from specdec.verify.tree import TokenTree
 
@@ -71,7 +71,7 @@ def traversal_steps(
     finals: list[Row] = [()] * (tree.size + 1)
 
     def visit(node: int, weight: Fraction) -> None:
-        context = _context(tree, prefix, tokens, node)
+        context = node_context(tree, prefix, tokens, node)
         target_row, draft_row = target.probs(context), draft.probs(context)
         for child in tree.children(node):
             x = tokens[child]

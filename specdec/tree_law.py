@@ -48,9 +48,11 @@ Row = tuple[Fraction, ...]
 ZERO, ONE = Fraction(0), Fraction(1)
 
 
-def _context(
+def node_context(
     tree: TokenTree, prefix: Sequence[int], tokens: Sequence[int], node: int
 ) -> tuple[int, ...]:
+    """The context after ``node``: ``prefix`` and the tokens on its path (``prefix`` alone for
+    the root, ``node = -1``); shared by the tree laws and the traversal laws."""
     return (*prefix, *(tokens[i] for i in tree.path(node))) if node >= 0 else tuple(prefix)
 
 
@@ -64,7 +66,7 @@ def tree_draft_law(
         earlier = siblings[: siblings.index(node)]
         grown: dict[tuple[int, ...], Fraction] = {}
         for tokens, weight in law.items():
-            row = draft.probs(_context(tree, prefix, tokens, parent))
+            row = draft.probs(node_context(tree, prefix, tokens, parent))
             taken = [tokens[i] for i in earlier]
             if tree.draw == "point_mass":
                 if len(siblings) > len(row):
@@ -78,7 +80,7 @@ def tree_draft_law(
                 if not choices:
                     raise ValueError(
                         f"node {node}: no token left to draw without replacement (the draft "
-                        f"row after {_context(tree, prefix, tokens, parent)} has "
+                        f"row after {node_context(tree, prefix, tokens, parent)} has "
                         f"{len(taken)} supported tokens, all taken by earlier siblings)."
                     )
             for x, prob in choices.items():
@@ -114,7 +116,7 @@ def tree_steps(
     thresholds = [ZERO] * tree.size
     finals: list[Row] = []
     for node in range(-1, tree.size):
-        context = _context(tree, prefix, tokens, node)
+        context = node_context(tree, prefix, tokens, node)
         children = tree.children(node)
         cut, final = recursive_steps(
             target.probs(context), draft.probs(context), [tokens[c] for c in children], how
@@ -174,7 +176,7 @@ def tree_rows(
     tokens: Sequence[int],
 ) -> tuple[Tensor, Tensor]:
     """float64 ``draft_probs`` and ``target_probs [n+1, V]`` at the root and every node."""
-    contexts = [_context(tree, prefix, tokens, node) for node in range(-1, tree.size)]
+    contexts = [node_context(tree, prefix, tokens, node) for node in range(-1, tree.size)]
 
     def as_tensor(model: ToyModel) -> Tensor:
         rows = [[float(v) for v in model.probs(c)] for c in contexts]

@@ -62,7 +62,7 @@ class MultiDraftRule(Protocol):
     ) -> MultiDraftVerification: ...
 
 
-def _check_multi(
+def check_multi(
     draft_tokens: object, draft_probs: object | None, target_probs: object, uniforms: object
 ) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
     """Validate ``draft_tokens [*b, k]``, ``draft_probs [*b, V]``, ``target_probs [*b, V]``,
@@ -92,7 +92,7 @@ def _check_multi(
     )
 
 
-def _check_drawable(ids: Tensor, draft: Tensor, distinct: bool) -> None:
+def check_drawable(ids: Tensor, draft: Tensor, distinct: bool) -> None:
     """Every candidate has ``q(x) > 0``; without replacement, the candidates are distinct."""
     if bool((draft.gather(-1, ids) == 0).any()):
         raise ValueError(
@@ -115,11 +115,11 @@ def _recursive(
     uniforms: object,
     draw: ChildDraw,
 ) -> MultiDraftVerification:
-    ids, draft, target, noise = _check_multi(draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = check_multi(draft_tokens, draft_probs, target_probs, uniforms)
     if draft is None:
         draft = target  # point masses: q is never read
     else:
-        _check_drawable(ids, draft, distinct=draw == "without_replacement")
+        check_drawable(ids, draft, distinct=draw == "without_replacement")
     k = ids.shape[-1]
     result = recursive_rejection(ids, draft, target, noise[:, :k], draw)
     corrected = inverse_cdf(result.final_row, noise[:, k])
@@ -376,10 +376,10 @@ def verify_multi_kseq(
         Sun et al. 2023 (SpecTr), arXiv 2310.15141, Sec. 4, Algorithm K-SEQ;
         ``proofs/theory.md`` claim 16.
     """
-    ids, draft, target, noise = _check_multi(draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = check_multi(draft_tokens, draft_probs, target_probs, uniforms)
     if draft is None:
         raise TypeError("draft_probs must be a torch.Tensor [*b, V], got None.")
-    _check_drawable(ids, draft, distinct=False)
+    check_drawable(ids, draft, distinct=False)
     k = ids.shape[-1]
     if rho is None:
         factor = kseq_rho(draft, target, k)

@@ -19,7 +19,7 @@ from torch import Tensor
 from specdec._kernels import inverse_cdf
 from specdec.multi_law import candidate_law
 from specdec.optimal_coupling import Coupling, coupling_steps, optimal_coupling
-from specdec.verify.multi import MultiDraftVerification, _check_drawable, _check_multi
+from specdec.verify.multi import MultiDraftVerification, check_drawable, check_multi
 
 __all__ = ["OptimalDraw", "verify_multi_optimal"]
 
@@ -130,14 +130,14 @@ def verify_multi_optimal(
         acceptance as a transport problem and its gap to existing verifiers; Sun et al. 2023
         (SpecTr), the transport view; ``proofs/theory.md`` claims 16 (e) and 19.
     """
-    ids, draft, target, noise = _check_multi(draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = check_multi(draft_tokens, draft_probs, target_probs, uniforms)
     if draft is None:
         raise TypeError("draft_probs must be a torch.Tensor [*b, V], got None.")
     if draw not in ("iid", "without_replacement", "hub"):
         raise ValueError(f"draw must be 'iid', 'without_replacement' or 'hub', got {draw!r}.")
     if support is not None and (not isinstance(support, int) or support < 1 or draw != "iid"):
         raise ValueError(f"support must be an int >= 1 with draw='iid', got {support!r}.")
-    _check_drawable(ids, draft, distinct=draw == "without_replacement")
+    check_drawable(ids, draft, distinct=draw == "without_replacement")
     k = ids.shape[-1]
     pairs = torch.cat([draft, target], dim=-1)
     unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # one flow per pair

@@ -21,7 +21,7 @@ from torch import Tensor
 from specdec._checks import check_probs, check_shape, check_uniforms
 from specdec._kernels import inverse_cdf
 from specdec.verify._recursive import remove_token
-from specdec.verify.multi import MultiDraftVerification, _check_multi
+from specdec.verify.multi import MultiDraftVerification, check_multi
 
 __all__ = ["draft_hub_pair", "hub_token", "verify_multi_spechub"]
 
@@ -129,7 +129,7 @@ def verify_multi_spechub(
         Sun et al. 2024 (SpecHub: Provable Acceleration to Multi-Draft Speculative Decoding,
         EMNLP), the hub and its sparse transport; ``proofs/theory.md`` claim 20.
     """
-    ids, draft, target, noise = _check_multi(draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = check_multi(draft_tokens, draft_probs, target_probs, uniforms)
     if draft is None:
         raise TypeError("draft_probs must be a torch.Tensor [*b, V], got None.")
     if ids.shape[-1] != 2:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from specdec._kernels import inverse_cdf
 from specdec.verify._recursive import ChildDraw, remove_token
-from specdec.verify.tree import TokenTree, TreeVerification, _check_tree, _check_tree_draws
+from specdec.verify.tree import TokenTree, TreeVerification, check_tree, check_tree_draws
 
 __all__ = ["post_order", "traversal_thresholds", "verify_traversal", "walk_traversal"]
 
@@ -209,9 +209,9 @@ def verify_traversal(
         Decoding*, 2025 (arXiv 2505.12398); Sun et al., *Block Verification Accelerates
         Speculative Decoding*, ICLR 2025 (the chain case); ``proofs/theory.md`` claim 21.
     """
-    ids, draft, target, noise = _check_tree(tree, draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = check_tree(tree, draft_tokens, draft_probs, target_probs, uniforms)
     if draft is not None and tree.draw != "point_mass":
-        _check_tree_draws(tree, ids, draft)
+        check_tree_draws(tree, ids, draft)
     thresholds, finals = traversal_thresholds(tree, ids, draft, target, tree.draw)
     walked = walk_traversal(tree, ids, thresholds, finals, noise)
     batch = torch.as_tensor(target_probs).shape[:-2]

@@ -134,13 +134,19 @@ TreeRule = Callable[[TokenTree, Tensor, Tensor | None, Tensor, Tensor], TreeVeri
 uniforms) in, a ``TreeVerification`` out."""
 
 
-def _check_tree(
+def check_tree(
     tree: TokenTree,
     draft_tokens: object,
     draft_probs: object | None,
     target_probs: object,
     uniforms: object,
 ) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+    """Validate a tree rule's inputs once (shared by ``verify_tree`` and ``verify_traversal``):
+    the tree, the ``[*b, n]`` tokens, the rows and the uniforms, returned as tensors.
+
+    Raises:
+        TypeError, ValueError: naming the argument, what it must be and what was received.
+    """
     if not isinstance(tree, TokenTree):
         raise TypeError(f"tree must be a specdec.verify.TokenTree, got {type(tree).__name__}.")
     n = tree.size
@@ -175,7 +181,7 @@ def _check_tree(
     )
 
 
-def _check_tree_draws(tree: TokenTree, ids: Tensor, draft: Tensor) -> None:
+def check_tree_draws(tree: TokenTree, ids: Tensor, draft: Tensor) -> None:
     """Each node has ``q(x) > 0`` under its parent's row; siblings drawn without replacement
     are distinct."""
     parent_rows = torch.tensor(tree.parents) + 1  # [n], row of each node's parent context
@@ -254,9 +260,9 @@ def verify_tree(
         sampling); Jeon et al. 2024, arXiv 2402.14160 (trees drawn without replacement); Li et
         al. 2024 (EAGLE), tree verification; ``proofs/theory.md`` claim 17.
     """
-    ids, draft, target, noise = _check_tree(tree, draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = check_tree(tree, draft_tokens, draft_probs, target_probs, uniforms)
     if draft is not None and tree.draw != "point_mass":
-        _check_tree_draws(tree, ids, draft)
+        check_tree_draws(tree, ids, draft)
     walked = walk_tree(tree, ids, draft, target, noise, tree.draw)
     batch = torch.as_tensor(target_probs).shape[:-2]
     return TreeVerification(
