@@ -11,6 +11,8 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,9 +116,14 @@ def _load(gguf_file: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    partial = target.with_suffix(".partial")
+    # each process writes its own folder and renames it into place: two first loads at once
+    # never mix their files, and the loser's copy is dropped
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.", suffix=".partial", dir=target.parent))
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
-    with contextlib.suppress(OSError):  # another process finished first; same content
+    try:
         partial.rename(target)
+    except OSError:  # another process finished first (same content): drop this copy
+        shutil.rmtree(partial, ignore_errors=True)
     return model, tokenizer
