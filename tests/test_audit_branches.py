@@ -17,6 +17,7 @@ import pytest
 
 from specdec import verify_tokens
 from specdec.exact import block_law
+from specdec.hub_law import spechub_output_law
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.multi_law import candidate_law, output_law, recursive_steps
 from specdec.testing.audit import audit_multi_draft, audit_verifier
@@ -111,6 +112,33 @@ def test_position_candidate_rates_match_the_exact_output_law(draw: str) -> None:
         assert rates.rate(f"accept candidate {j + 1}") == pytest.approx(float(exact), abs=1e-12)
     residual = sum(p for (index, _), p in law.items() if index < 0)
     assert rates.rate("residual") == pytest.approx(float(residual), abs=1e-12)
+
+
+@pytest.mark.parametrize("index", range(len(position_scenarios())))
+def test_hub_rates_are_spechubs_own(index: int) -> None:
+    """A hub audit is judged against SpecHub, so its rates are SpecHub's (claim 20), candidates
+    numbered by position; recursive rejection on the hub pair (the control) differs."""
+    scenario = position_scenarios()[index]
+    law = spechub_output_law(scenario.target_row, scenario.draft_row)
+    rates = branch_rates(scenario, level="position", draw="hub")
+    for j in range(2):
+        exact = sum(p for (position, _), p in law.items() if position == j)
+        assert rates.rate(f"accept candidate {j + 1}") == pytest.approx(float(exact), abs=1e-12)
+    residual = sum(p for (position, _), p in law.items() if position < 0)
+    assert rates.rate("residual") == pytest.approx(float(residual), abs=1e-12)
+
+
+def test_the_hub_rates_tell_spechub_from_recursive_rejection_on_the_hub_pair() -> None:
+    """The control: the rates once reported for hub audits (recursive rejection walked over the
+    hub pair) put 5/18 on the residual of ``v4-zero-target``, where SpecHub puts 1/6."""
+    scenario = position_scenarios()[0]
+    recursive = output_law(
+        candidate_law(scenario.draft_row, 2, "hub"),
+        partial(recursive_steps, scenario.target_row, scenario.draft_row, draw="iid"),  # type: ignore[arg-type]
+    )
+    control = sum(p for (position, _), p in recursive.items() if position < 0)
+    rates = branch_rates(scenario, level="position", draw="hub")
+    assert (control, rates.rate("residual")) == (Fraction(5, 18), pytest.approx(1 / 6, abs=1e-12))
 
 
 REACHED_BY_SOME = {

@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from specdec.hub_law import spechub_steps
 from specdec.models.toy import ToyModel
-from specdec.multi_law import Draw, candidate_law
+from specdec.multi_law import Draw, candidate_law, top_tokens
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.scenario import Scenario, warped_rows
 from specdec.tree_law import tree_draft_law
@@ -258,11 +259,52 @@ def _candidate_steps(
     return out
 
 
+def _hub_steps(
+    target_row: Sequence[Fraction], draft_row: Sequence[Fraction], pair: Sequence[int]
+) -> list[tuple[int, Fraction, frozenset[str]]]:
+    """SpecHub's tests of a hub pair in the order it runs them (the non-hub candidate first):
+    ``(position, acceptance given examined, edge-case branches)``; the residual's zero mass
+    is flagged on the hub's test (``hub_law.spechub_steps`` gives the tests and final row)."""
+    tests, _ = spechub_steps(tuple(target_row), tuple(draft_row), pair)
+    hub = top_tokens(draft_row, 1)[0]
+    rest = 1 - draft_row[hub]
+    spread = [Fraction(0) if x == hub else q / rest for x, q in enumerate(draft_row)]
+    spill = sum(
+        (max(Fraction(0), w - p) for w, p in zip(spread, target_row, strict=True)), Fraction(0)
+    )
+    left = sum(
+        (
+            max(Fraction(0), p - w)
+            for x, (p, w) in enumerate(zip(target_row, spread, strict=True))
+            if x != hub
+        ),
+        max(Fraction(0), target_row[hub] - spill),
+    )
+    slot = list(pair).index(hub)
+    other = 1 - slot
+    first = _flags(target_row[pair[other]], spread[pair[other]])
+    last = frozenset({"forbidden draft"} if target_row[hub] == 0 else set())
+    last |= {"zero-mass residual"} if left == 0 else set()
+    return [(other, tests[other], first), (slot, tests[slot], last)]
+
+
 def position_branch_rates(scenario: PositionScenario, draw: Draw) -> dict[str, float]:
-    """The branch rates of recursive rejection (the lossless rule of ``draw``) at one
-    position: each candidate accepted, all rejected (``residual``), and the edge cases; each
-    the probability that one sample takes it."""
+    """The branch rates of the lossless rule of ``draw`` at one position (recursive rejection,
+    or SpecHub for ``"hub"``): each candidate accepted (numbered by its position among the
+    candidates), all rejected (``residual``), and the edge cases; each the probability that
+    one sample takes it."""
     rates: dict[str, Number] = {}
+    if draw == "hub":
+        for pair, weight in candidate_law(scenario.draft_row, 2, "hub").items():
+            left, seen = Fraction(1), frozenset[str]()
+            for position, test, flags in _hub_steps(scenario.target_row, scenario.draft_row, pair):
+                seen = seen | flags
+                _end(rates, weight * left * test, seen | {f"accept candidate {position + 1}"})
+                left *= 1 - test
+            _end(rates, weight * left, seen | {"residual"})
+        names = ["accept candidate 1", "accept candidate 2", "residual", "zero-mass residual"]
+        names += ["ratio tie", "forbidden draft"]
+        return {name: float(rates.get(name, 0)) for name in names}
     for candidates, weight in candidate_law(scenario.draft_row, scenario.k, draw).items():
         left, seen = Fraction(1), frozenset[str]()
         steps = _candidate_steps(scenario.target_row, scenario.draft_row, candidates, draw)
