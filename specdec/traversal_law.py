@@ -16,13 +16,16 @@ tree.depth + 1)`` (``specdec.exact``).
 from collections.abc import Sequence
 from fractions import Fraction
 
-import torch
-from torch import Tensor
-
-from specdec.exact import Law, cdf_steps
+from specdec.exact import Law
 from specdec.models.toy import ToyModel
-from specdec.multi_law import Draw, cell_law
-from specdec.tree_law import TreeRule, TreeSteps, node_context, tree_draft_law, tree_rows
+from specdec.multi_law import Draw
+from specdec.tree_law import (
+    TreeRule,
+    TreeSteps,
+    mixed_over_drafts,
+    node_context,
+    rule_law_at_steps,
+)
 from specdec.verify.traversal import post_order
 from specdec.verify.tree import TokenTree
 
@@ -124,12 +127,11 @@ def traversal_block_law(
         >>> completion_law(law, pair.target, [1], 2) == target_law(pair.target, [1], 3)  # claim 21
         True
     """
-    law: Law = {}
-    for tokens, weight in tree_draft_law(tree, draft, prefix).items():
-        steps = traversal_steps(tree, target, draft, prefix, tokens, draw)
-        for block, prob in _emitted(tree, tokens, steps).items():
-            law[block] = law.get(block, ZERO) + weight * prob
-    return law
+
+    def emitted(tokens: Sequence[int]) -> Law:
+        return _emitted(tree, tokens, traversal_steps(tree, target, draft, prefix, tokens, draw))
+
+    return mixed_over_drafts(tree, draft, prefix, emitted)
 
 
 def traversal_rule_law(
@@ -145,22 +147,8 @@ def traversal_rule_law(
     rule is evaluated at each cell's centre (and two probes, raising if it changes inside one).
     A rule whose decisions sit elsewhere raises; judge it with ``tree_rule_law``'s cuts instead.
     """
-    law: Law = {}
-    for tokens, weight in tree_draft_law(tree, draft, prefix).items():
-        steps = traversal_steps(tree, target, draft, prefix, tokens, draw)
-        cuts: list[list[Fraction]] = [[t] for t in steps.thresholds]
-        cuts.append(sorted({c for row in steps.finals for c in cdf_steps(row)}))
-        draft_probs, target_probs = tree_rows(tree, target, draft, prefix, tokens)
-        ids = torch.tensor(list(tokens), dtype=torch.int64)
 
-        def evaluate(
-            uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_probs, t: Tensor = target_probs
-        ) -> Tensor:
-            n = uniforms.shape[0]
-            out = rule(tree, ids.expand(n, -1), d.expand(n, -1, -1), t.expand(n, -1, -1), uniforms)
-            return out.tokens
+    def steps_of(tokens: Sequence[int]) -> TreeSteps:
+        return traversal_steps(tree, target, draft, prefix, tokens, draw)
 
-        for output, prob in cell_law(evaluate, cuts).items():
-            block = tuple(x for x in output if x >= 0)
-            law[block] = law.get(block, ZERO) + weight * prob
-    return law
+    return rule_law_at_steps(rule, tree, target, draft, prefix, steps_of)

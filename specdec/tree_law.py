@@ -11,6 +11,8 @@ For a ``TokenTree`` drafted after ``prefix`` from a toy draft and verified again
 * ``tree_block_law``: the exact law of the emitted tokens, from those steps (no torch).
 * ``tree_rule_law``: the exact law of a torch tree rule (``verify_tree`` or a zoo variant), by
   cutting its ``n+1`` uniforms at the steps' thresholds and final rows' CDF steps.
+* ``mixed_over_drafts`` and ``rule_law_at_steps``: the two loops every tree rule's law shares
+  (``specdec.traversal_law`` uses them with its own steps).
 
 The criterion: ``completion_law(law, target, prefix, tree.depth) == target_law(target, prefix,
 tree.depth + 1)`` (``specdec.exact``).
@@ -33,10 +35,12 @@ __all__ = [
     "TreeRule",
     "TreeSteps",
     "expected_accepted",
+    "mixed_over_drafts",
     "paths_block_law",
     "paths_draft_law",
     "paths_rows",
     "paths_rule_law",
+    "rule_law_at_steps",
     "tree_block_law",
     "tree_draft_law",
     "tree_rows",
@@ -160,10 +164,25 @@ def tree_block_law(
         >>> law = tree_block_law(tree, pair.target, pair.draft, [1])
         >>> completion_law(law, pair.target, [1], 2) == target_law(pair.target, [1], 3)  # claim 17
         True"""
+
+    def emitted(tokens: Sequence[int]) -> Law:
+        return _walk_law(tree, tokens, tree_steps(tree, target, draft, prefix, tokens, draw), -1)
+
+    return mixed_over_drafts(tree, draft, prefix, emitted)
+
+
+def mixed_over_drafts(
+    tree: TokenTree,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    emitted: Callable[[Sequence[int]], Law],
+) -> Law:
+    """``Σ_tokens P(tokens) · emitted(tokens)``: a tree rule's law given each drafted tree's
+    node tokens (``emitted``), mixed over ``tree_draft_law``. Tree rules differ only in
+    ``emitted``; blocks are keyed by their tokens, so equal blocks from different trees add."""
     law: Law = {}
     for tokens, weight in tree_draft_law(tree, draft, prefix).items():
-        steps = tree_steps(tree, target, draft, prefix, tokens, draw)
-        for block, prob in _walk_law(tree, tokens, steps, -1).items():
+        for block, prob in emitted(tokens).items():
             law[block] = law.get(block, ZERO) + weight * prob
     return law
 
@@ -220,31 +239,52 @@ def tree_rule_law(
     ``tree_steps(..., draw)`` and the CDF steps of every final row; the rule is evaluated at
     each cell's centre (and at two probes per cell, raising if it changes inside one).
     """
-    law: Law = {}
-    for tokens, weight in tree_draft_law(tree, draft, prefix).items():
-        steps = tree_steps(tree, target, draft, prefix, tokens, draw)
+
+    def steps_of(tokens: Sequence[int]) -> TreeSteps:
+        return tree_steps(tree, target, draft, prefix, tokens, draw)
+
+    return rule_law_at_steps(rule, tree, target, draft, prefix, steps_of)
+
+
+def rule_law_at_steps(
+    rule: TreeRule,
+    tree: TokenTree,
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    steps_of: Callable[[Sequence[int]], TreeSteps],
+) -> Law:
+    """The exact law of a torch tree rule whose decisions sit where ``steps_of(tokens)`` puts
+    them: each drafted tree's cube of ``n+1`` uniforms is cut at the steps' node thresholds
+    (uniform ``i`` tests node ``i``) and at the CDF steps of every final row (the last uniform
+    draws the final token), and the rule is evaluated at each cell's centre (and at two probes
+    per cell, raising if it changes inside one: the rule decides somewhere else)."""
+
+    def emitted(tokens: Sequence[int]) -> Law:
+        steps = steps_of(tokens)
         cuts = [[t] for t in steps.thresholds]
         cuts.append(sorted({c for row in steps.finals for c in cdf_steps(row)}))
         draft_probs, target_probs = tree_rows(tree, target, draft, prefix, tokens)
         ids = torch.tensor(list(tokens), dtype=torch.int64)
 
-        def evaluate(
-            uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_probs, t: Tensor = target_probs
-        ) -> Tensor:
+        def evaluate(uniforms: Tensor) -> Tensor:
             n = uniforms.shape[0]
             out = rule(
                 tree,
                 ids.expand(n, -1),
-                d.expand(n, -1, -1),
-                t.expand(n, -1, -1),
+                draft_probs.expand(n, -1, -1),
+                target_probs.expand(n, -1, -1),
                 uniforms.contiguous(),
             )
             return out.tokens
 
+        law: Law = {}
         for output, prob in cell_law(evaluate, cuts).items():
             block = tuple(x for x in output if x >= 0)
-            law[block] = law.get(block, ZERO) + weight * prob
-    return law
+            law[block] = law.get(block, ZERO) + prob
+        return law
+
+    return mixed_over_drafts(tree, draft, prefix, emitted)
 
 
 def expected_accepted(law: Law) -> Fraction:
