@@ -32,7 +32,7 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,7 +164,7 @@ ALL = [(page, snippet) for page in map(read_page, PAGES) for snippet in page.sni
 @pytest.fixture(scope="module")
 def results(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> dict[Snippet, subprocess.CompletedProcess[str] | None]:
+) -> dict[Snippet, subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None]:
     """Run each selected snippet once, ``WORKERS`` at a time, each page in its own folder."""
     params = [
         getattr(getattr(item, "callspec", None), "params", {}) for item in request.session.items
@@ -183,16 +183,31 @@ def results(
             futures = {s: pool.submit(_run, s, folders[p.path], preloaded) for p, s in selected}
     finally:
         preloaded.close()
-    return {snippet: future.result() for snippet, future in futures.items()}
+    return {snippet: _outcome(future) for snippet, future in futures.items()}
+
+
+def _outcome(
+    future: "Future[subprocess.CompletedProcess[str] | None]",
+) -> subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None:
+    """A snippet's run, or its timeout: one slow snippet fails its own test, not the page's."""
+    try:
+        return future.result()
+    except subprocess.TimeoutExpired as timeout:
+        return timeout
 
 
 @pytest.mark.parametrize("snippet", [s for _, s in ALL], ids=lambda s: s.name)
 def test_snippet_runs_and_gives_what_its_text_says(
-    snippet: Snippet, results: dict[Snippet, subprocess.CompletedProcess[str] | None]
+    snippet: Snippet,
+    results: dict[Snippet, subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None],
 ) -> None:
     done = results[snippet]
     if done is None:
         pytest.skip(f"needs {snippet.needs}")
+    if isinstance(done, subprocess.TimeoutExpired):
+        parts = [part or "" for part in (done.output, done.stderr)]
+        output = "".join(p.decode() if isinstance(p, bytes) else p for p in parts)
+        pytest.fail(f"did not end within {TIMEOUT_S} s:\n{output[-3000:]}")
     output = done.stdout + done.stderr
     assert done.returncode == snippet.exit_code, f"exit {done.returncode}:\n{output[-3000:]}"
     for text in snippet.expected:
