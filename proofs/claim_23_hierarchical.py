@@ -17,7 +17,7 @@ torch rules' laws, cell by cell, are the definitions'; (f) the zoo's HSD bugs ar
 import itertools
 from fractions import Fraction
 
-from _common import completion, quick, run_checks, target_law
+from _common import assert_discovered_law, completion, quick, run_checks, target_law
 from claim_15_block_verification import definition_block_law
 
 from specdec.exact import BlockRows, Law, block_law, block_thresholds_exact
@@ -28,6 +28,7 @@ from specdec.hierarchical_law import (
     hierarchical_published_breakpoints,
 )
 from specdec.models.toy import ToyModel, make_toy_pair
+from specdec.types import VerifyRule
 from specdec.verify.hierarchical import verify_hierarchical, verify_hierarchical_published
 
 F = Fraction
@@ -171,6 +172,18 @@ def check_torch_rules_cell_by_cell() -> int:
     return cases
 
 
+def check_verify_hierarchical_discovered(rule: VerifyRule = verify_hierarchical) -> int:
+    """verify_hierarchical (torch), law from its own decisions (claim 14): the definition's"""
+    cases = quick([c for c in CASES if c[2] >= 2 and c[1] ** c[2] <= 27][:3], 1)
+    for seed, vocab, k, closeness in cases:
+        target, draft = pair_for(seed, vocab, closeness)
+        reference = hierarchical_law(target, draft, PREFIX, k)
+        assert_discovered_law(
+            rule, target, draft, PREFIX, k, reference, candidates=hierarchical_breakpoints
+        )
+    return len(cases)
+
+
 SHOWN = {
     "hierarchical_published": ("block-v3-k2", F(1, 48)),
     "hierarchical_uncapped": ("zeros-v3-k4", F(1, 10)),
@@ -216,6 +229,7 @@ CHECKS = [
     check_published_distances,
     check_published_keeps_more,
     check_torch_rules_cell_by_cell,
+    check_verify_hierarchical_discovered,
     check_zoo_bugs_are_lossy,
 ]
 
@@ -238,6 +252,10 @@ def test_published_keeps_more() -> None:
 
 def test_torch_rules_cell_by_cell() -> None:
     check_torch_rules_cell_by_cell()
+
+
+def test_verify_hierarchical_discovered() -> None:
+    check_verify_hierarchical_discovered()
 
 
 def test_zoo_bugs_are_lossy() -> None:

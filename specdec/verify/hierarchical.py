@@ -35,7 +35,7 @@ from torch import Tensor
 
 from specdec._checks import check_draft_block, check_drafted_mass
 from specdec._kernels import assemble, at_tokens, inverse_cdf, row_at
-from specdec.types import Verification, greedy_when_one_hot
+from specdec.types import Verification
 from specdec.verify.block import last_success
 
 __all__ = ["hierarchical_levels", "verify_hierarchical", "verify_hierarchical_published"]
@@ -100,7 +100,6 @@ def _hierarchical(
     return assemble(draft_ids, num_accepted, inverse_cdf(row, noise[..., k]))
 
 
-@greedy_when_one_hot
 def verify_hierarchical(
     draft_tokens: Int[Tensor, "*batch k"],
     draft_probs: Float[Tensor, "*batch k vocab"],
@@ -136,7 +135,10 @@ def verify_hierarchical(
     ``R_j / M_j = 0`` from ``i`` on, so no later draft is kept; a level with no mass leaving
     the draft (``0 / 0``) keeps, as the authors' NaN does; a residual of zero mass (probability
     0 in exact arithmetic) falls back to ``p_{tau+1}``; ``k = 0`` is refused. Against a one-hot
-    target it is greedy verification.
+    target it is greedy verification in law, but it does not carry ``verify_block``'s
+    ``greedy_when_one_hot`` mark (a promise for every uniform): its level probability, a ratio
+    of two sums computed separately, can round to just below 1 where block verification's is
+    exactly 1, so the step keeps the general path at temperature 0.
 
     Args:
         draft_tokens: ``[*batch, k]`` drafted ids, ``k >= 1``.
