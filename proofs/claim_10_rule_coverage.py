@@ -34,6 +34,7 @@ RULE_CLAIMS = {
     "verify_multi_optimal": ((19,), ("claim_19_optimal_multi_draft.py",)),
     "verify_multi_spechub": ((20,), ("claim_20_spechub.py",)),
     "verify_traversal": ((21,), ("claim_21_traversal_verification.py",)),
+    "verify_hierarchical": ((23,), ("claim_23_hierarchical.py",)),
     # the lossy contrasts (specdec.verify.lossy, not re-exported by specdec.verify)
     "typical_acceptance_rule": ((18,), ("claim_18_lossy_contrasts.py",)),
     "lenient_rule": ((18,), ("claim_18_lossy_contrasts.py",)),

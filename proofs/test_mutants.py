@@ -30,6 +30,7 @@ import claim_18_lossy_contrasts as claim_18
 import claim_19_optimal_multi_draft as claim_19
 import claim_20_spechub as claim_20
 import claim_21_traversal_verification as claim_21
+import claim_23_hierarchical as claim_23
 import pytest
 from _common import scaled_threshold
 
@@ -58,6 +59,7 @@ SINGLE_CHAIN: list[tuple[str, Callable[..., int], Any, bool]] = [
     ("claim 07", claim_07.check_exact_match_rule_discovered_law, exact_match_rule, True),
     ("claim 12", claim_12.check_restricted_draft_discovered_law, specdec.verify_tokens, False),
     ("claim 15", claim_15.check_library_discovered_law, specdec.verify_block, False),
+    ("claim 23", claim_23.check_verify_hierarchical_discovered, specdec.verify_hierarchical, False),
 ]
 
 

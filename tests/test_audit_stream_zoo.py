@@ -63,6 +63,9 @@ TABLE: dict[str, tuple[str, float]] = {  # entry: scenario, measured stream TV (
     "argmax_final": ("plain", 0.272), "small_mass_uniform": ("filtered", 0.0029),  # forbidden
     "block_unweighted_residual": ("block", 0.047),
     "token_acceptance_block_residual": ("block", 0.112),
+    # HSD (claim 23): the published whole-draft test and two ports of the authors' code
+    "hierarchical_published": ("plain", 0.052), "hierarchical_uncapped": ("plain", 0.052),
+    "hierarchical_cap_at_new_max": ("block", 0.590),
     # rows and target
     "bonus_from_draft": ("plain", 0.177), "bonus_off_by_one": ("plain", 0.208),
     "target_row_shifted": ("plain", 0.774), "target_row_off_by_one": ("plain", 0.774),

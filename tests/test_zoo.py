@@ -24,6 +24,7 @@ from specdec.exact import (
     target_law,
     union_breakpoints,
 )
+from specdec.hierarchical_law import hierarchical_breakpoints, hierarchical_published_breakpoints
 from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.noise import uniforms
 from specdec.testing import zoo
@@ -231,6 +232,21 @@ NEAR = make_toy_pair(
 )  # fmt: skip
 DISJOINT = make_toy_pair(3, seed=13, zero_rate=0.6, one_hot_rate=0.0, denominator=12)
 BLOCK = make_toy_pair(3, seed=7, closeness=Fraction(0))  # the audit's block-v3-k2 scenario
+
+
+def hsd_breakpoints(rows: BlockRows) -> list[list[Fraction]]:
+    """Both HSD tests (claim 23) and, on the last uniform, the CDFs of ``norm(max(0, p_i / Q_i -
+    q_i))`` too (``hierarchical_cap_at_new_max`` leaves the coefficient at ``1 / Q_i``)."""
+    cuts = union_breakpoints(hierarchical_breakpoints, hierarchical_published_breakpoints)(rows)
+    joint = Fraction(1)
+    for token, draft_row, target_row in zip(
+        rows.draft_tokens, rows.draft_rows, rows.target_rows, strict=False
+    ):
+        cuts[-1] += cdf_steps(residual_row(tuple(p / joint for p in target_row), draft_row))
+        joint *= draft_row[token]
+    return cuts
+
+
 Case = tuple[ToyPair, list[int], int, Breakpoints]
 DEFAULT: Case = (NEAR, [2], 1, lambda rows: zoo_breakpoints(rows, grid=False))
 SEARCHED = {s.name: s for s in coverage_candidates(32)}  # the coverage-guided search's pairs
@@ -260,6 +276,15 @@ CASES: dict[str, Case] = {
             "block_unweighted_residual",
             "block_first_failure",
             "token_acceptance_block_residual",
+        )
+    },
+    # HSD's mistakes show only with k >= 2 and a prefix the target favours (claim 23)
+    **{
+        name: (BLOCK, [2], 2, hsd_breakpoints)
+        for name in (
+            "hierarchical_published",
+            "hierarchical_uncapped",
+            "hierarchical_cap_at_new_max",
         )
     },
 }

@@ -3,12 +3,15 @@ position (``specdec.verify.multi``) a ``MultiDraftVerification``; tree verificat
 (``specdec.verify.tree``) a ``TreeVerification``.
 
 The lossy contrasts (typical acceptance, lenience, fixed thresholds) live in
-``specdec.verify.lossy`` and are deliberately not re-exported here (``proofs/theory.md``, claim 18).
+``specdec.verify.lossy`` and are deliberately not re-exported here (``proofs/theory.md``, claim 18),
+as is HSD's published (lossy) rule, ``specdec.verify.hierarchical.verify_hierarchical_published``
+(claim 23).
 """
 
 from specdec.verify.block import verify_block
 from specdec.verify.exact_match import verify_exact_match
 from specdec.verify.greedy import verify_greedy
+from specdec.verify.hierarchical import verify_hierarchical
 from specdec.verify.multi import (
     verify_multi_iid,
     verify_multi_kseq,
@@ -29,6 +32,7 @@ __all__ = [
     "verify_block",
     "verify_exact_match",
     "verify_greedy",
+    "verify_hierarchical",
     "verify_multi_iid",
     "verify_multi_kseq",
     "verify_multi_optimal",

@@ -8,6 +8,7 @@ from specdec.testing.zoo import (  # noqa: F401  (imported to register their ent
     _block,
     _contrasts,
     _draft_law,
+    _hierarchical,
     _randomness,
     _reference,
     _residual,
