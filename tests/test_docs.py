@@ -19,7 +19,8 @@ How a page is read (the pages follow these conventions, so that a reader can run
 
 Each page runs in its own temporary folder holding the files the README and the page define, so
 the pages are self-contained. The runs are independent once the files are written, so they go
-two at a time (the suite's machine has 2 cores), each on one torch thread, in a fresh
+two at a time (the suite's machine has 2 cores; under pytest-xdist one at a time per worker, each
+when its test comes), each on one torch thread, in a fresh
 interpreter with this tree's ``specdec`` first on the import path. A python block and a
 ``python``/``specdec`` line without shell syntax start as a fork of an interpreter that has
 imported torch and nothing else (``tests/_preloaded.py``: the same start-up, less torch's 2.5 s
@@ -32,7 +33,8 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,11 +163,42 @@ README_FILES = read_page(ROOT / "README.md").files
 ALL = [(page, snippet) for page in map(read_page, PAGES) for snippet in page.snippets]
 
 
+Outcome = subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None
+
+
+class Runs(dict[Snippet, Outcome]):
+    """Each snippet's run, or its timeout (one slow snippet fails its own test, not the page's);
+    a snippet not run yet runs when its test asks for it."""
+
+    def __init__(self, folder_of: dict[Snippet, Path], preloaded: Preloaded) -> None:
+        super().__init__()
+        self.folder_of, self.preloaded = folder_of, preloaded
+
+    def prefetch(self, snippets: list[Snippet]) -> None:
+        """Run ``snippets`` ``WORKERS`` at a time now."""
+        with ThreadPoolExecutor(WORKERS) as pool:
+            futures = {s: pool.submit(self.outcome, s) for s in snippets}
+        self.update({snippet: future.result() for snippet, future in futures.items()})
+
+    def outcome(self, snippet: Snippet) -> Outcome:
+        try:
+            return _run(snippet, self.folder_of[snippet], self.preloaded)
+        except subprocess.TimeoutExpired as timeout:
+            return timeout
+
+    def __missing__(self, snippet: Snippet) -> Outcome:
+        self[snippet] = self.outcome(snippet)
+        return self[snippet]
+
+
 @pytest.fixture(scope="module")
 def results(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> dict[Snippet, subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None]:
-    """Run each selected snippet once, ``WORKERS`` at a time, each page in its own folder."""
+) -> Iterator[Runs]:
+    """The snippets' runs, each page in its own folder. In one pytest process the selected
+    snippets run up front, ``WORKERS`` at a time; under pytest-xdist (``-n``) the workers are
+    the parallelism and a worker does not know its share of the tests in advance (they are
+    balanced as they run), so each snippet runs when its test comes."""
     params = [
         getattr(getattr(item, "callspec", None), "params", {}) for item in request.session.items
     ]
@@ -177,30 +210,19 @@ def results(
         for name, body in (*README_FILES, *page.files):
             (folder / name).write_text(body)
         folders[page.path] = folder
-    preloaded = Preloaded(WORKERS, _environment())
+    under_xdist = "PYTEST_XDIST_WORKER" in os.environ
+    preloaded = Preloaded(1 if under_xdist else WORKERS, _environment())
+    runs = Runs({snippet: folders[page.path] for page, snippet in selected}, preloaded)
     try:
-        with ThreadPoolExecutor(WORKERS) as pool:
-            futures = {s: pool.submit(_run, s, folders[p.path], preloaded) for p, s in selected}
+        if not under_xdist:
+            runs.prefetch([snippet for _, snippet in selected])
+        yield runs
     finally:
         preloaded.close()
-    return {snippet: _outcome(future) for snippet, future in futures.items()}
-
-
-def _outcome(
-    future: "Future[subprocess.CompletedProcess[str] | None]",
-) -> subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None:
-    """A snippet's run, or its timeout: one slow snippet fails its own test, not the page's."""
-    try:
-        return future.result()
-    except subprocess.TimeoutExpired as timeout:
-        return timeout
 
 
 @pytest.mark.parametrize("snippet", [s for _, s in ALL], ids=lambda s: s.name)
-def test_snippet_runs_and_gives_what_its_text_says(
-    snippet: Snippet,
-    results: dict[Snippet, subprocess.CompletedProcess[str] | subprocess.TimeoutExpired | None],
-) -> None:
+def test_snippet_runs_and_gives_what_its_text_says(snippet: Snippet, results: Runs) -> None:
     done = results[snippet]
     if done is None:
         pytest.skip(f"needs {snippet.needs}")
