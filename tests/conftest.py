@@ -7,6 +7,9 @@ Threads: the suite runs torch with one intra-op thread (``SPECDEC_TEST_THREADS``
 tensors here are small, where a 2-thread pool costs more than it saves, and on a shared 2-core
 machine an oversubscribed pool made tiny ops thousands of times slower (a softmax of 8 values:
 16 ms with 2 threads, 4 us with 1). Timings are never asserted, so this changes speed only.
+The cores are used by pytest-xdist instead: the README's test command runs one worker per core
+(``-n auto --dist worksteal``: tests are dealt out evenly and an idle worker takes the other's
+remaining ones, so a slow module at the end of the order does not leave a core idle).
 """
 
 import os
