@@ -56,6 +56,7 @@ from specdec.testing.audit.shard import (
     function_reference,
     merge_chunk,
     run_chunks,
+    start_server,
     start_state,
 )
 from specdec.testing.audit.subject import Subject
@@ -146,6 +147,8 @@ def sample_audit(
     carries the warping distance (``conventions.warping_distance``).
     """
     start = time.perf_counter()
+    if options.workers > 1 and options.executor is None:
+        start_server()  # the workers' server imports specdec while this process plans
     inputs, step = inputs_of(options), subject.level == "step"
     if step:
         plan_scenario: PlanScenario = plan_step_scenario
@@ -200,7 +203,7 @@ def sample_audit(
         if progress is not None:
             progress(progress_line(index, len(sized), result))
 
-    def job(index: int, chunk: int) -> ChunkJob:
+    def job(index: int, group: tuple[int, ...]) -> ChunkJob:
         plan = sized[index][1]
         return ChunkJob(
             function=reference,
@@ -211,8 +214,8 @@ def sample_audit(
             plan=plan,
             seed=options.seed,
             index=index,
-            chunk=chunk,
-            size=chunks[index][chunk],
+            chunks=group,
+            sizes=tuple(chunks[index][chunk] for chunk in group),
             num_threads=options.num_threads,
         )
 
