@@ -147,8 +147,6 @@ def sample_audit(
     carries the warping distance (``conventions.warping_distance``).
     """
     start = time.perf_counter()
-    if options.workers > 1 and options.executor is None:
-        start_server()  # the workers' server imports specdec while this process plans
     inputs, step = inputs_of(options), subject.level == "step"
     if step:
         plan_scenario: PlanScenario = plan_step_scenario
@@ -159,6 +157,8 @@ def sample_audit(
     reference = (
         function_reference(subject.fn) if options.workers > 1 or options.executor else ""
     )  # checked before any draw: workers import the function by name
+    if options.workers > 1 and options.executor is None:
+        start_server()  # the workers' server imports specdec while this process plans
     budget = split_error_rate(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )

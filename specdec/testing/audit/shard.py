@@ -408,8 +408,9 @@ def job_groups(sizes: Sequence[int], start: int = 0) -> list[tuple[int, ...]]:
     return [*groups, tuple(group)] if group else groups
 
 
-START_METHOD = "forkserver"
-"""How ``local_pool`` starts its processes (``multiprocessing``'s start methods).
+START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+"""How ``local_pool`` starts its processes (``multiprocessing``'s start methods; ``spawn``
+where there is no ``forkserver``, on Windows).
 
 ``forkserver``: one server process imports torch and specdec once (``PRELOADED``) and forks
 every worker from that clean, single-threaded state, so a worker starts in milliseconds
