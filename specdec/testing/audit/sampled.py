@@ -64,8 +64,9 @@ from specdec.testing.audit.subject import Subject
 S = TypeVar("S")
 
 EXECUTOR_WINDOW = 128
-"""Chunks in flight on a caller's executor (its number of workers is not known): enough to
-keep 64 workers busy, each chunk's cells at most 200 kB."""
+"""Jobs in flight on a caller's executor (its number of workers is not known): enough to
+keep 64 workers busy; a job (``shard.job_groups``) is about 150,000 samples, its cells about
+150 kB (one byte each for at most 256 cells)."""
 
 __all__ = [
     "EXECUTOR_WINDOW",
