@@ -31,7 +31,7 @@ import pytest
 
 import specdec
 from specdec.cli import main
-from specdec.testing.audit import audit_verifier
+from specdec.testing.audit import audit_verifier, shard
 from specdec.testing.audit.blame import origin
 from specdec.testing.audit.catalogue import default_scenarios
 from specdec.testing.audit.checkpoint import CheckpointError
@@ -42,6 +42,7 @@ from specdec.testing.audit.shard import (
     chunk_seed,
     function_reference,
     local_pool,
+    start_server,
 )
 from tests._scale_engines import (
     accept_all_rule,
@@ -129,6 +130,26 @@ def test_any_executor_and_completion_order_give_the_same_report(
     assert _same(audit_verifier(fn, executor=_Shuffled(), **SMALL)) == references[kind]
 
 
+@pytest.mark.parametrize("kind", ["lossless", "lossy"])
+def test_jobs_of_several_chunks_completed_out_of_order_give_the_same_report(
+    references: dict[str, dict[str, Any]], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shard, "JOB_SAMPLES", 5_000)  # jobs (0, 1), (2,), (3,) per scenario
+    assert shard.job_groups([2_000, 4_000, 8_000, 16_000]) == [(0, 1), (2,), (3,)]
+    fn = specdec.verify_tokens if kind == "lossless" else accept_all_rule
+    assert _same(audit_verifier(fn, executor=_Shuffled(), **SMALL)) == references[kind]
+
+
+def test_a_local_worker_gets_the_audit_s_environment_of_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start_server()  # forked workers would inherit the server's environment, of before
+    monkeypatch.setenv("SPECDEC_TEST_NOW", "set after the server started")
+    with local_pool(1) as pool:
+        seen = pool.submit(os.getenv, "SPECDEC_TEST_NOW").result()
+    assert seen == "set after the server started"
+
+
 def test_two_and_three_local_workers_give_the_same_report_a_killed_one_s_chunk_drawn_again(
     references: dict[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,7 +159,7 @@ def test_two_and_three_local_workers_give_the_same_report_a_killed_one_s_chunk_d
     assert marker.exists()  # a worker did die mid-chunk: the pool was started again
     expected = {**references["lossless"], "function": "tests._scale_engines:killing_rule"}
     assert _same(report) == expected
-    with local_pool(3) as pool:  # three spawned processes, as workers=3 starts them
+    with local_pool(3) as pool:  # three processes, as workers=3 starts them
         assert _same(audit_verifier(accept_all_rule, executor=pool, **SMALL)) == references["lossy"]
         with pytest.raises(RuntimeError, match="crashed in a worker") as crash:
             audit_verifier(crashing_rule, executor=pool, **SMALL)

@@ -133,9 +133,10 @@ class AuditOptions:
             sets the budget; ``specdec.testing.audit.search``); for a step, a multi-draft or
             a tree rule during the audit's own calls (in this process and on the CPU only);
             ``False``: neither.
-        workers: (statistical) draw the chunks on this many local processes (``spawn``; the
-            function is imported by name in each, ``shard.function_reference``); the report
-            is the same for any number (``specdec.testing.audit.shard``).
+        workers: (statistical) draw the chunks on this many local processes (forked from a
+            server that imported specdec once, ``shard.START_METHOD``; the function is
+            imported by name in each, ``shard.function_reference``); the report is the same
+            for any number (``specdec.testing.audit.shard``).
         executor: (statistical) draw the chunks on this ``concurrent.futures.Executor``
             instead (a Dask ``client.get_executor()``, say); not with ``workers > 1``.
         checkpoint: (statistical) write the merged evidence to this JSON file after each

@@ -56,6 +56,7 @@ from specdec.testing.audit.shard import (
     function_reference,
     merge_chunk,
     run_chunks,
+    start_server,
     start_state,
 )
 from specdec.testing.audit.subject import Subject
@@ -63,8 +64,9 @@ from specdec.testing.audit.subject import Subject
 S = TypeVar("S")
 
 EXECUTOR_WINDOW = 128
-"""Chunks in flight on a caller's executor (its number of workers is not known): enough to
-keep 64 workers busy, each chunk's cells at most 200 kB."""
+"""Jobs in flight on a caller's executor (its number of workers is not known): enough to
+keep 64 workers busy; a job (``shard.job_groups``) is about 150,000 samples, its cells about
+150 kB (one byte each for at most 256 cells)."""
 
 __all__ = [
     "EXECUTOR_WINDOW",
@@ -156,6 +158,8 @@ def sample_audit(
     reference = (
         function_reference(subject.fn) if options.workers > 1 or options.executor else ""
     )  # checked before any draw: workers import the function by name
+    if options.workers > 1 and options.executor is None:
+        start_server()  # the workers' server imports specdec while this process plans
     budget = split_error_rate(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )
@@ -200,7 +204,7 @@ def sample_audit(
         if progress is not None:
             progress(progress_line(index, len(sized), result))
 
-    def job(index: int, chunk: int) -> ChunkJob:
+    def job(index: int, group: tuple[int, ...]) -> ChunkJob:
         plan = sized[index][1]
         return ChunkJob(
             function=reference,
@@ -211,8 +215,8 @@ def sample_audit(
             plan=plan,
             seed=options.seed,
             index=index,
-            chunk=chunk,
-            size=chunks[index][chunk],
+            chunks=group,
+            sizes=tuple(chunks[index][chunk] for chunk in group),
             num_threads=options.num_threads,
         )
 

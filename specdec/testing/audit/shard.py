@@ -16,20 +16,23 @@ dropped unmerged. The report is thus bit-identical for any number of workers and
 completion order (Ville's inequality holds for the merged sequence: it is the sequence).
 
 ``run_chunks`` draws the chunks in this process (``workers=1``), on local worker processes
-(``workers=N``, a ``spawn`` pool) or on any ``concurrent.futures.Executor`` (a Dask
-``client.get_executor()``, say), keeping at most ``window`` chunks in flight and calling
-``after`` with every scenario's state after each merged chunk (the checkpoint,
-``specdec.testing.audit.checkpoint``). A worker process draws a chunk from a ``ChunkJob``,
-plain data: the audited function travels by name (``function_reference``: ``module:qualname``
-or ``path/file.py:qualname``) and is imported in the worker. When a local worker process dies
-(killed, out of memory), the pool is started again and the chunks it held are drawn again,
-with the same seeds, so the same counts: no sample is lost or counted twice.
+(``workers=N``, forked from a server that imported specdec once) or on any
+``concurrent.futures.Executor`` (a Dask ``client.get_executor()``, say), as jobs of
+consecutive chunks of one scenario (``job_groups``: about ``JOB_SAMPLES`` samples each), at
+most ``window`` jobs in flight, calling ``after`` with every scenario's state after each
+merged chunk (the checkpoint, ``specdec.testing.audit.checkpoint``). A worker process draws
+a job's chunks from a ``ChunkJob``, plain data, and sends back their cells as compact bytes
+(``pack_draws``): the audited function travels by name (``function_reference``:
+``module:qualname`` or ``path/file.py:qualname``) and is imported in the worker. When a local
+worker process dies (killed, out of memory), the pool is started again and the jobs it held
+are drawn again, with the same seeds, so the same counts: no sample is lost or counted twice.
 """
 
 import functools
 import hashlib
 import importlib.util
 import multiprocessing
+import os
 import pickle
 import sys
 from collections import deque
@@ -37,6 +40,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +62,10 @@ from specdec.testing.audit.run import (
 from specdec.testing.stats import encode_sequences, kt_log_e_values
 
 __all__ = [
+    "JOB_SAMPLES",
     "MAX_POOL_RESTARTS",
+    "PRELOADED",
+    "START_METHOD",
     "ChunkDraw",
     "ChunkJob",
     "EvidenceState",
@@ -68,12 +75,16 @@ __all__ = [
     "draws_of",
     "function_reference",
     "is_finished",
+    "job_groups",
     "local_pool",
     "merge_chunk",
+    "pack_draws",
     "run_chunks",
     "run_job",
     "run_packed",
+    "start_server",
     "start_state",
+    "unpack_draws",
 ]
 
 MAX_POOL_RESTARTS = 3
@@ -261,7 +272,8 @@ def _imported(reference: str) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class ChunkJob:
-    """One chunk to draw in a worker process: plain, picklable data (the function by name).
+    """Consecutive chunks of one scenario to draw in a worker process: plain, picklable data
+    (the function by name).
 
     Attributes:
         function: ``function_reference`` of the audited function.
@@ -272,8 +284,8 @@ class ChunkJob:
         plan: the scenario's plan.
         seed: the audit's seed.
         index: the scenario's index in the battery.
-        chunk: the chunk's index in the scenario.
-        size: samples in the chunk.
+        chunks: the chunks' indices in the scenario, consecutive.
+        sizes: samples in each chunk.
         num_threads: torch intra-op threads while drawing (``None``: torch's setting).
     """
 
@@ -285,70 +297,174 @@ class ChunkJob:
     plan: ScenarioPlan
     seed: int
     index: int
-    chunk: int
-    size: int
+    chunks: tuple[int, ...]
+    sizes: tuple[int, ...]
     num_threads: int | None = 1
 
 
-def run_job(job: ChunkJob) -> ChunkDraw:
-    """Draw ``job``'s chunk (in a worker): the function imported by name, drawn as in the
-    audit's own process (``draw_chunk``), so with the same result."""
+@functools.lru_cache(maxsize=8)
+def _drawing(
+    function: str, level: str, form: str, batched: bool, inputs: Inputs
+) -> tuple[DrawBlocks, Complete]:
+    """How a job's function is drawn and completed, built once per worker process."""
     from specdec.testing.audit.subject import as_subject
 
     subject = as_subject(
-        _imported(job.function),
-        level="step" if job.level == "step" else "verifier",
-        batched=job.batched,
+        _imported(function), level="step" if level == "step" else "verifier", batched=batched
     )
-    if subject.form != job.form:
-        raise ValueError(f"{job.function} is a {subject.form} here, a {job.form} in the audit.")
-    fn = subject.fn if job.level == "step" else subject.verifier()
-    draw, complete = draws_of(job.level, fn, job.batched, job.inputs)
+    if subject.form != form:
+        raise ValueError(f"{function} is a {subject.form} here, a {form} in the audit.")
+    fn = subject.fn if level == "step" else subject.verifier()
+    return draws_of(level, fn, batched, inputs)
+
+
+def run_job(job: ChunkJob) -> list[ChunkDraw]:
+    """Draw ``job``'s chunks (in a worker), in order: the function imported by name, each
+    chunk drawn as in the audit's own process (``draw_chunk``), so with the same result."""
+    draw, complete = _drawing(job.function, job.level, job.form, job.batched, job.inputs)
     with threads(job.num_threads):
-        return draw_chunk(
-            job.plan,
-            draw,
-            complete,
-            seed=job.seed,
-            index=job.index,
-            chunk=job.chunk,
-            size=job.size,
-            device=job.inputs.device,
+        return [
+            draw_chunk(
+                job.plan,
+                draw,
+                complete,
+                seed=job.seed,
+                index=job.index,
+                chunk=chunk,
+                size=size,
+                device=job.inputs.device,
+            )
+            for chunk, size in zip(job.chunks, job.sizes, strict=True)
+        ]
+
+
+def pack_draws(draws: Sequence[ChunkDraw]) -> bytes:
+    """``draws`` as compact bytes: each chunk's cells in the narrowest integer type that
+    holds them (one byte per sample for at most 256 cells), and its emitted count.
+
+    Example:
+        >>> drawn = [ChunkDraw(torch.tensor([0, 5, 2], dtype=torch.int32), 7)]
+        >>> [(d.cells.tolist(), d.emitted) for d in unpack_draws(pack_draws(drawn))]
+        [([0, 5, 2], 7)]
+    """
+    packed = []
+    for drawn in draws:
+        top = int(drawn.cells.max()) if drawn.cells.numel() else 0
+        dtype = torch.uint8 if top < 2**8 else torch.int16 if top < 2**15 else torch.int32
+        packed.append((str(dtype), drawn.cells.to(dtype).numpy().tobytes(), drawn.emitted))
+    return pickle.dumps(packed)
+
+
+def unpack_draws(data: bytes) -> list[ChunkDraw]:
+    """The draws ``pack_draws`` packed, their cells int32 again."""
+    dtypes = {str(t): t for t in (torch.uint8, torch.int16, torch.int32)}
+    return [
+        ChunkDraw(
+            torch.frombuffer(bytearray(cells), dtype=dtypes[dtype]).to(torch.int32)
+            if cells
+            else torch.zeros(0, dtype=torch.int32),
+            emitted,
         )
+        for dtype, cells, emitted in pickle.loads(data)
+    ]
 
 
 def run_packed(job: bytes) -> bytes:
-    """``run_job`` on a pickled ``ChunkJob``, its ``ChunkDraw`` pickled: plain bytes both ways.
+    """``run_job`` on a pickled ``ChunkJob``, its draws packed (``pack_draws``): plain bytes
+    both ways.
 
     A tensor a process pool pickles itself travels through shared memory (torch registers
     that with ``multiprocessing``): a segment per tensor per chunk, and a file descriptor
-    each. Pickled to bytes first, it is copied like any other data, the same way on a local
-    pool and on a cluster's executor (the time was the same here: benchmarks/README.md).
-    Between the audit's own processes only; a checkpoint is never a pickle.
+    each. Packed to bytes first, it is copied like any other data, the same way on a local
+    pool and on a cluster's executor, and costs 0.03 ms per 50,000-sample chunk both ways
+    where pickling the tensor cost 1.3 ms. Between the audit's own processes only; a
+    checkpoint is never a pickle.
     """
-    return pickle.dumps(run_job(pickle.loads(job)))
+    return pack_draws(run_job(pickle.loads(job)))
 
 
-def _start_worker(num_threads: int | None) -> None:
-    """A local worker's torch intra-op threads, once for its life: toggling them per chunk
-    (``threads``) keeps an idle pool of threads spinning between chunks."""
+JOB_SAMPLES = 150_000
+"""Samples a worker draws per job, about: consecutive chunks of one scenario are grouped up
+to this size (a job's own cost, sending the plan and the results, is then paid once per
+about 0.1 s of drawing, not once per chunk). Grouping changes no seed and no merge order,
+so not the report."""
+
+
+def job_groups(sizes: Sequence[int], start: int = 0) -> list[tuple[int, ...]]:
+    """The chunks ``start, start+1, ...`` of a scenario whose chunk sizes are ``sizes``, in
+    consecutive groups of about ``JOB_SAMPLES`` samples (a chunk never split).
+
+    Example:
+        >>> job_groups([2_000, 4_000, 50_000, 50_000, 50_000, 50_000, 7])
+        [(0, 1, 2, 3, 4), (5, 6)]
+    """
+    groups: list[tuple[int, ...]] = []
+    group: list[int] = []
+    for chunk in range(start, len(sizes)):
+        group.append(chunk)
+        if sum(sizes[c] for c in group) >= JOB_SAMPLES:
+            groups.append(tuple(group))
+            group = []
+    return [*groups, tuple(group)] if group else groups
+
+
+START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+"""How ``local_pool`` starts its processes (``multiprocessing``'s start methods; ``spawn``
+where there is no ``forkserver``, on Windows).
+
+``forkserver``: one server process imports torch and specdec once (``PRELOADED``) and forks
+every worker from that clean, single-threaded state, so a worker starts in milliseconds
+instead of importing torch itself (``spawn``: about 1.2 s of CPU each here,
+benchmarks/README.md), and nothing of the audit's own process (its threads, its locks, the
+audited function's state) is copied, as ``spawn`` guarantees. The server is the process's
+one ``multiprocessing`` forkserver: started by the first pool and kept for later ones."""
+
+PRELOADED = ("specdec.testing.audit.shard",)
+"""Modules the forkserver imports before forking workers (torch and specdec with them)."""
+
+
+def _start_worker(num_threads: int | None, environment: dict[str, str]) -> None:
+    """A local worker's environment and torch intra-op threads, once for its life.
+
+    A forked worker inherits the forkserver's environment, of when the server started; the
+    audit's own environment, as it is now, replaces it, as a spawned process would get it
+    (a variable read at import time by torch was read by the server). Toggling the threads
+    per chunk (``threads``) keeps an idle pool of threads spinning between chunks.
+    """
+    os.environ.clear()
+    os.environ.update(environment)
     if num_threads is not None:
         torch.set_num_threads(num_threads)
 
 
-def local_pool(workers: int, num_threads: int | None = 1) -> ProcessPoolExecutor:
-    """``workers`` local processes, started with ``spawn`` (no state copied by ``fork``;
-    safe beside torch's threads), each on ``num_threads`` torch threads."""
+def start_server(start_method: str = START_METHOD) -> None:
+    """Start the forkserver (``START_METHOD``) now, if it is not running: it imports
+    ``PRELOADED`` in the background while the audit plans, so its first workers need not
+    wait for the import (nothing for another start method)."""
+    if start_method == "forkserver":
+        multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOADED))
+        forkserver.ensure_running()
+
+
+def local_pool(
+    workers: int, num_threads: int | None = 1, *, start_method: str = START_METHOD
+) -> ProcessPoolExecutor:
+    """``workers`` local processes (``START_METHOD``: forked from a server that imported
+    specdec once), each on ``num_threads`` torch threads, with this process's environment."""
+    start_server(start_method)
     return ProcessPoolExecutor(
         workers,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=multiprocessing.get_context(start_method),
         initializer=_start_worker,
-        initargs=(num_threads,),
+        initargs=(num_threads, dict(os.environ)),
     )
 
 
 Key = tuple[int, int]
 """A chunk: (scenario index, chunk index)."""
+
+Group = tuple[int, tuple[int, ...]]
+"""A job: (scenario index, its consecutive chunks' indices)."""
 
 
 def run_chunks(
@@ -357,7 +473,7 @@ def run_chunks(
     merge: Callable[[int, EvidenceState, ChunkDraw], EvidenceState],
     *,
     local: Callable[[int, int], ChunkDraw] | None = None,
-    job: Callable[[int, int], ChunkJob] | None = None,
+    job: Callable[[int, tuple[int, ...]], ChunkJob] | None = None,
     executor: Executor | None = None,
     workers: int = 1,
     num_threads: int | None = 1,
@@ -368,10 +484,10 @@ def run_chunks(
     """Draw and merge every unfinished scenario's remaining chunks; the final states.
 
     In this process (``local(i, c)``, in order) when ``workers == 1`` and no ``executor``;
-    else each chunk is a ``job(i, c)`` run by ``run_packed`` on ``executor`` or on a local pool
-    of ``workers`` processes on ``num_threads`` torch threads each (started again when one
-    of its workers dies, at most
-    ``MAX_POOL_RESTARTS`` times), ``window`` chunks in flight. ``merge(i, state, drawn)``
+    else the chunks of each scenario, grouped by ``job_groups``, are jobs ``job(i, chunks)``
+    run by ``run_packed`` on ``executor`` or on a local pool of ``workers`` processes on
+    ``num_threads`` torch threads each (started again when one of its workers dies, at most
+    ``MAX_POOL_RESTARTS`` times), ``window`` jobs in flight. ``merge(i, state, drawn)``
     merges in chunk order; ``after(states)`` follows every merged chunk; ``done(i, state)``
     follows each scenario's last (and each already finished one, first).
 
@@ -412,7 +528,7 @@ def _parallel(
     chunks: Sequence[Sequence[int]],
     current: list[EvidenceState],
     merged: Callable[[int, ChunkDraw], bool],
-    job: Callable[[int, int], ChunkJob],
+    job: Callable[[int, tuple[int, ...]], ChunkJob],
     executor: Executor | None,
     start: Callable[[], Executor],
     window: int,
@@ -420,13 +536,13 @@ def _parallel(
     """The scheduling loop of ``run_chunks``: submit in order, merge in order; a local pool
     (``executor is None``) that broke is started again and its chunks in flight submitted
     again."""
-    todo: deque[Key] = deque(
-        (i, c)
+    todo: deque[Group] = deque(
+        (i, group)
         for i in range(len(chunks))
         if not is_finished(current[i], chunks[i])
-        for c in range(current[i].chunks_done, len(chunks[i]))
+        for group in job_groups(chunks[i], current[i].chunks_done)
     )
-    pending: dict[Future[bytes], Key] = {}
+    pending: dict[Future[bytes], Group] = {}
     ready: dict[Key, ChunkDraw] = {}
     restarts = 0
     pool = executor or start()
@@ -439,11 +555,12 @@ def _parallel(
             if not pending:
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            lost: list[Key] = []
+            lost: list[Group] = []
             for future in finished:
                 key = pending.pop(future)
                 try:
-                    ready[key] = pickle.loads(future.result())
+                    drawn = unpack_draws(future.result())
+                    ready.update(zip([(key[0], c) for c in key[1]], drawn, strict=True))
                 except BrokenProcessPool:
                     if executor is not None:  # the caller's pool: theirs to restart
                         raise
@@ -464,8 +581,8 @@ def _parallel(
                     not is_finished(current[i], chunks[i]) and (i, current[i].chunks_done) in ready
                 ):
                     if merged(i, ready.pop((i, current[i].chunks_done))):
-                        for key in [k for k in ready if k[0] == i]:
-                            del ready[key]  # drawn beyond the stopping point: never merged
+                        for beyond in [k for k in ready if k[0] == i]:
+                            del ready[beyond]  # drawn beyond the stopping point: never merged
     finally:
         for future in pending:
             future.cancel()
