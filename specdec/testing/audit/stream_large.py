@@ -485,7 +485,8 @@ def large_stream_audit(
     alpha, beta = options.false_fail_rate, options.false_pass_rate
     n, prompts = scenarios[0].new_tokens, len(scenarios)
     # the groups decided on: all tokens, then each kind judged alone (Bonferroni over all)
-    decided = [0] + ([] if position_kinds is None else [1 + n + prompts + c for c in DECIDED_KINDS])
+    alone_codes = () if position_kinds is None else DECIDED_KINDS
+    decided = [0, *(1 + n + prompts + code for code in alone_codes)]
     level = math.log(len(LARGE_TESTS) * len(decided) / alpha)
     vocab = int(scenarios[0].target.vocab_size)
     target = None if options.samples is not None else (options.detect_tv or LARGE_DETECT_TV)
@@ -547,7 +548,7 @@ def large_stream_audit(
     detectable = _detectable(state, 0, level, beta)
     binned = detectable[0][1]
     alone = []  # each kind judged alone: its e-processes and its own power
-    for code, group, kind_rows in zip(DECIDED_KINDS, decided[1:], rows_of[1:], strict=True):
+    for code, group, kind_rows in zip(alone_codes, decided[1:], rows_of[1:], strict=True):
         sizes = _detectable(state, group, level, beta)
         count = int(state.tokens[group])
         alone.append(KindDecision(KINDS[code], count, kind_rows, sizes, sizes[0][1] <= minimum))
