@@ -17,11 +17,12 @@ drawn (prompt by prompt, continuation by continuation, position by position):
   variance; rows with one allowed token are skipped: nothing to test);
 * no token has probability 0.
 
-**Large-vocabulary mode** watches four e-processes after every chunk: the KT mixture on 16
-equal PIT bins for each of the three orders, and the normal-mixture self-normalized e-process
-on ``z`` (valid for any law with the known variance: no sub-Gaussian or bounded-range
-assumption). Each stops at :math:`\ln(4/\alpha)` (Bonferroni; Ville: a lossless engine ever
-crosses with probability at most ``alpha = false_fail_rate``), and a forbidden token rejects at
+**Large-vocabulary mode** watches four e-processes after every chunk (eight with
+``position_kinds``: below): the KT mixture on 16 equal PIT bins for each of the three orders,
+and the normal-mixture self-normalized e-process on ``z`` (valid for any law with the known
+variance: no sub-Gaussian or bounded-range assumption). Each stops at :math:`\ln(m/\alpha)`,
+``m`` the e-processes watched (Bonferroni; Ville: a lossless engine ever crosses with
+probability at most ``alpha = false_fail_rate``), and a forbidden token rejects at
 once (probability 0 for a lossless engine, up to float rounding of the target's logits at a
 top-k / top-p boundary tie: the engine's KV-cached logits and the audit's full-sequence logits
 may round differently). The sample is sized so the binned-PIT process detects a PIT law whose
