@@ -55,26 +55,27 @@ tokens, a sharper or flatter law), nothing else.
 Per position kind: ``position_kinds(prompts [N, L], tokens [N, n]) -> [N, n]`` labels each
 position 0 (accepted draft), 1 (corrected) or 2 (bonus), called after every sampler call with
 what it returned (it may read what the engine recorded in that call); the report then has a row
-per kind, and the **bonus positions are judged alone** too (``DECIDED_KINDS``): a bonus token
-is drawn once every draft of its block is accepted, so whether a position is a bonus is decided
-before its token is drawn, and given everything before it a lossless engine draws it from the
-target's row. The subsequence of bonus tokens is then a predictable selection of the stream, on
-which the same four statistics are martingales again (optional sampling), so the same four
-e-processes, on the bonus tokens alone, are valid. A bug confined to the bonus (its row drawn
-unwarped, at the wrong temperature, from the wrong position) is diluted in the all-token tests
-by the bonus share (8% of SmolLM2's tokens with an int8 draft at ``k = 4``) and not on its own
-positions: a mean shift ``mu`` on a share ``f`` of the tokens needs about ``1/f`` times the
-tokens pooled that it needs alone. The family-wise rate is split over all eight e-processes
-(Bonferroni: each stops at :math:`\ln(8/\alpha)`), and the bonus positions state their own power
-(binned-PIT TV and mean shift at their own count); too few of them to reach ``min_power_tv``:
-they "cannot decide alone", a crossing still rejects, and the overall verdict stays the
-all-token one. Accepted drafts and corrected tokens are not judged apart: whether a drafted
-position is accepted is decided by its own token, and a lossless engine's accepted drafts
-follow ``min(p, q)`` and its corrections the residual ``norm(max(0, p - q))``, laws that need
-the draft's rows, which the audit does not have; together they follow the target's row, as the
-all-token tests (nine tokens in ten) check. Labels that depend on the labelled token itself
-(not what the hook documents) void the bonus tests' false-fail guarantee. Rows per position and
-per prompt are always given, descriptive.
+per kind, and in large mode the **bonus positions are judged alone** too (``DECIDED_KINDS``;
+two-sample mode keeps the rows descriptive). A bonus token is drawn once every draft of its
+block is accepted, so whether a position is a bonus is decided before its token is drawn, and
+given everything before it a lossless engine draws it from the target's row. The bonus tokens
+are then a predictable selection of the stream, on which the four statistics are martingales
+again (optional sampling), so the four e-processes on the bonus tokens alone are valid. A bug
+confined to the bonus (its row drawn unwarped, at the wrong temperature, from the wrong
+position) is diluted in the all-token tests by the bonus share ``f`` (8% of SmolLM2's tokens
+with an int8 draft at ``k = 4``), not on its own positions: for a mean shift, the pooled test
+needs about ``1/f`` times the stream tokens that the test on the bonus positions needs. The
+family-wise rate is split over all eight e-processes (Bonferroni: each stops at
+:math:`\ln(8/\alpha)`), and the bonus positions state their own power (binned-PIT TV and mean
+shift at their own count); too few of them for ``min_power_tv``: they "cannot decide alone", a
+crossing still rejects, and the overall verdict stays the all-token one. Accepted drafts and
+corrected tokens are not judged apart: whether a drafted position is accepted is decided by its
+own token, and a lossless engine's accepted drafts follow ``norm(min(p, q))`` and its
+corrections the residual ``norm(max(0, p - q))``, laws that need the draft's rows, which the
+audit does not have; together they follow the target's row, as the all-token tests (nine tokens
+in ten) check. Labels that depend on the labelled token itself (not what the hook documents)
+void the bonus tests' false-fail guarantee. Rows per position and per prompt are always given,
+descriptive.
 
 Memory: the statistics state (``StreamStatistics``) is a few counts and sums per group,
 independent of the number of tokens; continuations are dropped once scored.
