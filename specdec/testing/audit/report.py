@@ -414,13 +414,16 @@ class AuditReport:
         return lines
 
     def _stream_lines(self) -> list[str]:
+        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
+        watched = sum(len(s.e_processes) + sum(len(k.e_processes) for k in s.kinds)
+                      for s in streams)  # fmt: skip
         lines = [
             f"  family-wise false-fail rate <= {self.false_fail_rate:g} (Bonferroni over the "
-            f"e-processes, Ville); detectable sizes at false-pass rate {self.false_pass_rate:g}",
+            f"{watched} e-processes, Ville); detectable sizes at false-pass rate "
+            f"{self.false_pass_rate:g}",
             *([f"  run as: {self.signature}"] if self.signature else []),
             f"  cannot see: {self.reason.rpartition('; ')[2]}",
         ]
-        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
         for s in streams:
             lines += s.lines()
         drawn = sum(s.continuations for s in streams), sum(s.tokens for s in streams)
