@@ -132,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             "load": os.getloadavg()[0],
             "kinds": {g.name: [g.tokens, round(g.mean_z, 3)] for g in getattr(result, "groups", ())
                       if g.name in ("accepted draft", "corrected", "bonus")},
+            "judged_alone": [
+                {"kind": kind.name, "tokens": kind.tokens, "summary": kind.summary(),
+                 "peak_log_e": {e.name: round(e.peak, 2) for e in kind.e_processes},
+                 "detectable": {name: round(value, 4) for name, value in kind.detectable}}
+                for kind in getattr(result, "kinds", ())
+            ],
         }  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)

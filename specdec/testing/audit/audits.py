@@ -453,12 +453,13 @@ def audit_stream(
     forcing, the engine's streams sampled and judged per prompt (``specdec.testing.audit.
     stream``: pooled cells, L1 and G tests with Holm across prompts, the e-process, forbidden
     outcomes as certain rejections, the power in TV). Large-vocabulary mode (``V ** n``
-    above that, or ``mode="large"``): each token's randomized PIT (two orders) and
-    standardized surprisal against its teacher-forced row, three anytime-valid e-processes
-    (Bonferroni) and forbidden tokens as certain rejections, the power as a binned-PIT TV and
-    a mean-surprisal shift (``specdec.testing.audit.stream_large``, which also states what it
-    cannot see). Two-sample mode (``mode="two-sample"``, ``reference`` the engine without
-    speculation): both streams through the target's PIT, compared.
+    above that, or ``mode="large"``): each token's randomized PIT (three orders) and
+    standardized surprisal against its teacher-forced row, four anytime-valid e-processes
+    (Bonferroni; eight with ``position_kinds``) and forbidden tokens as certain rejections,
+    the power as a binned-PIT TV and a mean-surprisal shift (``specdec.testing.audit
+    .stream_large``, which also states what it cannot see). Two-sample mode
+    (``mode="two-sample"``, ``reference`` the engine without speculation): both streams
+    through the target's PIT, compared.
 
     Args:
         sample: ``sample(prompt [L], generator) -> LongTensor [>= n]`` new tokens (prompt
@@ -476,7 +477,8 @@ def audit_stream(
         reference: (two-sample) the engine without speculation, in ``sample``'s form.
         position_kinds: (large, two-sample) ``(prompts [N, L], tokens [N, n]) -> [N, n]``
             labels 0 accepted draft, 1 corrected, 2 bonus, called after each ``sample`` call:
-            the report gains a row per kind.
+            the report gains a row per kind, and (large mode) the bonus positions are judged
+            alone too (four more e-processes, Bonferroni over eight; ``stream_large``).
         eos_token_id: (exact-law mode) judge "the first ``n`` tokens or until this EOS" (EOS
             absorbing: the engine may stop there and return fewer tokens or ``-1`` padding; a
             token after it is a forbidden outcome); ``None``: every generation must give ``n``

@@ -324,16 +324,26 @@ class AuditReport:
         title = {"large": "large-vocabulary", "two-sample": "two-sample"}[self.mode]
         streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
         tokens = sum(s.tokens for s in streams)
+        kinds = [kind for s in streams for kind in s.kinds]  # kinds judged alone
         if self.verdict == "lossy":
+            pooled = any(s.forbidden or s.deciding_test in {e.name for e in s.e_processes}
+                         for s in streams)  # fmt: skip
+            on_kind = next((kind for kind in kinds if kind.lossy), None)
+            if on_kind is not None and not pooled:  # found on one kind's positions alone
+                return f"{on_kind.summary()} ({title}; {tokens} tokens in all)"
             decided = ", ".join(str(s.deciding_test) for s in streams if s.lossy)
             return f"LOSSY ({title}): rejected by {decided} after {tokens} tokens"
         sizes = "; ".join(f"{text} >= {value:.4g}" for s in streams for text, value in s.detectable)
         rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
+        alone = "".join(f"; {kind.summary()}" for kind in kinds)
         if self.verdict == "lossless":
-            return f"LOSSLESS ({title}): no deviation of {sizes} found ({rates}; {tokens} tokens)"
+            return (
+                f"LOSSLESS ({title}): no deviation of {sizes} found ({rates}; {tokens} tokens)"
+                + alone
+            )
         if self.verdict == "nondeterministic":
             return self._verdict_line()
-        return f"{self.verdict.upper()} ({title}): {self.reason.split('; ')[0]}"
+        return f"{self.verdict.upper()} ({title}): {self.reason.split('; ')[0]}{alone}"
 
     def _verdict_line(self) -> str:
         rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
@@ -404,13 +414,16 @@ class AuditReport:
         return lines
 
     def _stream_lines(self) -> list[str]:
+        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
+        watched = sum(len(s.e_processes) + sum(len(k.e_processes) for k in s.kinds)
+                      for s in streams)  # fmt: skip
         lines = [
             f"  family-wise false-fail rate <= {self.false_fail_rate:g} (Bonferroni over the "
-            f"e-processes, Ville); detectable sizes at false-pass rate {self.false_pass_rate:g}",
+            f"{watched} e-processes, Ville); detectable sizes at false-pass rate "
+            f"{self.false_pass_rate:g}",
             *([f"  run as: {self.signature}"] if self.signature else []),
             f"  cannot see: {self.reason.rpartition('; ')[2]}",
         ]
-        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
         for s in streams:
             lines += s.lines()
         drawn = sum(s.continuations for s in streams), sum(s.tokens for s in streams)

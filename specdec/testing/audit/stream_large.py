@@ -17,11 +17,12 @@ drawn (prompt by prompt, continuation by continuation, position by position):
   variance; rows with one allowed token are skipped: nothing to test);
 * no token has probability 0.
 
-**Large-vocabulary mode** watches four e-processes after every chunk: the KT mixture on 16
-equal PIT bins for each of the three orders, and the normal-mixture self-normalized e-process
-on ``z`` (valid for any law with the known variance: no sub-Gaussian or bounded-range
-assumption). Each stops at :math:`\ln(4/\alpha)` (Bonferroni; Ville: a lossless engine ever
-crosses with probability at most ``alpha = false_fail_rate``), and a forbidden token rejects at
+**Large-vocabulary mode** watches four e-processes after every chunk (eight with
+``position_kinds``: below): the KT mixture on 16 equal PIT bins for each of the three orders,
+and the normal-mixture self-normalized e-process on ``z`` (valid for any law with the known
+variance: no sub-Gaussian or bounded-range assumption). Each stops at :math:`\ln(m/\alpha)`,
+``m`` the e-processes watched (Bonferroni; Ville: a lossless engine ever crosses with
+probability at most ``alpha = false_fail_rate``), and a forbidden token rejects at
 once (probability 0 for a lossless engine, up to float rounding of the target's logits at a
 top-k / top-p boundary tie: the engine's KV-cached logits and the audit's full-sequence logits
 may round differently). The sample is sized so the binned-PIT process detects a PIT law whose
@@ -54,7 +55,27 @@ tokens, a sharper or flatter law), nothing else.
 Per position kind: ``position_kinds(prompts [N, L], tokens [N, n]) -> [N, n]`` labels each
 position 0 (accepted draft), 1 (corrected) or 2 (bonus), called after every sampler call with
 what it returned (it may read what the engine recorded in that call); the report then has a row
-per kind. Rows per position and per prompt are always given. The rows are descriptive.
+per kind, and in large mode the **bonus positions are judged alone** too (``DECIDED_KINDS``;
+two-sample mode keeps the rows descriptive). A bonus token is drawn once every draft of its
+block is accepted, so whether a position is a bonus is decided before its token is drawn, and
+given everything before it a lossless engine draws it from the target's row. The bonus tokens
+are then a predictable selection of the stream, on which the four statistics are martingales
+again (optional sampling), so the four e-processes on the bonus tokens alone are valid. A bug
+confined to the bonus (its row drawn unwarped, at the wrong temperature, from the wrong
+position) is diluted in the all-token tests by the bonus share ``f`` (8% of SmolLM2's tokens
+with an int8 draft at ``k = 4``), not on its own positions: for a mean shift, the pooled test
+needs about ``1/f`` times the stream tokens that the test on the bonus positions needs. The
+family-wise rate is split over all eight e-processes (Bonferroni: each stops at
+:math:`\ln(8/\alpha)`), and the bonus positions state their own power (binned-PIT TV and mean
+shift at their own count); too few of them for ``min_power_tv``: they "cannot decide alone", a
+crossing still rejects, and the overall verdict stays the all-token one. Accepted drafts and
+corrected tokens are not judged apart: whether a drafted position is accepted is decided by its
+own token, and a lossless engine's accepted drafts follow ``norm(min(p, q))`` and its
+corrections the residual ``norm(max(0, p - q))``, laws that need the draft's rows, which the
+audit does not have; together they follow the target's row, as the all-token tests (nine tokens
+in ten) check. Labels that depend on the labelled token itself (not what the hook documents)
+void the bonus tests' false-fail guarantee. Rows per position and per prompt are always given,
+descriptive.
 
 Memory: the statistics state (``StreamStatistics``) is a few counts and sums per group,
 independent of the number of tokens; continuations are dropped once scored.
@@ -77,7 +98,12 @@ from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream import first_tokens  # the same output checks as exact mode
-from specdec.testing.audit.stream_results import EProcessRow, GroupRow, StreamStatisticsResult
+from specdec.testing.audit.stream_results import (
+    EProcessRow,
+    GroupRow,
+    KindDecision,
+    StreamStatisticsResult,
+)
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats.streaming import (
     bin_of,
@@ -91,6 +117,7 @@ from specdec.testing.stats.streaming import (
 )
 
 __all__ = [
+    "DECIDED_KINDS",
     "KINDS",
     "LARGE_DETECT_TV",
     "PIT_BINS",
@@ -124,6 +151,10 @@ MIXTURE_PRECISION = 16.0
 KINDS = ("accepted draft", "corrected", "bonus")
 """Position kinds, by the code ``position_kinds`` gives them."""
 
+DECIDED_KINDS = (2,)
+"""The kinds (codes of ``KINDS``) judged alone: the bonus, decided before its token is drawn and
+drawn from the target's row (module docstring)."""
+
 ROW_ELEMENTS = 1 << 23
 """Most warped-row entries (``tokens * V``) teacher-forced and scored at once."""
 
@@ -149,6 +180,10 @@ BLIND_SPOTS = (
     "stated sizes (averaged over positions, so a bug on few positions is diluted), nor anything "
     "after new_tokens or after other prompts, and LOSSLESS bounds the binned PIT law, not the "
     "token law's TV"
+)
+KIND_BLIND_SPOTS = (
+    " (with position kinds: accepted drafts and corrected tokens are not judged apart, their "
+    "lossless laws needing the draft's rows: the all-token tests see them)"
 )
 TWO_SAMPLE_BLIND_SPOTS = (
     "two-sample mode compares the two engines' mean PIT, mean surprisal-minus-entropy and PIT "
@@ -270,14 +305,28 @@ def add_tokens(
     )
 
 
-def large_log_e(state: StreamStatistics) -> tuple[float, float, float, float]:
-    """``ln E`` of the four large-mode e-processes on group 0 (every token)."""
-    sorted_e = float(kt_uniform_log_e(state.sorted_bins[0]))
-    seeded_e = float(kt_uniform_log_e(state.seeded_bins[0]))
-    index_e = float(kt_uniform_log_e(state.index_bins[0]))
-    variance = state.z_square_total[0] + state.scored[0].to(torch.float64)
-    z_e = float(normal_mixture_log_e(state.z_total[0], variance, MIXTURE_PRECISION))
+def large_log_e(state: StreamStatistics, group: int = 0) -> tuple[float, float, float, float]:
+    """``ln E`` of the four large-mode e-processes on one group (group 0: every token)."""
+    sorted_e = float(kt_uniform_log_e(state.sorted_bins[group]))
+    seeded_e = float(kt_uniform_log_e(state.seeded_bins[group]))
+    index_e = float(kt_uniform_log_e(state.index_bins[group]))
+    variance = state.z_square_total[group] + state.scored[group].to(torch.float64)
+    z_e = float(normal_mixture_log_e(state.z_total[group], variance, MIXTURE_PRECISION))
     return sorted_e, seeded_e, index_e, z_e
+
+
+def _detectable(
+    state: StreamStatistics, group: int, level: float, beta: float
+) -> tuple[tuple[str, float], ...]:
+    """What one group's tokens detect with false-pass ``beta`` at this ``level``."""
+    binned = min_detectable_binned_tv(max(1, int(state.tokens[group])), PIT_BINS, level, beta)
+    scored = max(1, int(state.scored[group]))
+    shift = min_detectable_mean_shift(scored, level, beta, MIXTURE_PRECISION)
+    return (
+        ("binned PIT TV (average over tokens) from uniform", binned),
+        ("Kolmogorov-Smirnov distance of the PIT law", min(1.0, binned + 1 / PIT_BINS)),
+        ("mean standardized-surprisal shift, in sd (approximate)", shift),
+    )
 
 
 def _teacher_forced_rows(
@@ -436,8 +485,11 @@ def large_stream_audit(
     """
     start = time.perf_counter()
     alpha, beta = options.false_fail_rate, options.false_pass_rate
-    level = math.log(len(LARGE_TESTS) / alpha)
     n, prompts = scenarios[0].new_tokens, len(scenarios)
+    # the groups decided on: all tokens, then each kind judged alone (Bonferroni over all)
+    alone_codes = () if position_kinds is None else DECIDED_KINDS
+    decided = [0, *(1 + n + prompts + code for code in alone_codes)]
+    level = math.log(len(LARGE_TESTS) * len(decided) / alpha)
     vocab = int(scenarios[0].target.vocab_size)
     target = None if options.samples is not None else (options.detect_tv or LARGE_DETECT_TV)
     if options.samples is not None:
@@ -453,8 +505,9 @@ def large_stream_audit(
     noises = [
         torch.Generator().manual_seed(1_000_003 * options.seed + 2 * i + 2) for i in range(prompts)
     ]
-    drawn, continuations, peaks, stopped = 0, 0, [0.0] * len(LARGE_TESTS), False
-    log_e = (0.0,) * len(LARGE_TESTS)
+    drawn, continuations, stopped = 0, 0, False
+    log_e = [(0.0,) * len(LARGE_TESTS) for _ in decided]  # per decided group, per test
+    peaks = [[0.0] * len(LARGE_TESTS) for _ in decided]
     first_where = ""
     while drawn < per_prompt and not stopped:
         size = min(_chunk(subject, scenarios[0]), per_prompt - drawn)
@@ -471,31 +524,41 @@ def large_stream_audit(
                     f"{int(tokens[row, position])} (continuation {drawn + row + 1})"
                 )
             state = add_tokens(state, scored, groups)
-            log_e = large_log_e(state)
-            peaks = [max(p, e) for p, e in zip(peaks, log_e, strict=True)]
-            if state.forbidden or max(peaks) >= level:
+            log_e = [large_log_e(state, group) for group in decided]
+            peaks = [
+                [max(p, e) for p, e in zip(old, new, strict=True)]
+                for old, new in zip(peaks, log_e, strict=True)
+            ]
+            if state.forbidden or max(max(p) for p in peaks) >= level:
                 stopped = True
                 break
         drawn += size
         if progress is not None:
+            largest = max(max(e) for e in log_e)
             progress(f"[large] {drawn}/{per_prompt} continuations per prompt, "
-                     f"ln E {max(log_e):.2f} of {level:.2f}")  # fmt: skip
+                     f"ln E {largest:.2f} of {level:.2f}")  # fmt: skip
     deterministic = _deterministic(draw, scenarios[0], options.seed)
     judged = int(state.tokens[0])
-    rows = tuple(
-        EProcessRow(name, value, peak, level)
-        for name, value, peak in zip(LARGE_TESTS, log_e, peaks, strict=True)
-    )
-    deciding = "forbidden token" if state.forbidden else next(
-        (e.name for e in rows if e.rejects), None
-    )  # fmt: skip
-    binned = min_detectable_binned_tv(max(1, judged), PIT_BINS, level, beta)
-    shift = min_detectable_mean_shift(max(1, int(state.scored[0])), level, beta, MIXTURE_PRECISION)
-    detectable = (
-        ("binned PIT TV (average over tokens) from uniform", binned),
-        ("Kolmogorov-Smirnov distance of the PIT law", min(1.0, binned + 1 / PIT_BINS)),
-        ("mean standardized-surprisal shift, in sd (approximate)", shift),
-    )
+    rows_of = [
+        tuple(
+            EProcessRow(name, value, peak, level)
+            for name, value, peak in zip(LARGE_TESTS, values, highs, strict=True)
+        )
+        for values, highs in zip(log_e, peaks, strict=True)
+    ]
+    rows = rows_of[0]
+    detectable = _detectable(state, 0, level, beta)
+    binned = detectable[0][1]
+    alone = []  # each kind judged alone: its e-processes and its own power
+    for code, group, kind_rows in zip(alone_codes, decided[1:], rows_of[1:], strict=True):
+        sizes = _detectable(state, group, level, beta)
+        count = int(state.tokens[group])
+        alone.append(KindDecision(KINDS[code], count, kind_rows, sizes, sizes[0][1] <= minimum))
+    rejecting = [e.name for e in rows if e.rejects] + [
+        f"{e.name} on {kind.name} positions" for kind in alone for e in kind.e_processes
+        if e.rejects
+    ]  # fmt: skip
+    deciding = "forbidden token" if state.forbidden else next(iter(rejecting), None)
     result = StreamStatisticsResult(
         name="all prompts",
         mode="large",
@@ -509,8 +572,10 @@ def large_stream_audit(
         groups=_group_rows(state, names),
         deterministic=deterministic,
         stopped_early=stopped,
+        kinds=tuple(alone),
     )
-    verdict, reason = _verdict(result, options, binned > minimum, minimum, BLIND_SPOTS)
+    blind = BLIND_SPOTS if not alone else BLIND_SPOTS + KIND_BLIND_SPOTS
+    verdict, reason = _verdict(result, options, binned > minimum, minimum, blind)
     return AuditReport(
         verdict=verdict,
         mode="large",

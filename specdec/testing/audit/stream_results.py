@@ -3,14 +3,16 @@
 One ``StreamStatisticsResult`` holds what the audit watched (the e-processes, their peaks and
 their level), what it saw (tokens, forbidden tokens), what it can detect at its sample size, and
 the per-group rows (every position of the continuation, every prompt, and each position kind
-when the engine labels them): descriptive only, the verdict is decided on all tokens pooled.
-The report (``report.AuditReport``) prints its ``headline`` and ``lines``.
+when the engine labels them), descriptive. The verdict is decided on all tokens pooled and,
+when the engine labels position kinds, on each kind whose lossless law is the target's row
+(``KindDecision``: the bonus positions), each with its own e-processes and power. The report
+(``report.AuditReport``) prints its ``headline`` and ``lines``.
 """
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EProcessRow", "GroupRow", "StreamStatisticsResult"]
+__all__ = ["EProcessRow", "GroupRow", "KindDecision", "StreamStatisticsResult"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,50 @@ class GroupRow:
 
 
 @dataclass(frozen=True)
+class KindDecision:
+    """The decision on one position kind alone (large mode, ``position_kinds`` given).
+
+    A kind is judged alone only where its lossless law is the target's row given the past
+    and the kind is decided before its token is drawn (the bonus: every draft of its block
+    accepted); its e-processes share the family-wise level of the audit's others.
+
+    Attributes:
+        name: the kind, ``"bonus"``.
+        tokens: its tokens judged.
+        e_processes: its e-processes (the all-token four, on its tokens alone).
+        detectable: the deviations its tokens detect (as ``StreamStatisticsResult``).
+        decided: whether its tokens buy the audit's minimum power (``min_power_tv``);
+            ``False``: it cannot decide on its own (a crossing still rejects).
+    """
+
+    name: str
+    tokens: int
+    e_processes: tuple[EProcessRow, ...]
+    detectable: tuple[tuple[str, float], ...]
+    decided: bool
+
+    @property
+    def lossy(self) -> bool:
+        """Whether one of its e-processes crossed the level."""
+        return any(e.rejects for e in self.e_processes)
+
+    def summary(self) -> str:
+        """Its verdict in words: ``LOSSY on bonus positions ...``, ``no deviation ...`` or
+        ``cannot decide ...``."""
+        where = f"{self.name} positions"
+        if self.lossy:
+            test = next(e.name for e in self.e_processes if e.rejects)
+            return f"LOSSY on {where}: rejected by {test} after {self.tokens} {self.name} tokens"
+        size, value = self.detectable[0]
+        if not self.decided:
+            return (
+                f"{where}: cannot decide alone ({self.tokens} tokens detect only {size} "
+                f">= {value:.4f})"
+            )
+        return f"{where}: no deviation of {size} >= {value:.4f} found ({self.tokens} tokens)"
+
+
+@dataclass(frozen=True)
 class StreamStatisticsResult:
     """What a large-vocabulary or two-sample stream audit saw and decided.
 
@@ -79,6 +125,8 @@ class StreamStatisticsResult:
         groups: per-group rows (descriptive).
         deterministic: whether the same seed gave the same tokens.
         stopped_early: whether an e-process or a forbidden token stopped the drawing.
+        kinds: (large, ``position_kinds`` given) the decisions on single position kinds;
+            ``deciding_test`` names the kind when one of them rejected.
     """
 
     name: str
@@ -93,6 +141,7 @@ class StreamStatisticsResult:
     groups: tuple[GroupRow, ...]
     deterministic: bool
     stopped_early: bool
+    kinds: tuple[KindDecision, ...] = ()
 
     @property
     def lossy(self) -> bool:
@@ -116,11 +165,22 @@ class StreamStatisticsResult:
             lines.append(
                 f"  {e.name:<44} {e.log_e:>9.2f} {e.peak:>9.2f} {e.log_threshold:>7.2f}  {result}"
             )
+        for kind in self.kinds:
+            lines.append(f"  on {kind.name} positions alone ({kind.tokens} tokens):")
+            for e in kind.e_processes:
+                result = "REJECTS" if e.rejects else "ok"
+                lines.append(
+                    f"    {e.name:<42} {e.log_e:>9.2f} {e.peak:>9.2f} {e.log_threshold:>7.2f}  "
+                    f"{result}"
+                )
         if self.forbidden:
             lines.append(f"  {self.forbidden} token(s) the target forbids; first: "
                          f"{self.first_forbidden}")  # fmt: skip
         lines.append("  detectable at this size:")
         lines += [f"    {text}: {value:.4g}" for text, value in self.detectable]
+        for kind in self.kinds:
+            lines.append(f"  {kind.summary()}; detectable on them:")
+            lines += [f"    {text}: {value:.4g}" for text, value in kind.detectable]
         two = self.mode == "two-sample"
         z = "surprisal-H (nats)" if two else "mean z (s.e.)"
         header = f"  {'group':<22} {'tokens':>8} {'mean PIT':>9} {'PIT TV':>7} {z:>19}"
@@ -133,8 +193,9 @@ class StreamStatisticsResult:
             if two and g.other_mean_pit is not None and g.other_mean_z is not None:
                 row += f"   {g.other_mean_pit:.4f}, {g.other_mean_z:+.4f}"
             lines.append(row)
+        decided = "".join(f" and on the {kind.name} positions" for kind in self.kinds)
         lines.append(
             "  (groups are descriptive, not corrected for multiplicity: the verdict is decided "
-            "on all tokens pooled)"
+            f"on all tokens pooled{decided})"
         )
         return lines
