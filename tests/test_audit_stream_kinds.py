@@ -99,6 +99,10 @@ def test_kind_summary_words() -> None:
     assert "cannot decide alone (40 tokens detect only" in (
         KindDecision("bonus", 40, calm, sizes, False).summary()
     )
+    hopeless = (("binned PIT TV", 1.34),)  # a TV of 1 or more is no size at all
+    assert KindDecision("bonus", 28, calm, hopeless, False).summary() == (
+        "bonus positions: cannot decide alone (28 tokens are too few to detect any binned PIT TV)"
+    )
     assert KindDecision("bonus", 40, crossed, sizes, False).summary() == (
         "LOSSY on bonus positions: rejected by standardized surprisal mean after 40 bonus tokens"
     )

@@ -103,6 +103,7 @@ from specdec.testing.audit.stream_results import (
     GroupRow,
     KindDecision,
     StreamStatisticsResult,
+    detects,
 )
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats.streaming import (
@@ -608,8 +609,8 @@ def _verdict(
     if underpowered:
         size, value = result.detectable[0]
         return "cannot decide", (
-            f"{result.tokens} tokens detect only {size} >= {value:.4f}, above the minimum "
-            f"{minimum:g} (more samples, or a larger min_power_tv); {blind}"
+            f"{detects(result.tokens, size, value)}, above the minimum {minimum:g} (more "
+            f"samples, or a larger min_power_tv); {blind}"
         )
     return "lossless", blind
 

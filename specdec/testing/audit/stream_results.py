@@ -12,7 +12,22 @@ when the engine labels position kinds, on each kind whose lossless law is the ta
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EProcessRow", "GroupRow", "KindDecision", "StreamStatisticsResult"]
+__all__ = ["EProcessRow", "GroupRow", "KindDecision", "StreamStatisticsResult", "detects"]
+
+
+def detects(tokens: int, size: str, value: float) -> str:
+    """``"N tokens detect only SIZE >= V"``, or, where ``V`` is out of reach (a distance of 1 or
+    more, an infinite shift), ``"N tokens are too few to detect any SIZE"``.
+
+    Example:
+        >>> detects(28, "binned PIT TV", 1.34)
+        '28 tokens are too few to detect any binned PIT TV'
+        >>> detects(2688, "binned PIT TV", 0.102)
+        '2688 tokens detect only binned PIT TV >= 0.1020'
+    """
+    if not value < (1.0 if "TV" in size or "distance" in size else float("inf")):
+        return f"{tokens} tokens are too few to detect any {size}"
+    return f"{tokens} tokens detect only {size} >= {value:.4f}"
 
 
 @dataclass(frozen=True)
@@ -100,10 +115,7 @@ class KindDecision:
             return f"LOSSY on {where}: rejected by {test} after {self.tokens} {self.name} tokens"
         size, value = self.detectable[0]
         if not self.decided:
-            return (
-                f"{where}: cannot decide alone ({self.tokens} tokens detect only {size} "
-                f">= {value:.4f})"
-            )
+            return f"{where}: cannot decide alone ({detects(self.tokens, size, value)})"
         return f"{where}: no deviation of {size} >= {value:.4f} found ({self.tokens} tokens)"
 
 
