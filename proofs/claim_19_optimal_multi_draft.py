@@ -47,7 +47,7 @@ VOCABS, KS, SEEDS = (2, 3, 4, 5), (1, 2, 3), range(6)
 DRAWS: tuple[Draw, ...] = ("iid", "without_replacement", "hub")
 RATIOS: list[float] = []  # recursive rejection's acceptance / the optimum, k >= 2 (printed)
 SELECT_GAPS: list[float] = []  # optimum - the select rule's acceptance at fitted positions
-SELECT_GAP = 1e-6  # the largest gap (d)'s fit may leave on these pairs (measured: printed)
+SELECT_GAP = 1e-9  # the largest gap (d)'s fit may leave on these pairs (measured: printed)
 
 
 def random_row(rng: random.Random, vocab: int) -> Row:

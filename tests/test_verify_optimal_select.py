@@ -24,9 +24,9 @@ from specdec.verify.multi import MultiDraftRule, MultiDraftVerification
 
 F = Fraction
 Row = tuple[Fraction, ...]
-FIT_GAP = 1e-6
-"""The largest gap to the optimum allowed at the default steps on the toy pairs below (measured
-on them; 2,000 random toy pairs, V <= 8: mean 5e-9, one pair above 1e-6, at 1.1e-5)."""
+FIT_GAP = 1e-9
+"""The largest gap to the optimum allowed at the default fit on the pairs below (measured on 2,000
+random toy pairs, V <= 8: at most 1e-12; on SmolLM2 rows larger gaps remain: benchmarks)."""
 
 
 def _floats(row: Row) -> torch.Tensor:
@@ -197,7 +197,7 @@ def test_reaches_the_optimum_on_a_large_vocabulary() -> None:
     plan = selection_plan(target, draft)
     acceptance = torch.minimum(target, plan.selected_probs).sum(-1)
     gap = iid_optimal_acceptance_probs(target, draft, 2) - acceptance
-    assert float(gap.abs().max()) <= FIT_GAP
+    assert float(gap.abs().max()) <= 1e-6  # measured 2.3e-9: large rows converge more slowly
     assert float((plan.selected_probs.sum(-1) - 1).abs().max()) < 1e-12
 
 

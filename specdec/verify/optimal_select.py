@@ -50,7 +50,7 @@ def verify_multi_optimal_select(
         draft_probs: ``[*batch, V]`` the row ``q`` they were drawn from.
         target_probs: ``[*batch, V]`` the target row ``p``.
         uniforms: ``[*batch, 3]`` in ``[0, 1)``: selection, test, correction.
-        iterations: Newton steps of the fit (0: its linear start; still lossless).
+        iterations: the most Newton steps of the fit (0: its linear start; still lossless).
 
     Returns:
         ``MultiDraftVerification`` (the index of the accepted candidate or ``-1``, the emitted
