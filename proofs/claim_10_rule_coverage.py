@@ -32,6 +32,7 @@ RULE_CLAIMS = {
     "verify_tree": ((17,), ("claim_17_token_trees.py",)),
     "verify_paths": ((17,), ("claim_17_token_trees.py",)),
     "verify_multi_optimal": ((19,), ("claim_19_optimal_multi_draft.py",)),
+    "verify_multi_optimal_select": ((19,), ("claim_19_optimal_multi_draft.py",)),
     "verify_multi_spechub": ((20,), ("claim_20_spechub.py",)),
     "verify_traversal": ((21,), ("claim_21_traversal_verification.py",)),
     "verify_hierarchical": ((23,), ("claim_23_hierarchical.py",)),

@@ -9,7 +9,10 @@ rule ``verify_multi_optimal``'s exact law, cell by cell, equals the rational one
 candidate tuple; with ``support`` (the flow on the most likely tokens, the others lumped) it
 stays lossless within float64 rounding and accepts at most the optimum; it accepts at least
 recursive rejection; its known bugs in ``MULTI_ZOO`` are lossy by their exact laws discovered
-from their own decisions. See ``proofs/theory.md``, claim 19.
+from their own decisions. Part (d), the select-then-reject rule of two i.i.d. candidates: its
+rational law is ``p`` exactly for any positions, its acceptance is ``Σ min(p, q')``, and at the
+positions ``selection_plan`` fits it is the optimum up to the fit's residual (measured, printed).
+See ``proofs/theory.md``, claim 19.
 """
 
 import random
@@ -33,6 +36,7 @@ from specdec.multi_law import (
 )
 from specdec.optimal_acceptance import iid_optimal_acceptance_sorted, optimal_acceptance_cut
 from specdec.optimal_coupling import coupling_steps, optimal_coupling
+from specdec.optimal_selection import selection_output_law, selection_plan
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.verify.multi import MultiDraftRule
 from specdec.verify.optimal import _final_row, _plan, verify_multi_optimal
@@ -42,6 +46,8 @@ F = Fraction
 VOCABS, KS, SEEDS = (2, 3, 4, 5), (1, 2, 3), range(6)
 DRAWS: tuple[Draw, ...] = ("iid", "without_replacement", "hub")
 RATIOS: list[float] = []  # recursive rejection's acceptance / the optimum, k >= 2 (printed)
+SELECT_GAPS: list[float] = []  # optimum - the select rule's acceptance at fitted positions
+SELECT_GAP = 1e-9  # the largest gap (d)'s fit may leave on these pairs (measured: printed)
 
 
 def random_row(rng: random.Random, vocab: int) -> Row:
@@ -131,6 +137,44 @@ def check_torch_rule_cell_by_cell() -> int:
     return cases
 
 
+def check_select_rule_emits_p() -> int:
+    """(d) select then reject, k = 2 i.i.d.: law p for any positions, optimum when fitted"""
+    cases = 0
+    rng = random.Random(1904)
+    for vocab in VOCABS:
+        for target_row, draft_row in pairs(vocab):
+            plan = selection_plan(
+                torch.tensor([float(v) for v in target_row], dtype=torch.float64),
+                torch.tensor([float(v) for v in draft_row], dtype=torch.float64),
+            )
+            fitted = tuple(F(v) for v in plan.positions.tolist())  # exactly the float positions
+            drawn = tuple(F(rng.randrange(-6, 7), 4) for _ in range(vocab))
+            for positions in (fitted, drawn):
+                law = selection_output_law(target_row, draft_row, positions)
+                assert token_law(law) == as_law(target_row), (target_row, draft_row, positions)
+                selected = [
+                    2
+                    * q
+                    * sum(
+                        (
+                            draft_row[y] * min(F(1), max(F(0), F(1, 2) + positions[y] - a))
+                            for y in range(vocab)
+                        ),
+                        F(0),
+                    )
+                    for q, a in zip(draft_row, positions, strict=True)
+                ]
+                accepted = sum((min(p, s) for p, s in zip(target_row, selected, strict=True)), F(0))
+                assert acceptance_probability(law) == accepted
+                optimum = iid_optimal_acceptance_sorted(target_row, draft_row, 2)
+                assert accepted <= optimum
+                if positions is fitted:
+                    SELECT_GAPS.append(float(optimum - accepted))
+                    assert optimum - accepted <= SELECT_GAP, float(optimum - accepted)
+                cases += 1
+    return cases
+
+
 def _lumped_steps(
     target_row: Row, draft_row: Row, k: int, support: int, tokens: Sequence[int]
 ) -> tuple[list[Fraction], Row]:
@@ -216,6 +260,7 @@ CHECKS = [
     check_support_stays_lossless,
     check_torch_rule_discovered,
     check_known_bugs_are_lossy,
+    check_select_rule_emits_p,
 ]
 
 
@@ -243,10 +288,20 @@ def test_known_bugs_are_lossy() -> None:
     check_known_bugs_are_lossy()
 
 
+def test_select_rule_emits_p() -> None:
+    check_select_rule_emits_p()
+
+
 if __name__ == "__main__":
     run_checks("claim 19", CHECKS)
     if RATIOS:
         print(
             f"claim 19 | recursive rejection / optimum, i.i.d., k >= 2: min {min(RATIOS):.3f}, "
             f"mean {sum(RATIOS) / len(RATIOS):.3f} over {len(RATIOS)} cases"
+        )
+    if SELECT_GAPS:
+        print(
+            "claim 19 (d) | optimum - select rule at fitted positions: "
+            f"max {max(SELECT_GAPS):.1e}, mean {sum(SELECT_GAPS) / len(SELECT_GAPS):.1e} "
+            f"over {len(SELECT_GAPS)} pairs"
         )

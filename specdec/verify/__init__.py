@@ -19,6 +19,7 @@ from specdec.verify.multi import (
     verify_multi_without_replacement,
 )
 from specdec.verify.optimal import verify_multi_optimal
+from specdec.verify.optimal_select import verify_multi_optimal_select
 from specdec.verify.paths import verify_paths
 from specdec.verify.rules import exact_match_rule, greedy_rule
 from specdec.verify.spechub import verify_multi_spechub
@@ -36,6 +37,7 @@ __all__ = [
     "verify_multi_iid",
     "verify_multi_kseq",
     "verify_multi_optimal",
+    "verify_multi_optimal_select",
     "verify_multi_point_mass",
     "verify_multi_spechub",
     "verify_multi_without_replacement",
