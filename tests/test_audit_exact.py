@@ -77,6 +77,7 @@ def test_a_function_drawing_gaussian_noise_cannot_be_decided() -> None:
     assert "randn cannot be enumerated" in report.reason
 
 
+@pytest.mark.slow
 def test_generator_drawing_verifiers_are_captured_and_decided_exactly() -> None:
     """The zoo's batched reference (``specdec.uniforms`` from its generator) is LOSSLESS; its
     8-bit-uniform mutant (drawn from the generator too) is LOSSY; the report says the draws
@@ -129,6 +130,7 @@ def test_search_scenarios_are_small_and_seeded() -> None:
         search_scenarios(-1)
 
 
+@pytest.mark.slow
 def test_cli_exact_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--exact", "--search", "1", f"{EXAMPLE}:my_verifier"]) == 0
     assert "LOSSLESS" in capsys.readouterr().out
