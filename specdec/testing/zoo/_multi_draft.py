@@ -18,6 +18,7 @@ from torch import Tensor
 
 from specdec._kernels import acceptance, inverse_cdf, residual
 from specdec.multi_law import Draw
+from specdec.optimal_selection import keep_first_probs, selection_plan
 from specdec.verify._recursive import ChildDraw, recursive_rejection
 from specdec.verify.multi import (
     MultiDraftVerification,
@@ -27,6 +28,7 @@ from specdec.verify.multi import (
     verify_multi_without_replacement,
 )
 from specdec.verify.optimal import verify_multi_optimal
+from specdec.verify.optimal_select import verify_multi_optimal_select
 from specdec.verify.spechub import verify_multi_spechub
 from specdec.verify.tree import TokenTree, TreeVerification, verify_tree, walk_tree
 
@@ -478,3 +480,34 @@ def spechub_residual_of_single_draft(
     ids, draft, target, noise = _flat(draft_tokens, draft_probs, target_probs, uniforms)
     out = verify_multi_spechub(ids, draft, target, noise)
     return _emit(ids, out.accepted, residual(target, draft), noise[:, 2], target_probs.shape[:-1])
+
+
+@MULTI_ZOO.register(kind="position", draw="iid", lossy=False)
+def multi_optimal_select(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Control (lossless): two i.i.d. candidates, one kept by a soft priority, then single-draft
+    rejection against the kept candidate's own law ``q'`` (claim 19 (d))."""
+    return verify_multi_optimal_select(draft_tokens, draft_probs, target_probs, uniforms)
+
+
+@MULTI_ZOO.register(kind="position", draw="iid", lossy=True)
+def optimal_select_tested_against_q(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> MultiDraftVerification:
+    """Bug: the soft-priority selection, then the single-draft kernel as it is: the kept
+    candidate tested with ``min(1, p/q)`` and the correction drawn from ``norm(max(0, p - q))``,
+    where both need ``q'``, the law of the *kept* candidate.
+
+    Family: a selection step put in front of an existing single-draft verifier, which goes on
+    reading the draft row it is handed. The kept candidate is the better of two draws, not a
+    draw from ``q``: the tokens the selection favours are accepted too often.
+    """
+    ids, draft, target, noise = _flat(draft_tokens, draft_probs, target_probs, uniforms)
+    plan = selection_plan(target, draft)
+    first = noise[:, 0] < keep_first_probs(plan.positions, ids[:, 0], ids[:, 1])
+    index = torch.where(first, 0, 1)
+    chosen = ids.gather(-1, index.unsqueeze(-1))  # [n, 1]
+    ratio = (target.gather(-1, chosen) / draft.gather(-1, chosen)).squeeze(-1)
+    accepted = torch.where(noise[:, 1] < ratio.clamp(max=1.0), index, -1)
+    return _emit(ids, accepted, residual(target, draft), noise[:, 2], target_probs.shape[:-1])
