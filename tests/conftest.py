@@ -9,15 +9,11 @@ machine an oversubscribed pool made tiny ops thousands of times slower (a softma
 16 ms with 2 threads, 4 us with 1). Timings are never asserted, so this changes speed only.
 The cores are used by pytest-xdist instead: the README's test command runs one worker per core
 (``-n auto --dist worksteal``: tests are dealt out evenly and an idle worker takes the other's
-remaining ones). Order: the modules holding a ``slow`` test run first (each module's tests
-together and in their own order, the rest after them in collection order), so the longest tests
-start early and short ones fill the end, instead of a minute-long test starting last while the
-other worker has nothing left. Only the order changes; every test runs.
+remaining ones).
 """
 
 import os
 
-import pytest
 import torch
 from hypothesis import settings
 
@@ -26,9 +22,3 @@ settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 torch.set_num_threads(int(os.environ.get("SPECDEC_TEST_THREADS", "1")))
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules holding a ``slow`` test first, each kept whole and in order (a stable sort)."""
-    heavy = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in heavy)
