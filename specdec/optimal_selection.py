@@ -57,6 +57,7 @@ from specdec._checks import check_probs_pair
 __all__ = [
     "ITERATIONS",
     "SelectionPlan",
+    "fit_plan",
     "keep_first_probs",
     "selected_law",
     "selection_output_law",
@@ -198,8 +199,11 @@ def _start(wanted: Tensor, draft: Tensor) -> Tensor:
     return torch.empty_like(sorted_positions).scatter(-1, order, sorted_positions)
 
 
-def _fit(target: Tensor, draft: Tensor, iterations: int) -> SelectionPlan:
-    """Unchecked ``selection_plan`` on ``[n, V]`` float64 rows."""
+def fit_plan(
+    target: Float[Tensor, "n vocab"], draft: Float[Tensor, "n vocab"], iterations: int
+) -> SelectionPlan:
+    """``selection_plan`` without its input checks, on ``[n, V]`` float64 rows: for a caller
+    that has validated the rows itself (``verify_multi_optimal_select``)."""
     wanted, _, _ = _target(target, draft)
     drawn = draft > 0
     goal = wanted / 2  # the score M(x) that gives q'(x) = q(x) wanted(x)
@@ -258,7 +262,7 @@ def selection_plan(
         raise ValueError(f"iterations must be an int >= 0, got {iterations!r}.")
     target, draft = (t.to(torch.float64) for t in check_probs_pair(target_probs, draft_probs))
     vocab = target.shape[-1]
-    plan = _fit(target.reshape(-1, vocab), draft.reshape(-1, vocab), iterations)
+    plan = fit_plan(target.reshape(-1, vocab), draft.reshape(-1, vocab), iterations)
     return SelectionPlan(
         plan.positions.reshape(target.shape), plan.selected_probs.reshape(target.shape)
     )

@@ -14,7 +14,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._kernels import inverse_cdf
-from specdec.optimal_selection import ITERATIONS, _fit, keep_first_probs
+from specdec.optimal_selection import ITERATIONS, fit_plan, keep_first_probs
 from specdec.verify.multi import MultiDraftVerification, check_drawable, check_multi
 
 __all__ = ["verify_multi_optimal_select"]
@@ -89,7 +89,7 @@ def verify_multi_optimal_select(
     vocab = target.shape[-1]
     pairs = torch.cat([draft, target], dim=-1)
     unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # one fit per (q, p)
-    plan = _fit(unique[:, vocab:], unique[:, :vocab], iterations)
+    plan = fit_plan(unique[:, vocab:], unique[:, :vocab], iterations)
     positions, selected = plan.positions[inverse], plan.selected_probs[inverse]  # [n, V]
     keep_first = noise[:, 0] < keep_first_probs(positions, ids[:, 0], ids[:, 1])
     index = torch.where(keep_first, 0, 1)  # [n] the selected candidate
