@@ -25,7 +25,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +131,17 @@ def expected_accepted(
     return {"tokens": token_level, "block": block}
 
 
-def recording(rule: VerifyRule, k: int, sink: dict[str, list[float]]) -> VerifyRule:
-    """``rule``, and for every call verifying ``k`` drafts both rules' expected accepted counts
-    (``expected_accepted``) appended to ``sink``; the verdict is ``rule``'s, untouched."""
+Expected = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]
+"""``expected(draft_tokens, draft_probs, target_probs)``: each rule's expected accepted count."""
+
+
+def recording(
+    rule: VerifyRule, k: int, sink: dict[str, list[float]], expected: Expected | None = None
+) -> VerifyRule:
+    """``rule``, and for every call verifying ``k`` drafts the rules' expected accepted counts
+    (``expected``, default this module's ``expected_accepted``: token-level and block) appended
+    to ``sink``; the verdict is ``rule``'s, untouched."""
+    counts = expected_accepted if expected is None else expected
 
     @functools.wraps(rule)
     def wrapped(
@@ -143,7 +151,7 @@ def recording(rule: VerifyRule, k: int, sink: dict[str, list[float]]) -> VerifyR
         uniforms: torch.Tensor,
     ) -> specdec.Verification:
         if draft_tokens.shape[-1] == k:
-            for name, values in expected_accepted(draft_tokens, draft_probs, target_probs).items():
+            for name, values in counts(draft_tokens, draft_probs, target_probs).items():
                 sink.setdefault(name, []).extend(values.tolist())
         return rule(draft_tokens, draft_probs, target_probs, uniforms)
 

@@ -25,7 +25,6 @@ Usage::
 """
 
 import argparse
-import functools
 import sys
 import time
 from collections.abc import Sequence
@@ -37,7 +36,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, installed or not
 import specdec
 from benchmarks._measure import OUT_DIR, environment, load_average, write_json
-from benchmarks.bench_block import DRAFTS, SEED, load_models, summary, tokens_per_pass
+from benchmarks.bench_block import (
+    DRAFTS,
+    SEED,
+    load_models,
+    recording,
+    summary,
+    tokens_per_pass,
+)
 from specdec.models.base import CausalLM
 from specdec.types import VerifyRule
 from specdec.verify.block import block_thresholds, block_weights
@@ -84,24 +90,6 @@ def expected_accepted(
     }
 
 
-def recording(rule: VerifyRule, k: int, sink: dict[str, list[float]]) -> VerifyRule:
-    """``rule``, appending every rule's expected accepted count on each full step to ``sink``."""
-
-    @functools.wraps(rule)
-    def wrapped(
-        draft_tokens: torch.Tensor,
-        draft_probs: torch.Tensor,
-        target_probs: torch.Tensor,
-        uniforms: torch.Tensor,
-    ) -> specdec.Verification:
-        if draft_tokens.shape[-1] == k:
-            for name, values in expected_accepted(draft_tokens, draft_probs, target_probs).items():
-                sink.setdefault(name, []).extend(values.tolist())
-        return rule(draft_tokens, draft_probs, target_probs, uniforms)
-
-    return wrapped
-
-
 def generate(
     target: CausalLM, draft: CausalLM, prompt: torch.Tensor, k: int, rule: VerifyRule, args: Any
 ) -> specdec.Generation:
@@ -141,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         case: dict[str, Any] = {"k": k}
         outputs = {}
         for name, rule in RULES.items():
-            outputs[name] = generate(target, draft, prompt, k, recording(rule, k, sink), args)
+            outputs[name] = generate(
+                target, draft, prompt, k, recording(rule, k, sink, expected_accepted), args
+            )
             case[name] = summary(tokens_per_pass(outputs[name], k))
         for name in RULES:
             case[name]["expected_given_drafts"] = 1 + summary(sink[name])["mean"]
