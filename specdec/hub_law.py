@@ -19,18 +19,22 @@ from fractions import Fraction
 
 from specdec.multi_law import OutputLaw, Row, candidate_law, top_tokens
 
-__all__ = ["spechub_output_law", "spechub_steps"]
+__all__ = ["spechub_output_law", "spechub_parts", "spechub_steps"]
 
 ZERO, ONE = Fraction(0), Fraction(1)
 
 
-def _spill(target_row: Row, draft_row: Row) -> tuple[int, Row, Fraction]:
-    """The hub ``a``, ``w = norm(q 1[x != a])`` and ``L = sum_{y != a} max(0, w - p)``."""
+def spechub_parts(target_row: Row, draft_row: Row) -> tuple[int, Row, Fraction, Row]:
+    """The hub ``a``, ``w = norm(q 1[x != a])``, ``L = sum_{y != a} max(0, w - p)`` and the
+    residual before normalising, ``r`` (``max(0, p - w)`` off the hub, ``max(0, p(a) - L)`` at it).
+    """
     hub = top_tokens(draft_row, 1)[0]
     rest = 1 - draft_row[hub]
     w = tuple(ZERO if x == hub else q / rest for x, q in enumerate(draft_row))
     spill = sum((max(ZERO, w[y] - target_row[y]) for y in range(len(w)) if y != hub), ZERO)
-    return hub, w, spill
+    left = [max(ZERO, p - w_y) for p, w_y in zip(target_row, w, strict=True)]
+    left[hub] = max(ZERO, target_row[hub] - spill)
+    return hub, w, spill, tuple(left)
 
 
 def spechub_steps(
@@ -44,9 +48,7 @@ def spechub_steps(
         \text{final} = \mathrm{norm}(r), \;
         r(y) = \max(0, p(y) - w(y)) \; (y \ne a), \; r(a) = \max(0, p(a) - L)
     """
-    hub, w, spill = _spill(target_row, draft_row)
-    left = [max(ZERO, p - w_y) for p, w_y in zip(target_row, w, strict=True)]
-    left[hub] = max(ZERO, target_row[hub] - spill)
+    hub, w, spill, left = spechub_parts(target_row, draft_row)
     mass = sum(left, ZERO)
     final = target_row if mass == 0 else tuple(v / mass for v in left)
     tests = []

@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from specdec.hub_law import spechub_steps
+from specdec.hub_law import spechub_parts, spechub_steps
 from specdec.models.toy import ToyModel
-from specdec.multi_law import Draw, candidate_law, top_tokens
+from specdec.multi_law import Draw, candidate_law
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.scenario import Scenario, warped_rows
 from specdec.tree_law import tree_draft_law
@@ -266,25 +266,12 @@ def _hub_steps(
     ``(position, acceptance given examined, edge-case branches)``; the residual's zero mass
     is flagged on the hub's test (``hub_law.spechub_steps`` gives the tests and final row)."""
     tests, _ = spechub_steps(tuple(target_row), tuple(draft_row), pair)
-    hub = top_tokens(draft_row, 1)[0]
-    rest = 1 - draft_row[hub]
-    spread = [Fraction(0) if x == hub else q / rest for x, q in enumerate(draft_row)]
-    spill = sum(
-        (max(Fraction(0), w - p) for w, p in zip(spread, target_row, strict=True)), Fraction(0)
-    )
-    left = sum(
-        (
-            max(Fraction(0), p - w)
-            for x, (p, w) in enumerate(zip(target_row, spread, strict=True))
-            if x != hub
-        ),
-        max(Fraction(0), target_row[hub] - spill),
-    )
+    hub, spread, _, left = spechub_parts(tuple(target_row), tuple(draft_row))
     slot = list(pair).index(hub)
     other = 1 - slot
     first = _flags(target_row[pair[other]], spread[pair[other]])
     last = frozenset({"forbidden draft"} if target_row[hub] == 0 else set())
-    last |= {"zero-mass residual"} if left == 0 else set()
+    last |= {"zero-mass residual"} if sum(left) == 0 else set()
     return [(other, tests[other], first), (slot, tests[slot], last)]
 
 
