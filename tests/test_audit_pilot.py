@@ -19,7 +19,13 @@ from specdec.cli import main
 from specdec.testing.audit import AuditOptions, as_subject, audit, tree_scenarios
 from specdec.testing.audit.adversarial import adversarial_scenarios
 from specdec.testing.audit.branches import VISIBLE, branch_rates, default_samples
-from specdec.testing.audit.pilot import format_estimate, pilot_estimate, planned_samples
+from specdec.testing.audit.pilot import (
+    PILOT_BATCHED,
+    PILOT_SCALE,
+    format_estimate,
+    pilot_estimate,
+    planned_samples,
+)
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.types import Verification
 
@@ -35,23 +41,53 @@ def test_planned_samples_are_the_samples_the_audit_draws() -> None:
 
 
 def test_the_estimate_scales_the_pilot_rate_to_the_battery() -> None:
-    """An injected run that takes 0.01 s: rate = pilot / its time, seconds = samples / rate."""
+    """An injected run taking ``0.02 s + n / 10^6 s``: a batched function gets two pilots, the
+    rate and fixed cost through them, ``seconds = S c + samples / (workers rate)``."""
+    seen: list[AuditOptions] = []
 
     def run(subject: Any, options: AuditOptions, *, scenarios: list[Any]) -> Any:
-        time.sleep(0.01)
+        seen.append(options)
+        time.sleep(0.02 + (options.samples or 0) / 1e6)
         return SimpleNamespace(scenarios=[SimpleNamespace(samples=options.samples)])
 
     subject = as_subject(specdec.verify_tokens)
     battery = specdec.testing.audit.verifier_scenarios()[:2]
     estimate = pilot_estimate(subject, AuditOptions(detect_tv=0.05), battery, run=run)
+    assert [o.samples for o in seen] == [200, PILOT_BATCHED, PILOT_SCALE * PILOT_BATCHED]
     assert estimate.samples == sum(planned_samples(subject, AuditOptions(), battery, 0.05))
     assert estimate.cheaper_tv == 0.1 and 0 < estimate.cheaper_samples < estimate.samples / 3
-    assert estimate.seconds == pytest.approx(estimate.samples / estimate.rate)
+    assert estimate.pilot_samples == PILOT_SCALE * PILOT_BATCHED and estimate.workers == 1
+    assert estimate.rate > 0 and estimate.fixed_seconds >= 0 and estimate.scenarios == 2
+    assert estimate.seconds == pytest.approx(
+        2 * estimate.fixed_seconds + estimate.samples / estimate.rate
+    )
     line = format_estimate(estimate)
     assert line.startswith(f"pilot: {estimate.pilot_samples} samples of context-v4-k2 in ")
     assert "--detect-tv 0.1 would draw" in line
     with pytest.raises(ValueError, match="statistical"):
         pilot_estimate(subject, AuditOptions(exact=True), battery, run=run)
+
+
+def test_the_pilot_draws_alone_and_the_estimate_divides_by_the_workers(tmp_path: Any) -> None:
+    """The pilots run in this process with no checkpoint (a pilot that wrote or resumed the
+    audit's checkpoint broke ``--resume``); ``workers`` divide the drawing time."""
+    seen: list[AuditOptions] = []
+
+    def run(subject: Any, options: AuditOptions, *, scenarios: list[Any]) -> Any:
+        seen.append(options)
+        return SimpleNamespace(scenarios=[SimpleNamespace(samples=options.samples)])
+
+    subject = as_subject(specdec.verify_tokens)
+    battery = specdec.testing.audit.verifier_scenarios()[:1]
+    checkpoint = tmp_path / "audit.json"
+    options = AuditOptions(workers=2, checkpoint=checkpoint, resume=checkpoint, invariance=True)
+    estimate = pilot_estimate(subject, options, battery, run=run)
+    assert all(o.workers == 1 and o.checkpoint is None and o.resume is None for o in seen)
+    assert not any(o.invariance or o.coverage for o in seen)
+    assert estimate.workers == 2
+    assert estimate.seconds == pytest.approx(
+        estimate.fixed_seconds + estimate.samples / (2 * estimate.rate)
+    )
 
 
 def test_dry_run_prints_the_estimate_and_audits_nothing(
@@ -60,7 +96,8 @@ def test_dry_run_prints_the_estimate_and_audits_nothing(
     argv = ["audit", "specdec.verify:verify_multi_iid", "--multi-draft", "iid", "--dry-run"]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert captured.out == "" and "pilot: 20000 samples of v4-zero-target" in captured.err
+    pilot = f"pilot: {PILOT_SCALE * PILOT_BATCHED} samples of v4-zero-target"
+    assert captured.out == "" and pilot in captured.err
     assert main(["audit", "specdec:verify_tokens", "--exact", "--dry-run"]) == 0
     assert "nothing to estimate" in capsys.readouterr().err
 

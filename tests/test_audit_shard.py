@@ -295,6 +295,25 @@ def test_the_command_resumes_a_killed_run(
     assert document == expected
 
 
+def test_the_command_resumes_an_audit_long_enough_to_be_piloted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With progress shown and 20 pilots' worth of samples the command times a pilot first;
+    the pilot must neither write the checkpoint nor read the one resumed."""
+    checkpoint = tmp_path / "run.json"
+    command = ["audit", "specdec:verify_tokens", "--samples", "400000", "--scenarios",
+               "disjoint-v4-k1", "--no-coverage"]  # fmt: skip
+    assert main([*command, "--checkpoint", str(checkpoint)]) == 0
+    first = capsys.readouterr()
+    assert "pilot: " in first.err
+    saved = json.loads(checkpoint.read_text())
+    assert [s["samples"] for s in saved["scenarios"]] == [400_000]
+    assert main([*command, "--resume", str(checkpoint)]) == 0
+    second = capsys.readouterr()
+    assert "pilot: " in second.err and "written by another audit" not in second.err
+    assert second.out.splitlines()[0] == first.out.splitlines()[0]
+
+
 def test_the_command_reports_an_unresumable_checkpoint_as_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

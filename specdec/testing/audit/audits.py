@@ -61,6 +61,7 @@ from specdec.testing.audit.sampled import sample_audit
 from specdec.testing.audit.sampler import audit_with_sampler
 from specdec.testing.audit.scenario import Scenario, StreamScenario
 from specdec.testing.audit.search import CoverageSearch, coverage_search, measurable, tries_for
+from specdec.testing.audit.shard import start_server
 from specdec.testing.audit.stream import stream_scenarios
 from specdec.testing.audit.stream_large import PositionKinds, judge_stream
 from specdec.testing.audit.subject import Subject, as_subject
@@ -110,6 +111,8 @@ def audit(
         chosen = replace(chosen, target_warp=blamed(chosen.target_warp, "target_warp"))
     if scenarios is not None and not scenarios:
         raise ValueError("scenarios must hold at least one scenario, got none.")
+    if chosen.workers > 1 and chosen.executor is None and not chosen.exact:
+        start_server()  # its import of specdec overlaps the search and the planning below
     with threads(chosen.num_threads):
         if subject.level == "stream":
             prompts = [s for s in scenarios or () if isinstance(s, StreamScenario)]

@@ -31,7 +31,7 @@ from specdec.testing.audit.loading import load_attribute, load_function
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
-from specdec.testing.audit.shard import UnimportableFunctionError
+from specdec.testing.audit.shard import UnimportableFunctionError, start_server
 from specdec.testing.audit.subject import APPLICABLE, Subject, as_subject
 
 __all__ = ["FLAGS", "HEARTBEAT_SECONDS", "load_attribute", "load_function", "run"]
@@ -335,6 +335,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"specdec audit: {error}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
+    if options.workers > 1 and not options.exact:  # the workers' server imports specdec
+        start_server()  # while this process loads the battery and times its pilot
     from specdec.testing.audit.catalogue import default_scenarios
 
     battery = scenarios or default_scenarios(level)  # built once: the audit runs these
