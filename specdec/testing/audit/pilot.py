@@ -54,7 +54,7 @@ PILOT_SINGLE = 300
 """Pilot samples of a single-sequence function (one call each)."""
 PILOT_BATCHED = 20_000
 """Pilot samples of a batched function or rule (a few chunks)."""
-PILOT_SCALE = 5
+PILOT_SCALE = 10
 """A batched function's second pilot draws this many times ``PILOT_BATCHED``."""
 
 
