@@ -19,6 +19,7 @@ __all__ = [
     "MAX_CORNERS",
     "MAX_CUTS",
     "MAX_PASSES",
+    "SEARCH_POINTS",
     "BatchEvaluator",
     "Evaluator",
     "Status",
@@ -168,23 +169,41 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
     return None
 
 
+SEARCH_POINTS = 15
+"""Indices probed per line and evaluation by ``_first_changes``: each evaluation narrows a
+line's interval 16-fold, so at most 14 evaluations reach one grid step (bisection takes up to
+53, each of one row per line: an evaluator with a cost per call, such as a captured engine
+function, pays that cost about a quarter as often)."""
+
+
 def _first_changes(
     evaluate: Evaluator, coordinate: int, starts: list[tuple[list[int], int, int]]
 ) -> set[int]:
     """For each line (a point, and the lowest and highest index of a cell along
     ``coordinate`` whose outputs differ), the first index whose output differs from the
-    lowest's, by bisection (all lines at once)."""
+    lowest's, by a 16-ary search (all lines at once, ``SEARCH_POINTS`` probes each).
+
+    On an interval-decided rule the indices with the lowest's output form an interval from the
+    lowest (claim 14), so the first change is unique and any search keeping "``low`` has the
+    lowest's output, ``high`` does not" finds it; this narrows to the first probe that differs.
+    """
     points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
     reference = evaluate(points)  # the output at the lowest index of each cell
     low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
     high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
-    while bool((high - low > 1).any()):
-        middle = (low + high) // 2
-        probe = points.clone()
-        probe[:, coordinate] = middle
-        same = (evaluate(probe) == reference).all(dim=-1)
-        low = torch.where(same, middle, low)
-        high = torch.where(same, high, middle)
+    steps = torch.arange(1, SEARCH_POINTS + 1, dtype=torch.int64)
+    while bool((active := (high - low > 1).nonzero().flatten()).numel()):
+        lo, hi = low[active], high[active]
+        at = lo[:, None] + ((hi - lo)[:, None] * steps) // (SEARCH_POINTS + 1)  # [a, P]
+        probe = points[active].repeat_interleave(SEARCH_POINTS, dim=0)
+        probe[:, coordinate] = at.reshape(-1)
+        outputs = evaluate(probe).reshape(len(active), SEARCH_POINTS, -1)
+        differ = (outputs != reference[active][:, None, :]).any(dim=-1)  # [a, P]
+        found = differ.any(dim=-1)
+        first = differ.to(torch.int8).argmax(dim=-1)  # the first differing probe (if any)
+        before = at.gather(1, (first - 1).clamp(min=0)[:, None])[:, 0]
+        low[active] = torch.where(found, torch.where(first > 0, before, lo), at[:, -1])
+        high[active] = torch.where(found, at.gather(1, first[:, None])[:, 0], hi)
     return set(high.tolist())
 
 

@@ -88,7 +88,9 @@ class _Step(BatchEvaluator):
                 verify_uniforms=own[:, k:],
                 stopping=self.stopping,
             )
-            drafts = outcome.draft.tokens  # [n, d], d <= k
+            drafts = outcome.draft.tokens  # [n, d], d = the batch's longest block <= k
+            made = torch.arange(drafts.shape[1]) < outcome.lengths[:, None]
+            drafts = torch.where(made, drafts, -1)  # a row's own drafts: the batch's not shown
             block = outcome.verification.tokens  # [n, d + 1]
             pad = torch.full((n, k - drafts.shape[1]), -1, dtype=torch.int64)
             parts += [drafts, pad, block, pad]

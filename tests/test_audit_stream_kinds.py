@@ -17,7 +17,10 @@ a fifth of the tokens, are still below their level (measured peak ``ln E`` 7.1 o
 import json
 import math
 
+import pytest
+
 import specdec
+from specdec.cli import main
 from specdec.models import ToyLM
 from specdec.testing.audit import AuditReport, ExitCode, audit_stream
 from specdec.testing.audit.stream_results import KindDecision, StreamStatisticsResult
@@ -106,3 +109,25 @@ def test_kind_summary_words() -> None:
     assert KindDecision("bonus", 40, crossed, sizes, False).summary() == (
         "LOSSY on bonus positions: rejected by standardized surprisal mean after 40 bonus tokens"
     )
+
+
+bug_sample, bug_kinds = lm_loop(TARGET, DRAFT, OPTIONS, k=2, new_tokens=4, bug="bonus_unwarped")
+"""The bonus bug's loop and its hook, by name for the command (``--position-kinds``)."""
+
+
+def test_the_command_takes_the_position_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--position-kinds FILE:KINDS``: the same decision as ``position_kinds=`` (LOSSY on the
+    bonus positions, exit 1); refused in exact-law mode or when it cannot be loaded (exit 2)."""
+    here = "tests.test_audit_stream_kinds"
+    arguments = ["audit", "--stream", f"{here}:bug_sample", "--target", f"{here}:TARGET",
+                 "--prompts", "1;2,3", "--new-tokens", "4", "--temperature", "0.7", "--quiet",
+                 "--samples", "256", "--min-power-tv", "0.25",
+                 "--false-fail-rate", "1e-3"]  # fmt: skip
+    assert main([*arguments, "--json", "--position-kinds", f"{here}:bug_kinds"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["scenarios"][0]["kinds"][0]["name"] == "bonus"
+    exact = [*arguments, "--stream-mode", "exact", "--position-kinds", f"{here}:bug_kinds"]
+    assert main(exact) == ExitCode.USAGE_ERROR
+    assert "not exact" in capsys.readouterr().err
+    assert main([*arguments, "--position-kinds", f"{here}:missing"]) == ExitCode.USAGE_ERROR
+    assert "cannot load --position-kinds" in capsys.readouterr().err

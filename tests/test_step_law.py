@@ -49,6 +49,25 @@ def test_the_library_step_is_lossless_exactly(k: int, stopping: StoppingRule) ->
     assert lossless and tv < 1e-15
 
 
+def test_a_row_s_recorded_drafts_do_not_depend_on_its_batch() -> None:
+    """A row whose block the stopping rule ended records ``-1`` past its own drafts, in a batch
+    whose other rows drafted further as alone (it recorded the batch's extra draft columns,
+    so the same grid point gave two outputs and a finer search of the grid did not converge)."""
+    from specdec._grid import GRID
+    from specdec.step_law import _Step
+
+    options = (SamplingOptions(), SamplingOptions())
+    evaluate = _Step(PAIR.target, ToyLM(PAIR.draft), PREFIX, 2, 1, specdec.verify_tokens,
+                     StopBelow(0.4), options)  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    points = torch.randint(0, GRID, (64, evaluate.dims), generator=generator)
+    batch = evaluate.alone(points)
+    alone = torch.cat([evaluate.alone(points[i : i + 1]) for i in range(points.shape[0])])
+    stopped = (batch[:, 1] == -1).sum()
+    assert 0 < stopped < points.shape[0]  # both kinds of row in the batch
+    assert torch.equal(batch, alone)
+
+
 def test_the_step_with_exact_match_is_lossless() -> None:
     lossless, _ = _verdict(
         step_block_law(PAIR.target, PAIR.draft, PREFIX, 1, rule=exact_match_rule), 1

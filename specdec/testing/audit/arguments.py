@@ -358,6 +358,14 @@ def _add_stream_options(audit: argparse.ArgumentParser) -> None:
         help="(--stream-mode two-sample) the engine without speculation, in FUNCTION's form",
     )
     group.add_argument(
+        "--position-kinds",
+        default=None,
+        metavar="FILE:KINDS",
+        help="(large and two-sample modes) kinds(prompts [N, L], tokens [N, n]) -> [N, n] labels "
+        "0 accepted draft, 1 corrected, 2 bonus: each kind reported apart, bonus positions "
+        "also judged alone",
+    )
+    group.add_argument(
         "--eos-token-id",
         type=_option(lambda name, value: check_int(name, value, minimum=0), int),
         default=None,

@@ -20,6 +20,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from torch import Tensor
+
 from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
 from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
@@ -31,6 +33,7 @@ from specdec.testing.audit.loading import load_attribute, load_function
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
+from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.shard import UnimportableFunctionError, start_server
 from specdec.testing.audit.subject import APPLICABLE, Subject, as_subject
 
@@ -80,6 +83,7 @@ _STREAM_FLAGS = {
     "min_p": "--min-p",
     "stream_mode": "--stream-mode",
     "reference": "--reference",
+    "position_kinds": "--position-kinds",
     "eos_token_id": "--eos-token-id",
 }
 """The options of ``--stream`` alone (not ``AuditOptions``: they make its scenarios)."""
@@ -122,6 +126,8 @@ def _usage(args: argparse.Namespace, level: str) -> str:
             return "--stream needs --target FILE:MODEL and --prompts ID,...;ID,..."
         if (args.stream_mode == "two-sample") != (args.reference is not None):
             return "--stream-mode two-sample needs --reference FILE:SAMPLE (and only it takes it)."
+        if args.stream_mode == "exact" and args.position_kinds is not None:
+            return "--position-kinds applies to --stream-mode large or two-sample, not exact."
         return ""
     if level in ("position", "tree"):
         option = "--multi-draft" if level == "position" else "--tree"
@@ -386,10 +392,10 @@ def _stream_mode(
 ) -> Callable[[], AuditReport] | int:
     """The audit to run: ``audit``, or for ``--stream-mode`` ``stream_large.judge_stream``
     with the reference loaded; or the usage error's exit code when it cannot be."""
-    if subject.level != "stream" or args.stream_mode in (None, "auto"):
+    kinds_given = subject.level == "stream" and args.position_kinds is not None
+    if subject.level != "stream" or (args.stream_mode in (None, "auto") and not kinds_given):
         return lambda: audit(subject, options, scenarios=battery, progress=progress)
     from specdec.testing.audit.run import threads
-    from specdec.testing.audit.scenario import StreamScenario
     from specdec.testing.audit.stream_large import judge_stream
 
     reference = None
@@ -403,14 +409,44 @@ def _stream_mode(
             )
             return int(ExitCode.USAGE_ERROR)
     prompts = [s for s in battery if isinstance(s, StreamScenario)]
+    kinds = _position_kinds(args, prompts)
+    if isinstance(kinds, int):
+        return kinds
+    mode = args.stream_mode or "auto"
 
     def run_audit() -> AuditReport:
         with threads(options.num_threads):
             return judge_stream(
-                subject, options, prompts, progress, mode=args.stream_mode, reference=reference
-            )
+                subject, options, prompts, progress, mode=mode, reference=reference,
+                position_kinds=kinds,
+            )  # fmt: skip
 
     return run_audit
+
+
+def _position_kinds(
+    args: argparse.Namespace, prompts: Sequence[StreamScenario]
+) -> Callable[[Tensor, Tensor], Tensor] | int | None:
+    """``--position-kinds`` loaded (``None`` without it), or the usage error's exit code: it
+    cannot be loaded, or the audit is in exact-law mode (``auto`` on a small ``V ** n``)."""
+    if args.position_kinds is None:
+        return None
+    from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES
+
+    sequences = max(int(s.target.vocab_size) ** s.new_tokens for s in prompts)
+    if args.stream_mode in (None, "auto") and sequences <= EXACT_LAW_SEQUENCES:
+        print(f"specdec audit: --position-kinds applies to the large-vocabulary and two-sample "
+              f"modes; V ** new-tokens = {sequences} <= {EXACT_LAW_SEQUENCES} makes this audit "
+              "exact-law (its outcome is a whole continuation, not positions).",
+              file=sys.stderr)  # fmt: skip
+        return int(ExitCode.USAGE_ERROR)
+    try:
+        kinds: Callable[[Tensor, Tensor], Tensor] = load_function(args.position_kinds)
+    except Exception as error:
+        print(f"specdec audit: cannot load --position-kinds {args.position_kinds}: {error}",
+              file=sys.stderr)  # fmt: skip
+        return int(ExitCode.USAGE_ERROR)
+    return kinds
 
 
 def _print(text: str) -> None:
