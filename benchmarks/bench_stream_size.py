@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -46,6 +47,7 @@ __all__ = [
     "main",
     "pit_bin_law",
     "pit_mean_shift",
+    "simulated_kt_crossings",
     "surprisal_moments_under",
     "tokens_for_mean_shift",
     "typical_kt_tokens",
@@ -214,6 +216,41 @@ def typical_mean_tokens(mean: float, second: float, level: float = LEVEL) -> flo
             return math.inf
 
 
+def simulated_kt_crossings(
+    bin_law: Float[Tensor, " bins"],
+    *,
+    look: int,
+    most: int,
+    runs: int,
+    generator: numpy.random.Generator,
+    level: float = LEVEL,
+) -> Float[Tensor, " runs"]:
+    """Tokens at which the KT e-process (``streaming.kt_uniform_log_e``) first reaches
+    ``level`` when each token's bin is drawn i.i.d. from ``bin_law`` and the process is looked
+    at every ``look`` tokens, as the audit looks; ``inf`` for a run not across by ``most``.
+    (The stream's bins are independent given their contexts with these laws on average; drawing
+    them from the average law is an approximation.)
+
+    Example:
+        >>> flat = torch.full((4,), 0.25, dtype=torch.float64)
+        >>> simulated_kt_crossings(flat, look=10, most=100, runs=3,
+        ...                        generator=numpy.random.default_rng(0)).tolist()
+        [inf, inf, inf]
+    """
+    from specdec.testing.stats.streaming import kt_uniform_log_e
+
+    law = (bin_law / bin_law.sum()).numpy()
+    counts = torch.zeros(runs, bin_law.numel(), dtype=torch.int64)
+    crossed = torch.full((runs,), math.inf, dtype=torch.float64)
+    for tokens in range(look, most + 1, look):
+        counts = counts + torch.from_numpy(generator.multinomial(look, law, size=runs))
+        fresh = (kt_uniform_log_e(counts) >= level) & crossed.isinf()
+        crossed = torch.where(fresh, float(tokens), crossed)
+        if not bool(crossed.isinf().any()):
+            break
+    return crossed
+
+
 def _rows(model: Any, prompt: Tensor, tokens: Tensor, options: Any) -> Tensor:
     """A model's warped rows at each new position of each continuation ``[c, n, V]``."""
     from specdec.models.base import empty_context, extend
@@ -262,6 +299,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--look", type=int, default=None, help="tokens between looks (simulation)")
+    parser.add_argument("--most", type=int, default=1_000_000, help="simulated tokens at most")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/bench_stream_size.json"))
     parser.add_argument("--quick", action="store_true", help="tiny model, 4 continuations")
@@ -280,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.quick:
         args.model, args.samples, args.chunk, args.new_tokens = "tiny", 4, 4, 4
+        args.most = 2000
     torch.set_num_threads(args.threads)
     options = specdec.SamplingOptions(temperature=args.temperature)
     _, target, draft, prompts = _models(args.model)
@@ -341,6 +381,34 @@ def main(argv: list[str] | None = None) -> int:
         "tokens_rigorous": tokens_for_mean_shift(mean_z),
         "tokens_typical": typical_mean_tokens(mean_z, second_z),
     }
+    # sampling error of the index-order sizes: the continuations resampled (bootstrap)
+    n = args.new_tokens
+    per_continuation = per_token["bins index"].reshape(-1, n, PIT_BINS).mean(1)  # [c, B]
+    shifts = per_token["pit shift index"].reshape(-1, n).mean(1) * math.sqrt(12)  # [c]
+    resampler = torch.Generator().manual_seed(7)
+    picks = torch.randint(shifts.numel(), (200, shifts.numel()), generator=resampler)
+    boot_tv = 0.5 * (per_continuation[picks].mean(1) - 1 / PIT_BINS).abs().sum(1)  # [200]
+    boot_shift = shifts[picks].mean(1)
+    low_high = torch.tensor([0.05, 0.95], dtype=torch.float64)
+    statistics["PIT bins, index order"]["binned_tv_bootstrap_90"] = [
+        round(float(x), 5) for x in torch.quantile(boot_tv, low_high)
+    ]
+    statistics["PIT mean (not in the audit), index order"]["shift_sd_bootstrap_90"] = [
+        round(float(x), 5) for x in torch.quantile(boot_shift, low_high)
+    ]
+    # the audit's index-order KT process simulated from the average bin law, its looks every
+    # 42 continuations of 16 tokens (bench_stream's SmolLM2 chunk), 400 runs
+    look = args.look or 42 * n
+    crossings = simulated_kt_crossings(
+        per_token["bins index"].mean(0), look=look, most=args.most, runs=400,
+        generator=numpy.random.default_rng(11),
+    )  # fmt: skip
+    finite = crossings[crossings.isfinite()]
+    quantile_points = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)
+    statistics["PIT bins, index order"]["simulated_crossing"] = {
+        "look": look, "runs": 400, "crossed": int(finite.numel()),
+        "quantiles_10_50_90": torch.quantile(crossings, quantile_points).tolist(),
+    }  # fmt: skip
     kl = float(per_token["kl"].mean())
     summary = {
         "model": args.model, "samples": args.samples, "new_tokens": args.new_tokens, "k": args.k,
