@@ -48,6 +48,7 @@ __all__ = [
     "pit_bin_law",
     "pit_mean_shift",
     "simulated_kt_crossings",
+    "simulated_kt_path",
     "surprisal_moments_under",
     "tokens_for_mean_shift",
     "typical_kt_tokens",
@@ -251,6 +252,38 @@ def simulated_kt_crossings(
     return crossed
 
 
+def simulated_kt_path(
+    bin_law: Float[Tensor, " bins"],
+    *,
+    look: int,
+    looks: int,
+    runs: int,
+    generator: numpy.random.Generator,
+) -> tuple[Float[Tensor, " runs"], Float[Tensor, " runs"]]:
+    """The KT e-process's ``ln E`` after ``looks`` looks of ``look`` tokens each, and its peak
+    over the looks (0 at the start), bins drawn i.i.d. from ``bin_law`` (as
+    ``simulated_kt_crossings``).
+
+    Example:
+        >>> flat = torch.full((4,), 0.25, dtype=torch.float64)
+        >>> final, peak = simulated_kt_path(flat, look=100, looks=3, runs=5,
+        ...                                 generator=numpy.random.default_rng(0))
+        >>> bool((final < 0).all()), bool((peak >= 0).all())
+        (True, True)
+    """
+    from specdec.testing.stats.streaming import kt_uniform_log_e
+
+    law = (bin_law / bin_law.sum()).numpy()
+    counts = torch.zeros(runs, bin_law.numel(), dtype=torch.int64)
+    peak = torch.zeros(runs, dtype=torch.float64)
+    final = peak
+    for _ in range(looks):
+        counts = counts + torch.from_numpy(generator.multinomial(look, law, size=runs))
+        final = kt_uniform_log_e(counts)
+        peak = torch.maximum(peak, final)
+    return final, peak
+
+
 def _rows(model: Any, prompt: Tensor, tokens: Tensor, options: Any) -> Tensor:
     """A model's warped rows at each new position of each continuation ``[c, n, V]``."""
     from specdec.models.base import empty_context, extend
@@ -300,6 +333,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--look", type=int, default=None, help="tokens between looks (simulation)")
+    parser.add_argument("--budget-looks", type=int, default=12, help="looks of the 8,064 run")
     parser.add_argument("--most", type=int, default=1_000_000, help="simulated tokens at most")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/bench_stream_size.json"))
@@ -408,6 +442,16 @@ def main(argv: list[str] | None = None) -> int:
     statistics["PIT bins, index order"]["simulated_crossing"] = {
         "look": look, "runs": 400, "crossed": int(finite.numel()),
         "quantiles_10_50_90": torch.quantile(crossings, quantile_points).tolist(),
+    }  # fmt: skip
+    # the same process at bench_stream's 8,064-token run (12 looks): where it ends, its peak
+    budget = simulated_kt_path(
+        per_token["bins index"].mean(0), look=look, looks=args.budget_looks, runs=2000,
+        generator=numpy.random.default_rng(3),
+    )  # fmt: skip
+    statistics["PIT bins, index order"]["simulated_at_budget"] = {
+        "tokens": look * args.budget_looks, "runs": 2000,
+        "final_log_e_10_50_90": torch.quantile(budget[0], quantile_points).tolist(),
+        "share_with_peak_above_0": float((budget[1] > 0).double().mean()),
     }  # fmt: skip
     kl = float(per_token["kl"].mean())
     summary = {
