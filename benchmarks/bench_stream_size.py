@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     parts: list[dict[str, Tensor]] = []
     for index, prompt_ids in enumerate(prompts):
         prompt = torch.tensor(prompt_ids, dtype=torch.int64)
-        noise = torch.Generator().manual_seed(2 * index + 2)  # the audit's seed 0 streams
+        noise = torch.Generator().manual_seed(2 * index + 2)  # seeded as the audit's (seed 0)
         for drawn in range(0, args.samples, args.chunk):
             size = min(args.chunk, args.samples - drawn)
             prompts_in = prompt.expand(size, -1).clone()
