@@ -21,6 +21,9 @@ one engine bug (each one line of the loop):
 * ``"eps_residual"``: a rejected position's correction is drawn from the residual smoothed by
   ``EPSILON`` on every token, ``norm(max(0, p - q) + eps)``;
 * ``"reused_uniform"``: acceptance test ``i`` reuses the uniform that sampled draft ``i``.
+
+``reused_uniform_law(target_probs, draft_probs)`` (and ``reused_uniform_parts``) is the last bug's
+exact law at one drafted position (``bench_stream_size`` measures its size along SmolLM2's streams).
 """
 
 import copy
@@ -38,7 +41,15 @@ from specdec.sampling import sample as inverse_cdf
 from specdec.step import DraftBlock, StepState, advance_state
 from specdec.testing.signatures import batched
 
-__all__ = ["EPSILON", "LM_BUGS", "TINY_VOCAB", "lm_loop", "tiny_llama_pair"]
+__all__ = [
+    "EPSILON",
+    "LM_BUGS",
+    "TINY_VOCAB",
+    "lm_loop",
+    "reused_uniform_law",
+    "reused_uniform_parts",
+    "tiny_llama_pair",
+]
 
 LM_BUGS = ("bonus_unwarped", "q_unwarped", "eps_residual", "reused_uniform")
 EPSILON = 1e-6
@@ -153,3 +164,61 @@ def lm_loop(
         return last[0]
 
     return sample, position_kinds
+
+
+def reused_uniform_parts(target_probs: Tensor, draft_probs: Tensor) -> tuple[Tensor, Tensor]:
+    r"""The exact law of the token ``lm_loop(..., bug="reused_uniform")`` emits at a drafted
+    position (given the context: the step's earlier drafts accepted), split by how it is
+    emitted: ``(accepted, corrected)``, float64 ``[*b, V]`` each, summing to 1 together.
+
+    The draft is ``x = specdec.sample(q, u)``: ``u`` lies in ``x``'s slice ``[a_x, b_x)`` of the
+    inverse CDF in vocabulary index order (``a_x = F(x - 1) / F(V - 1)``, ``F`` the cumulative
+    sum of ``q``, the total scaling as ``specdec.sample`` does). The bug accepts ``x`` iff that
+    same ``u < r_x = min(1, p(x) / q(x))``, so ``x`` is emitted as an accepted draft with
+    probability :math:`\mathrm{clip}(r_x - a_x, 0, b_x - a_x)` (lossless: :math:`q(x) r_x`); a
+    rejection, of total probability ``R``, emits the correction from the residual, which an
+    independent uniform draws:
+
+    .. math:: \mathrm{accepted}(y) = \mathrm{clip}(r_y - a_y, 0, b_y - a_y), \qquad
+        \mathrm{corrected}(y) = R \, \mathrm{norm}(\max(0, p - q))(y), \qquad
+        R = 1 - \sum_x \mathrm{accepted}(x).
+
+    Slices early in the index order are over-accepted (``a_x < r_x (1 - q(x))``), late ones
+    under-accepted; tokens with ``p >= q`` keep ``r = 1`` and are always accepted. A bonus
+    position (every draft of the block accepted) is drawn from ``p`` and is not affected.
+
+    Args:
+        target_probs: ``[*b, V]`` the target's warped row ``p`` at the position.
+        draft_probs: ``[*b, V]`` the draft's warped row ``q`` there.
+
+    Returns:
+        ``(accepted, corrected)``: ``[*b, V]`` float64 each.
+
+    Example:
+        >>> p = torch.tensor([0.6, 0.4], dtype=torch.float64)
+        >>> q = torch.tensor([0.5, 0.5], dtype=torch.float64)
+        >>> accepted, corrected = reused_uniform_parts(p, q)  # token 1: accepted iff u < 0.8
+        >>> accepted.tolist(), corrected.tolist()  # token 1's slice is [0.5, 1)
+        ([0.5, 0.30000000000000004], [0.19999999999999996, 0.0])
+    """
+    target, draft = target_probs.double(), draft_probs.double()
+    cdf = draft.cumsum(-1)
+    cdf = cdf / cdf[..., -1:]  # specdec.sample scales u by the row total
+    lower = torch.cat([torch.zeros_like(cdf[..., :1]), cdf[..., :-1]], -1)  # a_x
+    ratio = torch.where(draft > 0, target / draft.clamp(min=1e-300), 0.0).clamp(max=1.0)
+    accepted = torch.minimum((ratio - lower).clamp(min=0.0), cdf - lower)  # P(x, u < r_x)
+    rejected = (1.0 - accepted.sum(-1, keepdim=True)).clamp(min=0.0)
+    return accepted, rejected * specdec.residual_probs(target, draft)
+
+
+def reused_uniform_law(target_probs: Tensor, draft_probs: Tensor) -> Tensor:
+    """The law of the token the ``reused_uniform`` bug emits at a drafted position: the sum of
+    ``reused_uniform_parts`` (``[*b, V]`` float64; the target's row ``p`` would be lossless).
+
+    Example:
+        >>> p = torch.tensor([0.6, 0.4], dtype=torch.float64)
+        >>> reused_uniform_law(p, torch.tensor([0.5, 0.5], dtype=torch.float64))  # TV 0.1
+        tensor([0.7000, 0.3000], dtype=torch.float64)
+    """
+    accepted, corrected = reused_uniform_parts(target_probs, draft_probs)
+    return accepted + corrected
