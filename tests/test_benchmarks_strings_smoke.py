@@ -38,9 +38,9 @@ def test_bench_strings_slrs_quick_runs(tmp_path: Path, capsys: pytest.CaptureFix
         assert all(1 <= value <= case["k"] + 1 for value in row["chained"].values())
 
 
-def test_bench_strings_slrs_batched_rows_equal_a_full_recomputation() -> None:
-    """The depth batches on copies of the context's cache give the rows of a forward over the
-    whole ids (tiny random Llama, float rounding only); a wrong path shifts them."""
+def test_bench_strings_slrs_draft_rows_equal_a_full_recomputation() -> None:
+    """Each path's row, fed one token at a time on a copy of the context's cache, is the row of a
+    forward over the whole ids (tiny random float Llama: rounding only); not the root's."""
     setup = bench_strings.Setup(bench_strings.parse_args(["--quick", "--cut", "40"]))
     setup.fresh()
     _, kept = bench_strings.slrs_vocabularies(setup)
