@@ -335,7 +335,15 @@ def _spread(vocab: StringVocabularies, bounds: ProposalBounds[Number]) -> list[N
 
 
 def slrs_upper_row(vocab: StringVocabularies, bounds: ProposalBounds[Number]) -> tuple[Number, ...]:
-    """``upper(t) = lower(t) + Σ_{y : t ∈ A(y)} m_y`` (the module docstring's bound)."""
+    """``upper(t) = lower(t) + Σ_{y : t ∈ A(y)} m_y`` (the module docstring's bound).
+
+    Example:
+        >>> vocab = StringVocabularies(("a", "b", "ab"), ("a", "b"))
+        >>> half = (Fraction(1, 2), Fraction(1, 2))
+        >>> found = slrs_proposal_bounds(vocab, lambda ps: [half] * len(ps), epsilon=0.75)
+        >>> [str(v) for v in slrs_upper_row(vocab, found)]  # "a" pruned: "a" or "ab" may gain
+        ['1/2', '1/2', '1/2']
+    """
     return tuple(a + b for a, b in zip(bounds.lower, _spread(vocab, bounds), strict=True))
 
 
