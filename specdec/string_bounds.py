@@ -40,7 +40,9 @@ writes ``ψ = lower + Σ_y δ_y`` with ``δ_y ≥ 0`` carried by ``A(y)`` and of
     \alpha_{lo} = \sum_t \min(p, \mathrm{lower}) \le \alpha \le \alpha_{lo} + \sum_y
     \min\Big(m_y, \sum_{t \in A(y)} (p(t) - \mathrm{lower}(t))^+\Big)
 
-and also ``α ≤ Σ_t min(p, upper)``; ``slrs_acceptance_bounds`` returns the smaller. With
+and also ``α ≤ Σ_t min(p, upper)``; ``slrs_acceptance_bounds`` returns the smallest of these and
+of a flow bound that counts each token's room once per nested family of subtrees (its
+docstring). On floats every bound holds up to float64 rounding of the sums. With
 ``epsilon = 0`` (and no budget) nothing is pruned and ``lower = ψ`` exactly; on Fractions the
 walk is exact arithmetic, which is how the tests check it against ``slrs_proposal_row``.
 
