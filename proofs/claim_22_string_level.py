@@ -11,12 +11,15 @@ completes to the target's law (``==``), the torch rule ``verify_string_exact_mat
 cell by cell, and so do the non-canonical and partial-last-dropped proposals; ``ψ`` is a law,
 equals the prefix probability on the prefix-free target vocabulary and differs from it elsewhere;
 SLRS's chain law completes to the target's, and ``verify_tokens`` told ``ψ`` (``block_law``,
-cell by cell) has that law; every lossy ``STRING_ZOO`` entry is at a positive exact distance on
-some scenario (the largest printed), every lossless entry at 0 on all. See ``proofs/theory.md``,
-claim 22.
+cell by cell) has that law; ``ψ`` equals the prefix probability minus its minimal extensions'
+(``slrs_difference_row``) and the walk of ``specdec.string_bounds`` without pruning, and the
+pruned walk's bounds contain ``ψ`` and ``Σ min(p, ψ)``; every lossy ``STRING_ZOO`` entry is at
+a positive exact distance on some scenario (the largest printed), every lossless entry at 0 on
+all. See ``proofs/theory.md``, claim 22.
 """
 
 import itertools
+from collections.abc import Sequence
 from fractions import Fraction
 
 from _common import quick, run_checks
@@ -25,11 +28,19 @@ import specdec
 from specdec.exact import block_law, completion_law, target_law
 from specdec.models.tokenizers import ToyTokenizer
 from specdec.models.toy import ToyModel
+from specdec.string_bounds import (
+    StringVocabularies,
+    slrs_acceptance_bounds,
+    slrs_proposal_bounds,
+    slrs_upper_row,
+)
 from specdec.string_law import (
     StringPair,
+    draft_context,
     make_string_pair,
     slem_step_law,
     slem_torch_law,
+    slrs_difference_row,
     slrs_prefix_row,
     slrs_proposal_row,
     slrs_step_law,
@@ -131,6 +142,36 @@ def check_slrs_proposal_law() -> int:
     return cases
 
 
+def check_slrs_walk() -> int:
+    """ψ = prefix probability minus the minimal extensions'; the walk without pruning is ψ; the
+    pruned walk (ε = 1/8) bounds ψ and the mean acceptance Σ min(p, ψ)"""
+    cases = pruned = 0
+    for pair, context in scenarios():
+        psi = slrs_proposal_row(pair, context)
+        assert slrs_difference_row(pair, context) == psi, context
+        vocab = StringVocabularies(pair.target_tokenizer.tokens, pair.draft_tokenizer.tokens)
+        start = draft_context(pair, context)
+
+        def rows(
+            paths: Sequence[tuple[int, ...]],
+            pair: StringPair = pair,
+            start: tuple[int, ...] = start,
+        ) -> list[tuple[Fraction, ...]]:
+            return [pair.draft.probs((*start, *path)) for path in paths]
+
+        assert slrs_proposal_bounds(vocab, rows, epsilon=0).lower == psi, context
+        found = slrs_proposal_bounds(vocab, rows, epsilon=Fraction(1, 8))
+        upper = slrs_upper_row(vocab, found)
+        assert all(a <= b <= c for a, b, c in zip(found.lower, psi, upper, strict=True))
+        target = pair.target.probs(context)
+        low, high = slrs_acceptance_bounds(vocab, found, target)
+        assert low <= sum(min(a, b) for a, b in zip(target, psi, strict=True)) <= high
+        pruned += found.pruned_mass > 0
+        cases += 1
+    assert pruned > 0, "nothing was pruned: the bounds were never tested"
+    return cases
+
+
 def psi_model(pair: StringPair, order: int) -> ToyModel:
     """ψ as a toy model over the target's ids, one row per context of up to ``order`` tokens."""
     vocab = pair.target.vocab_size
@@ -179,6 +220,7 @@ CHECKS = [
     check_slem_torch_rule,
     check_slem_any_proposal,
     check_slrs_proposal_law,
+    check_slrs_walk,
     check_slrs_lossless,
     check_zoo_distances,
 ]
@@ -202,6 +244,10 @@ def test_slem_any_proposal() -> None:
 
 def test_slrs_proposal_law() -> None:
     check_slrs_proposal_law()
+
+
+def test_slrs_walk() -> None:
+    check_slrs_walk()
 
 
 def test_slrs_lossless() -> None:

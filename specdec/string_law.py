@@ -53,6 +53,7 @@ __all__ = [
     "slem_proposal_law",
     "slem_step_law",
     "slem_torch_law",
+    "slrs_difference_row",
     "slrs_exact_string_row",
     "slrs_one_tokenization_row",
     "slrs_prefix_row",
@@ -304,6 +305,40 @@ def slrs_prefix_row(pair: StringPair, context: Sequence[int]) -> Row:
             if text.startswith(token):
                 row[t] += weight
     return tuple(row)
+
+
+def slrs_difference_row(pair: StringPair, context: Sequence[int]) -> Row:
+    r"""``ψ`` from the prefix probabilities: subtract those of the minimal extensions.
+
+    .. math::
+        \psi(t \mid c) = P(w \text{ starts with } t) - \sum_{u \in M(t)}
+        P(w \text{ starts with } u)
+
+    ``M(t)``: the target tokens strictly extending ``t`` with no target token strictly between.
+    Two of them never both prefix ``w`` (the shorter would lie between ``t`` and the longer), and
+    a longer target token prefixes ``w`` iff one of them does, so ``lt(w) = t`` iff ``w``
+    starts with ``t`` and with none of them (claim 22; equals ``slrs_proposal_row``).
+    """
+    tokens = pair.target_tokenizer.tokens
+    prefix = slrs_prefix_row(pair, context)
+
+    def minimal(token: str, longer: str) -> bool:
+        return not any(
+            len(token) < len(mid) < len(longer) and longer.startswith(mid) for mid in tokens
+        )
+
+    return tuple(
+        prefix[t]
+        - sum(
+            (
+                prefix[u]
+                for u, longer in enumerate(tokens)
+                if len(longer) > len(token) and longer.startswith(token) and minimal(token, longer)
+            ),
+            ZERO,
+        )
+        for t, token in enumerate(tokens)
+    )
 
 
 def slrs_exact_string_row(pair: StringPair, context: Sequence[int]) -> Row:
