@@ -10,7 +10,7 @@ sequential draws, or the draft's top-``c``), with the rows a tree rule needs;
 candidates ``draw_candidates`` draws from given draft rows.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +26,13 @@ from specdec.verify._recursive import remove_token
 from specdec.verify.spechub import draft_hub_pair
 from specdec.verify.tree import TokenTree, TreeRule
 
-__all__ = ["TreeBatch", "draft_candidates", "draft_tree_batch", "sample_tree_completions"]
+__all__ = [
+    "TreeBatch",
+    "draft_candidates",
+    "draft_tree_batch",
+    "draft_tree_rows",
+    "sample_tree_completions",
+]
 
 
 @dataclass(frozen=True)
@@ -102,11 +108,36 @@ def draft_tree_batch(
 ) -> TreeBatch:
     """Draw ``n`` trees of ``tree``'s shape, each node's children as ``tree.draw`` says."""
     base = torch.tensor([list(prefix)] * n, dtype=torch.int64).reshape(n, len(prefix))
-    contexts: list[Tensor] = [base]  # context of the root, then of node i at index i + 1
+    return draft_tree_rows(tree, target.float_probs, draft.float_probs, base, generator)
+
+
+def draft_tree_rows(
+    tree: TokenTree,
+    target_rows: Callable[[Tensor], Tensor],
+    draft_rows: Callable[[Tensor], Tensor],
+    contexts: Int[Tensor, "n seq"],
+    generator: torch.Generator,
+) -> TreeBatch:
+    """One tree of ``tree``'s shape after each row of ``contexts`` (rows may differ), every
+    node's children drawn from ``draft_rows(context) -> [n, V]`` as ``tree.draw`` says (as
+    ``draft_candidates``), with the draft and target rows (``target_rows``) of the root and
+    of every node: what a generation loop that drafts trees hands a tree rule.
+
+    Example:
+        >>> from specdec.models import make_toy_pair
+        >>> pair = make_toy_pair(3, seed=2)
+        >>> tree = TokenTree(parents=(-1, -1, 0), draw="iid")
+        >>> batch = draft_tree_rows(tree, pair.target.float_probs, pair.draft.float_probs,
+        ...                         torch.tensor([[1], [2]]), torch.Generator().manual_seed(0))
+        >>> tuple(batch.tokens.shape), tuple(batch.target_probs.shape)
+        ((2, 3), (2, 4, 3))
+    """
+    n = contexts.shape[0]
+    nodes: list[Tensor] = [contexts]  # context of the root, then of node i at index i + 1
     tokens: list[Tensor] = []
     for node, parent in enumerate(tree.parents):
-        context = contexts[parent + 1]
-        row = draft.float_probs(context)  # [n, V] the law the parent's children come from
+        context = nodes[parent + 1]
+        row = draft_rows(context)  # [n, V] the law the parent's children come from
         siblings = tree.children(parent)
         earlier = siblings[: siblings.index(node)]
         if tree.draw == "point_mass":
@@ -117,10 +148,10 @@ def draft_tree_batch(
                     row = remove_token(row, tokens[sibling])
             token = inverse_cdf(row, uniforms(generator, (n,)))
         tokens.append(token)
-        contexts.append(torch.cat([context, token[:, None]], dim=1))
-    draft_rows = torch.stack([draft.float_probs(c) for c in contexts], dim=1)
-    target_rows = torch.stack([target.float_probs(c) for c in contexts], dim=1)
-    return TreeBatch(torch.stack(tokens, dim=1), draft_rows, target_rows)
+        nodes.append(torch.cat([context, token[:, None]], dim=1))
+    draft_probs = torch.stack([draft_rows(c) for c in nodes], dim=1)
+    target_probs = torch.stack([target_rows(c) for c in nodes], dim=1)
+    return TreeBatch(torch.stack(tokens, dim=1), draft_probs, target_probs)
 
 
 def sample_tree_completions(
