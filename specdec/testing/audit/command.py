@@ -431,14 +431,13 @@ def _position_kinds(
     cannot be loaded, or the audit is in exact-law mode (``auto`` on a small ``V ** n``)."""
     if args.position_kinds is None:
         return None
-    from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES
+    from specdec.testing.audit.stream_large import resolved_stream_mode
 
-    sequences = max(int(s.target.vocab_size) ** s.new_tokens for s in prompts)
-    if args.stream_mode in (None, "auto") and sequences <= EXACT_LAW_SEQUENCES:
+    mode, sequences = resolved_stream_mode(prompts, args.stream_mode or "auto")
+    if mode == "exact":  # --stream-mode exact with it is refused with the other usage errors
         print(f"specdec audit: --position-kinds applies to the large-vocabulary and two-sample "
-              f"modes; V ** new-tokens = {sequences} <= {EXACT_LAW_SEQUENCES} makes this audit "
-              "exact-law (its outcome is a whole continuation, not positions).",
-              file=sys.stderr)  # fmt: skip
+              f"modes; V ** new-tokens = {sequences} makes this audit exact-law (its outcome is "
+              "a whole continuation, not positions).", file=sys.stderr)  # fmt: skip
         return int(ExitCode.USAGE_ERROR)
     try:
         kinds: Callable[[Tensor, Tensor], Tensor] = load_function(args.position_kinds)

@@ -56,7 +56,6 @@ from specdec.testing.audit.shard import (
     function_reference,
     merge_chunk,
     run_chunks,
-    start_server,
     start_state,
 )
 from specdec.testing.audit.subject import Subject
@@ -158,8 +157,6 @@ def sample_audit(
     reference = (
         function_reference(subject.fn) if options.workers > 1 or options.executor else ""
     )  # checked before any draw: workers import the function by name
-    if options.workers > 1 and options.executor is None:
-        start_server()  # the workers' server imports specdec while this process plans
     budget = split_error_rate(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )

@@ -130,6 +130,7 @@ __all__ = [
     "empty_statistics",
     "judge_stream",
     "large_stream_audit",
+    "resolved_stream_mode",
     "two_sample_stream_audit",
 ]
 
@@ -728,6 +729,18 @@ STREAM_MODES = ("auto", "exact", "large", "two-sample")
 ``stream.EXACT_LAW_SEQUENCES``, large-vocabulary mode above."""
 
 
+def resolved_stream_mode(scenarios: Sequence[StreamScenario], mode: str) -> tuple[str, int]:
+    """The mode ``mode`` stands for (``"auto"``: exact-law when every prompt has at most
+    ``stream.EXACT_LAW_SEQUENCES`` continuations ``V ** new_tokens``, else large-vocabulary)
+    and the largest number of continuations of a prompt."""
+    from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES
+
+    sequences = max(int(s.target.vocab_size) ** s.new_tokens for s in scenarios)
+    if mode != "auto":
+        return mode, sequences
+    return ("exact" if sequences <= EXACT_LAW_SEQUENCES else "large"), sequences
+
+
 def judge_stream(
     subject: Subject,
     options: AuditOptions,
@@ -752,10 +765,7 @@ def judge_stream(
     if (mode == "two-sample") != (reference is not None):
         raise ValueError("mode='two-sample' needs reference= (the engine without speculation), "
                          "and reference applies to mode='two-sample' only.")  # fmt: skip
-    sequences = max(int(s.target.vocab_size) ** s.new_tokens for s in scenarios)
-    chosen = mode if mode != "auto" else (
-        "exact" if sequences <= EXACT_LAW_SEQUENCES else "large"
-    )  # fmt: skip
+    chosen, sequences = resolved_stream_mode(scenarios, mode)
     if chosen == "exact" and sequences > EXACT_LAW_SEQUENCES:
         raise ValueError(
             f"exact-law mode does not apply: V ** new_tokens = {sequences} continuations, above "
