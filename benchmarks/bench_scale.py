@@ -7,8 +7,12 @@ rule, its input checks included) and the audit's own (everything else: planning,
 completing, encoding, the e-process, the tests). ``--workers 1,2``: the same audit
 with ``workers=N`` for each N, its samples per second (pool start-up included) and the CPU
 seconds of this process and of the workers: on a loaded machine the wall-clock speed-up says
-little, the CPU split says what two idle cores would give. Prints one JSON line per
-measurement, with ``uptime``'s load.
+little, the CPU split says what two idle cores would give. ``--fresh`` runs each audit in a
+process of its own (as each ``specdec audit`` command is: a later audit in one process finds
+its planning cached and, on workers, the server running). ``--allocator default`` leaves
+glibc's allocator as it is (``tuned``, the default: ``allocator.keep_freed_memory``, as the
+``specdec audit`` command and its workers do). Prints one JSON line per measurement, with
+``uptime``'s load.
 
 ``--ceiling``: what two cores of this machine give two copies of one job, measured in one
 run so that the load is alike for both sides: each workload (``audit``, the default batched
@@ -23,6 +27,7 @@ host), and ``cpu_ceiling = 2 / cpu_slowdown`` is the ceiling two otherwise idle 
 
     PYTHONPATH=. python benchmarks/bench_scale.py --ceiling
     PYTHONPATH=. python benchmarks/bench_scale.py --workers 1,2
+    PYTHONPATH=. python benchmarks/bench_scale.py --workers 1,2 --fresh --allocator default
     PYTHONPATH=. python benchmarks/bench_scale.py --workers 1,2 --detect-tv 0.001
 """
 
@@ -41,6 +46,7 @@ from typing import Any
 
 import specdec
 from specdec.testing.audit import audit_verifier, shard
+from specdec.testing.audit.allocator import keep_freed_memory
 from specdec.types import Verification
 
 VERIFIER_SECONDS = [0.0]  # the timing wrapper's total CPU time, in this process only
@@ -165,8 +171,14 @@ def main() -> None:
     parser.add_argument("--detect-tv", type=float, default=None)
     parser.add_argument("--ceiling", nargs="?", const=",".join(WORKLOADS), default="")
     parser.add_argument("--start-method", default=shard.START_METHOD)
+    parser.add_argument("--allocator", choices=("tuned", "default"), default="tuned")
+    parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--copy", choices=WORKLOADS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.allocator == "default":  # glibc's own (this tunable's default: nothing changes)
+        os.environ["GLIBC_TUNABLES"] = "glibc.malloc.check=0"  # specdec then leaves it alone
+    else:
+        keep_freed_memory()  # as the specdec command and its workers do
     import scipy.stats  # noqa: F401  (the G test's; here, not re-imported by each worker)
 
     if args.copy:
@@ -188,10 +200,16 @@ def main() -> None:
         }))  # fmt: skip
     for method in args.start_method.split(","):
         for workers in [int(w) for w in args.workers.split(",") if w]:
-            measure_workers(workers, method, args.detect_tv)
+            if args.fresh:  # a process of its own, as each `specdec audit` command is
+                command = [sys.executable, __file__, "--workers", str(workers)]
+                command += ["--start-method", method, "--allocator", args.allocator]
+                command += [] if args.detect_tv is None else ["--detect-tv", str(args.detect_tv)]
+                subprocess.run(command, check=True)
+            else:
+                measure_workers(workers, method, args.detect_tv, args.allocator)
 
 
-def measure_workers(workers: int, method: str, detect_tv: float | None) -> None:
+def measure_workers(workers: int, method: str, detect_tv: float | None, allocator: str) -> None:
     """The default audit on ``workers`` local processes started by ``method``: one JSON line."""
     start, before, server = time.perf_counter(), load(), server_cpu()
     own, spent = cpu(resource.RUSAGE_SELF), list[float]()
@@ -201,7 +219,8 @@ def measure_workers(workers: int, method: str, detect_tv: float | None) -> None:
     samples = sum(s.samples for s in report.scenarios)
     print(json.dumps({
         "measure": "workers", "workers": workers,
-        "start_method": method if workers > 1 else "-", "verdict": report.verdict,
+        "start_method": method if workers > 1 else "-", "allocator": allocator,
+        "verdict": report.verdict,
         "samples": samples, "total_s": round(total, 2),
         "samples_per_s": round(samples / total),
         "cpu_main_s": round(cpu(resource.RUSAGE_SELF) - own, 2),

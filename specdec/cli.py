@@ -48,9 +48,13 @@ def load_function(spec: str) -> Callable[..., Any]:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    """``specdec audit``, imported on use: the other commands never load the audit."""
+    """``specdec audit``, imported on use: the other commands never load the audit. The
+    command's process is specdec's own: its allocator keeps freed chunks' memory
+    (``specdec.testing.audit.allocator``)."""
+    from specdec.testing.audit.allocator import keep_freed_memory
     from specdec.testing.audit.command import run
 
+    keep_freed_memory()
     return run(args)
 
 

@@ -21,7 +21,10 @@ def uniforms(generator: torch.Generator, shape: tuple[int, ...]) -> Float[Tensor
     .. math:: u = m \cdot 2^{-53}, \quad m \sim \mathrm{Uniform}\{0, \dots, 2^{53} - 1\}
 
     Each value is an integer draw scaled by a power of two, so it is exact in float64, lies in
-    ``[0, 1)`` and the same generator state gives the same bits on every platform.
+    ``[0, 1)`` and the same generator state gives the same bits on every platform. On a CPU
+    generator torch's own float64 ``rand`` is that draw (one 64-bit word per value, its low 53
+    bits scaled by ``2^-53``, the integer draw's ``m``, bit for bit; ``tests/test_noise.py``
+    pins the two equal), and is used: it skips the integer tensor and its conversion.
 
     Args:
         generator: an explicit ``torch.Generator`` (CPU); it is advanced, nothing else is touched.
@@ -44,6 +47,8 @@ def uniforms(generator: torch.Generator, shape: tuple[int, ...]) -> Float[Tensor
     dims = check_sizes("shape", shape)
     if dims and 0 in dims:
         return torch.zeros(dims, dtype=torch.float64)
+    if generator.device.type == "cpu":  # the same values, a third of the time
+        return torch.rand(dims, generator=generator, dtype=torch.float64)
     mantissas = torch.randint(
         0,
         2**_MANTISSA_BITS,

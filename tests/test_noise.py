@@ -29,6 +29,22 @@ def test_uniforms_seed_0_pins_the_first_bits() -> None:
     ]
 
 
+@given(seed=st.integers(0, 2**32), shape=st.lists(st.integers(1, 70), max_size=3).map(tuple))
+def test_uniforms_on_a_cpu_generator_are_the_scaled_integer_draw_bit_for_bit(
+    seed: int, shape: tuple[int, ...]
+) -> None:
+    """The CPU path (torch's float64 ``rand``) is the definition, ``m * 2^-53`` with ``m``
+    uniform on ``{0, ..., 2^53 - 1}`` drawn by ``randint``, value for value, on shapes on both
+    sides of torch's vectorised kernels' widths; and it leaves the generator where the
+    definition does. An implementation that rounds to float32, or draws ``m`` otherwise,
+    fails it."""
+    mine, theirs = _generator(seed), _generator(seed)
+    values = specdec.uniforms(mine, shape)
+    mantissas = torch.randint(0, 2**53, shape, generator=theirs, dtype=torch.int64)
+    assert torch.equal(values, mantissas.to(torch.float64) * GRID)
+    assert torch.equal(mine.get_state(), theirs.get_state())
+
+
 def test_uniforms_are_float64_of_the_requested_shape() -> None:
     u = specdec.uniforms(_generator(1), (2, 3))
     assert u.dtype == torch.float64

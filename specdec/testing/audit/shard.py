@@ -48,6 +48,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from specdec.testing.audit.allocator import keep_freed_memory
 from specdec.testing.audit.plan import CellPlan, ScenarioPlan
 from specdec.testing.audit.run import (
     Complete,
@@ -428,11 +429,14 @@ def _start_worker(num_threads: int | None, environment: dict[str, str]) -> None:
 
     A forked worker inherits the forkserver's environment, of when the server started; the
     audit's own environment, as it is now, replaces it, as a spawned process would get it
-    (a variable read at import time by torch was read by the server). Toggling the threads
-    per chunk (``threads``) keeps an idle pool of threads spinning between chunks.
+    (a variable read at import time by torch was read by the server). The worker's allocator
+    keeps freed memory (``allocator.keep_freed_memory``) unless that environment tunes it.
+    Toggling the threads per chunk (``threads``) keeps an idle pool of threads spinning
+    between chunks.
     """
     os.environ.clear()
     os.environ.update(environment)
+    keep_freed_memory()  # the worker is the audit's own process (allocator.py)
     if num_threads is not None:
         torch.set_num_threads(num_threads)
 
