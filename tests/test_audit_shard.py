@@ -166,6 +166,35 @@ def test_two_and_three_local_workers_give_the_same_report_a_killed_one_s_chunk_d
     assert origin(crash.value) == "function"  # the function's crash, blamed across processes
 
 
+UNGUARDED = """
+import specdec
+from specdec.testing.audit import audit_verifier
+from specdec.testing.audit.catalogue import default_scenarios
+
+audit_verifier(  # no `if __name__ == "__main__":` guard: each worker runs this again
+    specdec.verify_tokens,
+    scenarios=default_scenarios("verifier")[:1],
+    samples=2_000,
+    coverage=False,
+    workers=2,
+)
+"""
+
+
+def test_a_script_without_a_main_guard_is_told_why_its_workers_die(tmp_path: Path) -> None:
+    """The pool's workers re-run an unguarded script and fail as they start: the audit gives
+    up, and says what the likely cause is, not only "killed or out of memory"."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240
+    )
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert "died" in last and 'if __name__ == "__main__":' in last
+
+
 def test_dask_local_cluster_gives_the_same_report(references: dict[str, dict[str, Any]]) -> None:
     distributed = pytest.importorskip("distributed")
     with (

@@ -65,6 +65,7 @@ from specdec.testing.stats import encode_sequences, kt_log_e_values
 __all__ = [
     "JOB_SAMPLES",
     "MAX_POOL_RESTARTS",
+    "NEVER_STARTED",
     "PRELOADED",
     "START_METHOD",
     "ChunkDraw",
@@ -464,6 +465,14 @@ def local_pool(
     )
 
 
+NEVER_STARTED = (
+    " No worker ever returned a job: if the audit runs from a script, each worker imports that"
+    " script again (as __mp_main__), so a script that starts the audit outside"
+    ' `if __name__ == "__main__":` makes every worker fail as it starts (its error is on'
+    " stderr); call the audit under that guard."
+)
+"""What ``run_chunks`` adds when a local pool never returned a job before giving up."""
+
 Key = tuple[int, int]
 """A chunk: (scenario index, chunk index)."""
 
@@ -548,7 +557,7 @@ def _parallel(
     )
     pending: dict[Future[bytes], Group] = {}
     ready: dict[Key, ChunkDraw] = {}
-    restarts = 0
+    restarts = returned = 0
     pool = executor or start()
     try:
         while todo or pending:
@@ -564,6 +573,7 @@ def _parallel(
                 key = pending.pop(future)
                 try:
                     drawn = unpack_draws(future.result())
+                    returned += 1
                     ready.update(zip([(key[0], c) for c in key[1]], drawn, strict=True))
                 except BrokenProcessPool:
                     if executor is not None:  # the caller's pool: theirs to restart
@@ -575,6 +585,7 @@ def _parallel(
                     raise RuntimeError(
                         f"a worker process died {restarts} times (killed, out of memory, or "
                         "the audited function ended its process); the audit gives up."
+                        + ("" if returned else NEVER_STARTED)
                     )
                 todo = deque(sorted([*lost, *pending.values(), *todo]))
                 pending.clear()
