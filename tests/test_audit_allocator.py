@@ -67,6 +67,11 @@ def test_a_user_tuned_allocator_is_left_alone(environ: dict[str, str]) -> None:
     assert allocator.keep_freed_memory(environ) is False
 
 
+def test_an_environment_that_is_not_a_mapping_is_refused() -> None:
+    with pytest.raises(TypeError, match="environ"):
+        allocator.keep_freed_memory(["MALLOC_ARENA_MAX=2"])  # type: ignore[arg-type]
+
+
 @pytest.mark.skipif(not GLIBC, reason="glibc's mallopt only")
 def test_an_untuned_glibc_process_is_tuned() -> None:
     assert allocator.keep_freed_memory({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}) is True

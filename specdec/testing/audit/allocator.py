@@ -5,7 +5,8 @@ blocks; each chunk builds tensors of a few megabytes and frees them before the n
 ``malloc`` hands blocks that large out of fresh ``mmap``\\ s and gives freed memory back to the
 kernel (its *mmap* and *trim* thresholds adapt, but a chunk's many buffers defeat them), so
 every chunk faults the same pages in again: the kernel's time, not the audit's, and on a
-small machine a large share of the whole (``benchmarks/README.md``, "The allocator").
+small machine a large share of the whole (``benchmarks/README.md``, "The allocator, the
+split and two workers again").
 
 ``keep_freed_memory`` raises both thresholds (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) with
 ``mallopt``, so freed buffers stay in the heap and the next chunk reuses them: the resident
@@ -21,10 +22,10 @@ Example:
 """
 
 import ctypes
-import ctypes.util
 import os
-import platform
 from collections.abc import Mapping
+
+from specdec._checks import check_instance
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory"]
 
@@ -53,15 +54,23 @@ def keep_freed_memory(environ: Mapping[str, str] | None = None) -> bool:
 
     Returns:
         ``True`` when both thresholds were set.
+
+    Raises:
+        TypeError: ``environ`` is not a mapping.
     """
     environ = os.environ if environ is None else environ
+    check_instance("environ", environ, Mapping, "a mapping of variable names to values")
     tunables = environ.get("GLIBC_TUNABLES", "")
     if any(name.startswith("MALLOC_") for name in environ) or "glibc.malloc." in tunables:
         return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    try:  # the C library this process runs on, not the one Python was built against
+        running = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError, AttributeError):  # not a glibc name on this platform
+        running = ""
+    if not running.startswith("glibc"):
         return False
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # this process's own symbols: its glibc
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

@@ -557,7 +557,7 @@ def _parallel(
     )
     pending: dict[Future[bytes], Group] = {}
     ready: dict[Key, ChunkDraw] = {}
-    restarts = returned = 0
+    restarts, answered = 0, False  # answered: some job came back from a worker
     pool = executor or start()
     try:
         while todo or pending:
@@ -573,7 +573,7 @@ def _parallel(
                 key = pending.pop(future)
                 try:
                     drawn = unpack_draws(future.result())
-                    returned += 1
+                    answered = True
                     ready.update(zip([(key[0], c) for c in key[1]], drawn, strict=True))
                 except BrokenProcessPool:
                     if executor is not None:  # the caller's pool: theirs to restart
@@ -585,7 +585,7 @@ def _parallel(
                     raise RuntimeError(
                         f"a worker process died {restarts} times (killed, out of memory, or "
                         "the audited function ended its process); the audit gives up."
-                        + ("" if returned else NEVER_STARTED)
+                        + ("" if answered else NEVER_STARTED)
                     )
                 todo = deque(sorted([*lost, *pending.values(), *todo]))
                 pending.clear()
