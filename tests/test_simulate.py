@@ -1,30 +1,41 @@
-"""``specdec.testing.simulate``: the toy-model fast path draws what the row-function path draws.
+"""``specdec.testing.simulate``: the toy-model paths draw what the row-function path draws.
 
-``draft_batch`` and ``complete_blocks`` take a ``ToyModel`` (rows and CDFs gathered by context
-code) or any row function (``model.float_probs``: rows computed per context, sampled by
-``inverse_cdf``). Same generator state, same tokens and rows, bit for bit: the audit's law does
-not depend on which path drew it. Deterministic comparisons, no statistics.
+``draft_batch`` and ``complete_blocks`` take a ``ToyModel`` or any row function
+(``model.float_probs``: rows computed per context, sampled by ``inverse_cdf``). A toy model
+small enough is drawn whole blocks at a time (``specdec.testing.block_tables``, whose law
+``tests/test_block_tables.py`` checks exactly); a larger one token by token with rows and
+CDFs gathered by context code, which draws the row path's tokens and rows bit for bit (same
+generator state). Here: that bit-for-bit equality, which path each model takes, and that the
+rows a block-table draft hands the verifier are the models' rows along its tokens.
+Deterministic comparisons, no statistics.
 """
 
 import pytest
 import torch
 
 from specdec._kernels import inverse_cdf
-from specdec.models.toy import ToyModel
+from specdec.models.toy import ToyModel, make_toy_pair
 from specdec.testing.audit.catalogue import default_scenarios
-from specdec.testing.simulate import _Sampler, complete_blocks, draft_batch
+from specdec.testing.block_tables import completion_table, draft_table
+from specdec.testing.simulate import (
+    _complete_toy_blocks,
+    _draft_toy_batch,
+    _Sampler,
+    complete_blocks,
+    draft_batch,
+)
 
 SCENARIOS = default_scenarios("verifier")
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 @pytest.mark.parametrize("n", [1, 257])
-def test_the_toy_path_draws_what_the_row_path_draws(scenario, n: int) -> None:  # type: ignore[no-untyped-def]
+def test_the_token_by_token_toy_path_draws_what_the_row_path_draws(scenario, n: int) -> None:  # type: ignore[no-untyped-def]
     target, draft = scenario.pair.target, scenario.pair.draft
     assert isinstance(target, ToyModel) and isinstance(draft, ToyModel)
     fast_generator = torch.Generator().manual_seed(n)
     rows_generator = torch.Generator().manual_seed(n)
-    fast = draft_batch(target, draft, scenario.prefix, scenario.k, n, fast_generator)
+    fast = _draft_toy_batch(target, draft, scenario.prefix, scenario.k, n, fast_generator)
     rows = draft_batch(
         target.float_probs, draft.float_probs, scenario.prefix, scenario.k, n, rows_generator
     )
@@ -34,7 +45,7 @@ def test_the_toy_path_draws_what_the_row_path_draws(scenario, n: int) -> None:  
     blocks = torch.cat([fast.tokens, torch.full((n, 1), -1)], dim=1)
     blocks[::3, 1:] = -1  # rows cut after their first token
     blocks[1::3, -2:] = -1
-    completed = complete_blocks(target, scenario.prefix, blocks, fast_generator)
+    completed = _complete_toy_blocks(target, scenario.prefix, blocks, fast_generator)
     assert torch.equal(
         completed, complete_blocks(target.float_probs, scenario.prefix, blocks, rows_generator)
     )
@@ -55,3 +66,48 @@ def test_a_threshold_at_the_total_takes_the_last_positive_token_as_inverse_cdf_d
         expected = inverse_cdf(table[codes], noise)
         assert torch.equal(sampler.sample(codes, noise), expected)
     assert sampler.sample(codes, torch.ones(6, dtype=torch.float64)).tolist() == [1, 1, 0, 2, 1, 2]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_a_block_table_draft_hands_the_verifier_the_rows_along_its_tokens(scenario) -> None:  # type: ignore[no-untyped-def]
+    """The default battery's pairs are drawn from block tables; each drafted block's rows are
+    the row function's rows along that block's own tokens, bit for bit, and the completions
+    keep every emitted token and fill every padded one."""
+    target, draft, prefix, k = (
+        scenario.pair.target,
+        scenario.pair.draft,
+        scenario.prefix,
+        scenario.k,
+    )
+    assert draft_table(target, draft, prefix, k) is not None
+    assert completion_table(target, prefix, k) is not None
+    batch = draft_batch(target, draft, prefix, k, 300, torch.Generator().manual_seed(5))
+    context = torch.cat([torch.tensor(list(prefix)).expand(300, -1), batch.tokens], dim=1)
+    width = len(prefix)
+    for i in range(k):
+        assert torch.equal(batch.draft_probs[:, i], draft.float_probs(context[:, : width + i]))
+    for i in range(k + 1):
+        assert torch.equal(batch.target_probs[:, i], target.float_probs(context[:, : width + i]))
+    blocks = torch.cat([batch.tokens, torch.full((300, 1), -1)], dim=1)
+    blocks[::3, 1:] = -1
+    completed = complete_blocks(target, prefix, blocks, torch.Generator().manual_seed(6))
+    assert bool((completed >= 0).all()) and torch.equal(completed[blocks >= 0], blocks[blocks >= 0])
+
+
+def test_a_model_too_large_for_a_block_table_is_drawn_token_by_token() -> None:
+    """V = 40, k = 4: 2.56 M draft blocks, no table; ``draft_batch`` and ``complete_blocks``
+    then draw exactly what the token-by-token toy path draws from the same generator."""
+    pair = make_toy_pair(vocab_size=40, order=1, seed=3)
+    prefix, k = (1,), 4
+    assert draft_table(pair.target, pair.draft, prefix, k) is None
+    assert completion_table(pair.target, prefix, k) is None
+    drawn = draft_batch(pair.target, pair.draft, prefix, k, 50, torch.Generator().manual_seed(1))
+    tokens = _draft_toy_batch(
+        pair.target, pair.draft, prefix, k, 50, torch.Generator().manual_seed(1)
+    )
+    assert torch.equal(drawn.tokens, tokens.tokens)
+    blocks = torch.cat([drawn.tokens, torch.full((50, 1), -1)], dim=1)
+    blocks[::2, 2:] = -1
+    completed = complete_blocks(pair.target, prefix, blocks, torch.Generator().manual_seed(2))
+    by_token = _complete_toy_blocks(pair.target, prefix, blocks, torch.Generator().manual_seed(2))
+    assert torch.equal(completed, by_token)

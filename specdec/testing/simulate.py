@@ -5,6 +5,12 @@ target rows along them; ``complete_blocks`` fills each emitted block up to ``k+1
 the target. For a lossless rule the completions are i.i.d. draws from
 ``target_law(target, prefix, k + 1)`` (``proofs/theory.md`` claim 2), which
 ``specdec.testing.stats`` tests once ``encode_sequences`` has turned them into cells.
+
+Toy models small enough for ``specdec.testing.block_tables`` draw each draft block, and each
+completion, whole: one uniform and one binary search per block, from the block's joint law
+(within total variation ``B 2^-53`` of the float rows' law, ``B`` the blocks enumerated; see
+that module). Larger toy models, and any row function, draw token by token: one uniform per
+token, by ``inverse_cdf``. The two ways draw the same law from different uniforms.
 """
 
 from collections.abc import Sequence
@@ -17,6 +23,11 @@ from torch import Tensor
 from specdec._kernels import inverse_cdf
 from specdec.models.toy import ToyModel
 from specdec.noise import uniforms
+from specdec.testing.block_tables import (
+    DraftTable,
+    completion_table,
+    draft_table,
+)
 from specdec.testing.stats import RowFn
 from specdec.types import VerifyRule
 
@@ -118,6 +129,16 @@ def _draft_toy_batch(
     return DraftBatch(tokens, draft_probs, target_probs)
 
 
+def _draft_from_table(table: DraftTable, n: int, generator: torch.Generator) -> DraftBatch:
+    """``n`` whole blocks from ``table``: one uniform each, rows gathered with the block."""
+    entry = table.blocks.sample(torch.zeros(n, dtype=torch.int64), uniforms(generator, (n,)))
+    return DraftBatch(
+        table.blocks.tokens.index_select(0, entry),  # [n, k]
+        table.draft_probs.index_select(0, entry),  # [n, k, V]
+        table.target_probs.index_select(0, entry),  # [n, k+1, V]
+    )
+
+
 def draft_batch(
     target: ToyModel | RowFn,
     draft: ToyModel | RowFn,
@@ -128,7 +149,10 @@ def draft_batch(
 ) -> DraftBatch:
     """Sample ``n`` blocks of ``k`` drafts autoregressively from ``draft``, rows included."""
     if isinstance(target, ToyModel) and isinstance(draft, ToyModel):
-        return _draft_toy_batch(target, draft, prefix, k, n, generator)
+        table = draft_table(target, draft, prefix, k)
+        if table is None:  # too many blocks to enumerate: token by token
+            return _draft_toy_batch(target, draft, prefix, k, n, generator)
+        return _draft_from_table(table, n, generator)
     target_rows = target.float_probs if isinstance(target, ToyModel) else target
     draft_rows = draft.float_probs if isinstance(draft, ToyModel) else draft
     context = _prefix(prefix, n)
@@ -151,7 +175,10 @@ def complete_blocks(
 ) -> Int[Tensor, "n k_plus_1"]:
     """Replace each row's ``-1`` padding with tokens sampled from the target, left to right."""
     if isinstance(target, ToyModel):
-        return _complete_toy_blocks(target, prefix, blocks, generator)
+        table = completion_table(target, prefix, blocks.shape[1] - 1)
+        if table is None:  # too many completions to enumerate: token by token
+            return _complete_toy_blocks(target, prefix, blocks, generator)
+        return table.complete(blocks, uniforms(generator, (blocks.shape[0],)))  # one per block
     target_rows = target.float_probs if isinstance(target, ToyModel) else target
     n, width = blocks.shape
     base = _prefix(prefix, n)
