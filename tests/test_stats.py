@@ -168,6 +168,26 @@ def test_kt_e_process_by_hand_and_in_chunks() -> None:
     assert kt_log_e_values(torch.tensor([2]), torch.tensor([1.0, 0.0, 0.0])).item() == math.inf
 
 
+@pytest.mark.parametrize("cells", [3, 256, 257, 40_000])
+def test_kt_e_process_matches_its_definition_whatever_the_key_width(cells: int) -> None:
+    """The KT path against a running-count loop of its definition, with and without prior
+    counts, for cell counts whose sort keys are one, two and four bytes wide (256 and 257
+    straddle the first step)."""
+    generator = torch.Generator().manual_seed(cells)
+    law = torch.rand(cells, generator=generator, dtype=torch.float64) + 0.01
+    law = law / law.sum()
+    drawn = torch.randint(0, cells, (600,), generator=generator)
+    prior = torch.randint(0, 5, (cells,), generator=generator)
+    for before in (None, prior):
+        counts = [0] * cells if before is None else before.tolist()
+        seen, total, path = counts.copy(), sum(counts), []
+        for cell in drawn.tolist():
+            step = math.log((seen[cell] + 0.5) / (total + cells / 2) / float(law[cell]))
+            path.append((path[-1] if path else 0.0) + step)
+            seen[cell], total = seen[cell] + 1, total + 1
+        assert kt_log_e_values(drawn, law, before).tolist() == pytest.approx(path, rel=1e-9)
+
+
 def test_hoeffding_margin_formula() -> None:
     assert mean_margin_by_hoeffding(3, 200, 0.01) == pytest.approx(
         3 * math.sqrt(math.log(100) / 400)

@@ -39,6 +39,15 @@ def e_value_log_threshold(family_false_fail_rate: float, num_processes: int = 1)
     return math.log(num_processes / family_false_fail_rate)
 
 
+def _narrowest_holding(cells: int) -> torch.dtype:
+    """The narrowest integer dtype holding cell indices below ``cells``."""
+    if cells <= 2**8:
+        return torch.uint8
+    if cells <= 2**15:
+        return torch.int16
+    return torch.int32 if cells <= 2**31 else torch.int64
+
+
 def kt_log_e_values(
     cells: Int[Tensor, " n"],
     expected: Float[Tensor, " cells"],
@@ -65,17 +74,20 @@ def kt_log_e_values(
     law = expected.to(torch.float64)
     m = law.numel()
     n = cells.numel()
-    order = torch.sort(cells, stable=True).indices  # group equal cells, keep time order
-    sorted_cells = cells[order]
+    keys = cells.to(_narrowest_holding(m))  # a radix sort's time grows with the key's bytes
+    ordered = torch.sort(keys, stable=True)  # group equal cells, keep time order
     counts = torch.bincount(cells, minlength=m)  # [m], this chunk's draws per cell
-    starts = (torch.cumsum(counts, dim=0) - counts)[sorted_cells]  # each group's first place
-    seen_before = torch.empty(n, dtype=torch.float64)
-    seen_before[order] = (torch.arange(n) - starts).to(torch.float64)  # earlier same-cell draws
+    first = torch.cumsum(counts, dim=0) - counts  # [m], each group's first place
+    if prior_counts is not None:
+        first = first - prior_counts  # earlier chunks' draws count as earlier places
+    seen_before = torch.empty(n, dtype=torch.int64)
+    seen_before[ordered.indices] = (
+        torch.arange(n) - first[ordered.values.long()]
+    )  # earlier same-cell draws
     time = torch.arange(n, dtype=torch.float64)  # draws before this one
     if prior_counts is not None:
-        seen_before = seen_before + prior_counts.to(torch.float64)[cells]
         time = time + float(prior_counts.sum())
-    log_predictive = torch.log(seen_before + 0.5) - torch.log(time + m / 2.0)
+    log_predictive = torch.log(seen_before.to(torch.float64) + 0.5) - torch.log(time + m / 2.0)
     with torch.no_grad():
         log_null = torch.log(law)[cells]  # -inf on impossible cells; m logs, not n
     return torch.cumsum(log_predictive - log_null, dim=0)
