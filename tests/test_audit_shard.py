@@ -140,6 +140,59 @@ def test_jobs_of_several_chunks_completed_out_of_order_give_the_same_report(
     assert _same(audit_verifier(fn, executor=_Shuffled(), **SMALL)) == references[kind]
 
 
+class _SlowStart(ThreadPoolExecutor):
+    """A local pool whose first submit blocks ``delay`` seconds, as starting a worker
+    waits for the forkserver's imports; or raises ``error`` there, as a failed start."""
+
+    def __init__(self, delay: float = 0.0, error: BaseException | None = None) -> None:
+        super().__init__(2)
+        self._delay, self._error, self._started = delay, error, False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if not self._started:
+            self._started = True
+            if self._error is not None:
+                raise self._error
+            time.sleep(self._delay)
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["lossless", "lossy"])
+def test_the_audit_draws_the_last_jobs_itself_while_its_workers_start(
+    references: dict[str, dict[str, Any]], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six jobs, four submitted from a thread whose first submit takes a second: meanwhile
+    the audit's own process draws the last two jobs (three chunks), and the report is the
+    in-process one."""
+    import specdec.testing.audit.sampled as sampled
+
+    monkeypatch.setattr(shard, "JOB_SAMPLES", 5_000)  # jobs (0, 1), (2,), (3,) per scenario
+    monkeypatch.setattr(shard, "local_pool", lambda workers, num_threads=1: _SlowStart(1.0))
+    here: list[tuple[int, int]] = []
+    draw_chunk = sampled.draw_chunk
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            here.append((kwargs["index"], kwargs["chunk"]))
+        return draw_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(sampled, "draw_chunk", counted)
+    fn = specdec.verify_tokens if kind == "lossless" else accept_all_rule
+    report = audit_verifier(fn, workers=2, **SMALL)
+    assert sorted(here) == [(1, 2), (1, 3)]
+    assert _same(report) == references[kind]
+
+
+def test_a_pool_that_fails_to_start_a_worker_raises_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failing = _SlowStart(error=OSError("the forkserver could not start"))
+    monkeypatch.setattr(shard, "JOB_SAMPLES", 5_000)
+    monkeypatch.setattr(shard, "local_pool", lambda workers, num_threads=1: failing)
+    with pytest.raises(OSError, match="forkserver could not start"):
+        audit_verifier(specdec.verify_tokens, workers=2, **SMALL)
+
+
 def test_a_local_worker_gets_the_audit_s_environment_of_now(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -55,6 +55,7 @@ from specdec.testing.audit.shard import (
     draws_of,
     function_reference,
     merge_chunk,
+    pickle_plan,
     run_chunks,
     start_state,
 )
@@ -201,8 +202,10 @@ def sample_audit(
         if progress is not None:
             progress(progress_line(index, len(sized), result))
 
+    pickled: dict[int, bytes] = {}  # each scenario's plan, pickled once for all its jobs
+
     def job(index: int, group: tuple[int, ...]) -> ChunkJob:
-        plan = sized[index][1]
+        plan = pickled.get(index) or pickled.setdefault(index, pickle_plan(sized[index][1]))
         return ChunkJob(
             function=reference,
             level=subject.level,

@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import pickle
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
@@ -81,6 +82,7 @@ __all__ = [
     "local_pool",
     "merge_chunk",
     "pack_draws",
+    "pickle_plan",
     "run_chunks",
     "run_job",
     "run_packed",
@@ -283,7 +285,9 @@ class ChunkJob:
         form: the subject's form (``specdec.testing.audit.subject.FORMS``).
         batched: whether one call handles a batch.
         inputs: how the function is handed its inputs.
-        plan: the scenario's plan.
+        plan: the scenario's plan, pickled (``pickle_plan``): pickled once per scenario by
+            the audit and unpickled once per scenario by each worker (``_unpickled``), not
+            once per job (its toy models' exact rows are thousands of Fractions).
         seed: the audit's seed.
         index: the scenario's index in the battery.
         chunks: the chunks' indices in the scenario, consecutive.
@@ -296,7 +300,7 @@ class ChunkJob:
     form: str
     batched: bool
     inputs: Inputs
-    plan: ScenarioPlan
+    plan: bytes
     seed: int
     index: int
     chunks: tuple[int, ...]
@@ -320,6 +324,20 @@ def _drawing(
     return draws_of(level, fn, batched, inputs)
 
 
+def pickle_plan(plan: ScenarioPlan) -> bytes:
+    """``plan`` as a ``ChunkJob`` carries it."""
+    return pickle.dumps(plan)
+
+
+@functools.lru_cache(maxsize=16)
+def _unpickled(plan: bytes) -> ScenarioPlan:
+    """A job's plan, unpickled once per worker process."""
+    loaded = pickle.loads(plan)
+    if not isinstance(loaded, ScenarioPlan):
+        raise TypeError(f"a chunk job's plan must be a pickled ScenarioPlan, got {type(loaded)}.")
+    return loaded
+
+
 def run_job(job: ChunkJob) -> list[ChunkDraw]:
     """Draw ``job``'s chunks (in a worker), in order: the function imported by name, each
     chunk drawn as in the audit's own process (``draw_chunk``), so with the same result."""
@@ -327,7 +345,7 @@ def run_job(job: ChunkJob) -> list[ChunkDraw]:
     with threads(job.num_threads):
         return [
             draw_chunk(
-                job.plan,
+                _unpickled(job.plan),
                 draw,
                 complete,
                 seed=job.seed,
@@ -532,9 +550,54 @@ def run_chunks(
     if job is None:
         raise ValueError("run_chunks needs job to draw on workers.")
     _parallel(
-        chunks, current, merged, job, executor, lambda: local_pool(workers, num_threads), window
+        chunks,
+        current,
+        merged,
+        job,
+        executor,
+        lambda: local_pool(workers, num_threads),
+        window,
+        local if executor is None else None,
     )
     return current
+
+
+def _draw_while_starting(
+    pool: Executor,
+    todo: deque[Group],
+    pending: dict[Future[bytes], Group],
+    ready: dict[Key, ChunkDraw],
+    job: Callable[[int, tuple[int, ...]], ChunkJob],
+    here: Callable[[int, int], ChunkDraw],
+    window: int,
+    current: Sequence[EvidenceState],
+    chunks: Sequence[Sequence[int]],
+) -> None:
+    """Submit the first ``window`` jobs from a thread (each submit that starts a worker
+    waits for the forkserver's imports) while this process draws the last jobs with
+    ``here``; the submitted jobs join ``pending``, the drawn chunks ``ready``."""
+    first = [todo.popleft() for _ in range(min(window, len(todo)))]
+    submitted: list[tuple[Future[bytes], Group]] = []
+    failed: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            for key in first:
+                submitted.append((pool.submit(run_packed, pickle.dumps(job(*key))), key))
+        except BaseException as error:  # raised again below, in the audit's thread
+            failed.append(error)
+
+    submitter = threading.Thread(target=submit, name="specdec-submit", daemon=True)
+    submitter.start()
+    while submitter.is_alive() and todo:
+        i, group = todo.pop()  # the last job: the workers take the first
+        if not is_finished(current[i], chunks[i]):
+            ready.update({(i, chunk): here(i, chunk) for chunk in group})
+    submitter.join()
+    pending.update(submitted)
+    if failed:
+        todo.extendleft(reversed([key for key in first if key not in pending.values()]))
+        raise failed[0]
 
 
 def _parallel(
@@ -545,10 +608,16 @@ def _parallel(
     executor: Executor | None,
     start: Callable[[], Executor],
     window: int,
+    here: Callable[[int, int], ChunkDraw] | None = None,
 ) -> None:
     """The scheduling loop of ``run_chunks``: submit in order, merge in order; a local pool
     (``executor is None``) that broke is started again and its chunks in flight submitted
-    again."""
+    again.
+
+    With ``here`` (a local pool), the first ``window`` jobs are submitted from a thread:
+    starting a worker waits for the forkserver to finish importing torch (``start_server``),
+    and meanwhile this process draws the last jobs itself with ``here``. A chunk's draw
+    depends on its seed alone, so who draws it changes nothing."""
     todo: deque[Group] = deque(
         (i, group)
         for i in range(len(chunks))
@@ -560,6 +629,8 @@ def _parallel(
     restarts, answered = 0, False  # answered: some job came back from a worker
     pool = executor or start()
     try:
+        if here is not None:
+            _draw_while_starting(pool, todo, pending, ready, job, here, window, current, chunks)
         while todo or pending:
             while todo and len(pending) < window:
                 key = todo.popleft()
