@@ -31,7 +31,7 @@ import pytest
 
 import specdec
 from specdec.cli import main
-from specdec.testing.audit import audit_verifier, shard
+from specdec.testing.audit import audit_verifier, checkpoint, shard
 from specdec.testing.audit.blame import origin
 from specdec.testing.audit.catalogue import default_scenarios
 from specdec.testing.audit.checkpoint import CheckpointError
@@ -321,6 +321,7 @@ def test_resume_ends_with_the_uninterrupted_report(
         ({"samples": 20_000}, "its scenarios"),
         ({"fn": sleepy_rule}, "its function is 'tests._scale_engines:failing_rule"),
         ({"version": "9.9"}, "its specdec version is"),
+        ({"draws": 1}, "its draws is 2, this audit's is 1"),
         ({"tamper": True}, "changed after it was written"),
     ],
 )
@@ -335,6 +336,8 @@ def test_resume_refuses_another_audit_s_checkpoint(
         before = interrupted.read_text()
     if "version" in change:
         monkeypatch.setattr(specdec, "__version__", change.pop("version"))
+    if "draws" in change:
+        monkeypatch.setattr(checkpoint, "DRAWS", change.pop("draws"))
     fn = change.pop("fn", failing_rule)
     options = {**SMALL, **change}
     with pytest.raises(CheckpointError, match=message):

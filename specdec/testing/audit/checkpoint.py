@@ -3,9 +3,9 @@
 A checkpoint is one JSON object (plain data: loading it runs no code, unlike a pickle):
 
 * ``format``: this layout's version (``FORMAT``);
-* ``audit``: what identifies the audit (``audit_identity``): the specdec version, the audited
-  function's name and form, the seed, every option that changes what is drawn or decided,
-  and each scenario's name, sample size and cells;
+* ``audit``: what identifies the audit (``audit_identity``): the specdec version, how chunks
+  are drawn (``shard.DRAWS``), the audited function's name and form, the seed, every option
+  that changes what is drawn or decided, and each scenario's name, sample size and cells;
 * ``scenarios``: each scenario's merged state (``shard.EvidenceState``): chunks merged, counts
   per cell, samples, tokens emitted, ``log E_t``, its running maximum, whether it stopped;
 * ``sha256``: the SHA-256 of the canonical JSON of the three above.
@@ -33,7 +33,7 @@ import torch
 
 import specdec
 from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.shard import EvidenceState
+from specdec.testing.audit.shard import DRAWS, EvidenceState
 from specdec.testing.audit.subject import Subject
 
 __all__ = [
@@ -74,7 +74,7 @@ def audit_identity(
     options: AuditOptions,
     scenarios: Sequence[tuple[str, int, int]],
 ) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: version, function, seed, options (all but
+    """What a checkpoint must match to be resumed: version, draws, function, seed, options (all but
     ``SCALE_OPTIONS``) and ``scenarios`` as ``(name, samples, cells)``."""
     chosen = {
         f.name: _plain(getattr(options, f.name))
@@ -83,6 +83,7 @@ def audit_identity(
     }
     return {
         "specdec version": specdec.__version__,
+        "draws": DRAWS,
         "function": f"{subject.name} ({subject.form})",
         "seed": options.seed,
         "options": chosen,
@@ -181,7 +182,7 @@ def read_checkpoint(
     if body["format"] != FORMAT:
         raise CheckpointError(f"{where} has format {body['format']}, this specdec reads {FORMAT}.")
     theirs = body["audit"]
-    for part in ("specdec version", "function", "seed", "scenarios"):
+    for part in ("specdec version", "draws", "function", "seed", "scenarios"):
         if not isinstance(theirs, dict) or theirs.get(part) != identity[part]:
             found = theirs.get(part) if isinstance(theirs, dict) else None
             raise CheckpointError(

@@ -64,6 +64,7 @@ from specdec.testing.audit.run import (
 from specdec.testing.stats import encode_sequences, kt_log_e_values
 
 __all__ = [
+    "DRAWS",
     "JOB_SAMPLES",
     "MAX_POOL_RESTARTS",
     "NEVER_STARTED",
@@ -90,6 +91,12 @@ __all__ = [
     "start_state",
     "unpack_draws",
 ]
+
+DRAWS = 2
+"""How a chunk's seeds become its samples (the toy models' draws, the uniforms each takes):
+raised whenever that changes, so that a checkpoint of other draws is refused (its chunks
+merged with these would not make the uninterrupted report). 2: whole blocks from block
+tables (``specdec.testing.block_tables``); 1: token by token."""
 
 MAX_POOL_RESTARTS = 3
 """How often a local pool whose worker died is started again before the audit gives up."""
