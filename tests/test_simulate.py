@@ -111,3 +111,20 @@ def test_a_model_too_large_for_a_block_table_is_drawn_token_by_token() -> None:
     completed = complete_blocks(pair.target, prefix, blocks, torch.Generator().manual_seed(2))
     by_token = _complete_toy_blocks(pair.target, prefix, blocks, torch.Generator().manual_seed(2))
     assert torch.equal(completed, by_token)
+
+
+def test_a_float_only_model_with_a_row_that_is_no_law_is_drawn_token_by_token() -> None:
+    """A ``from_table`` model (order 1, ``V = 3``) whose row after token 1 is all zeros and
+    whose row after token 0 draws 0 for sure: after the prefix ``(0,)`` token 1 is never
+    reached. No block table (enumerating every context would read the zero row); the
+    token-by-token draw, which never reaches it, draws what the row path draws."""
+    table = torch.full((4, 3), 1 / 3, dtype=torch.float64)  # codes 0, 1, 2 and the start, 3
+    table[0] = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    table[1] = 0.0
+    model = ToyModel.from_table(1, table)
+    assert draft_table(model, model, (0,), 2) is None
+    assert completion_table(model, (0,), 2) is None
+    drawn = draft_batch(model, model, (0,), 2, 20, torch.Generator().manual_seed(3))
+    by_rows = model.float_probs
+    rows = draft_batch(by_rows, by_rows, (0,), 2, 20, torch.Generator().manual_seed(3))
+    assert torch.equal(drawn.tokens, rows.tokens) and bool((drawn.tokens == 0).all())

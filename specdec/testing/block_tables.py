@@ -34,8 +34,10 @@ weights from the table; ``tests/test_block_tables.py`` checks them against the k
 drawn law against the exact law of the model's rational rows.
 
 ``draft_table`` and ``completion_table`` return ``None`` for models whose tables would exceed
-``MAX_ENTRIES`` entries (or, for a draft table, ``MAX_ROW_VALUES`` stored row values); the
-caller then draws token by token.
+``MAX_ENTRIES`` entries (or, for a draft table, ``MAX_ROW_VALUES`` stored row values), and for
+a float-only model with a row that is not a law (a zero or non-finite total: enumerating
+every context would read it, where drawing token by token reads only the rows it reaches);
+the caller then draws token by token.
 """
 
 import functools
@@ -205,13 +207,24 @@ class DraftTable:
     target_probs: Float[Tensor, "entries k_plus_1 vocab"]
 
 
+def _has_laws(model: ToyModel) -> bool:
+    """Whether every row of ``model`` has a positive, finite total (a float-only model's
+    table may hold a row that is not a law: only a token-by-token draw reads rows one by
+    one, as they are reached)."""
+    totals = model.float_table.cumsum(dim=-1)[:, -1]
+    return bool((torch.isfinite(totals) & (totals > 0)).all())
+
+
 def draft_table(
     target: ToyModel, draft: ToyModel, prefix: Sequence[int], k: int
 ) -> DraftTable | None:
     """The ``DraftTable`` of drafting ``k`` tokens after ``prefix``, or ``None`` when its
-    padded blocks exceed ``MAX_ENTRIES`` or the rows stored with them ``MAX_ROW_VALUES``."""
+    padded blocks exceed ``MAX_ENTRIES`` or the rows stored with them ``MAX_ROW_VALUES``, or
+    a row of the draft has no positive finite total."""
     entries = 1 << _bits(draft.vocab_size**k)
     if entries > MAX_ENTRIES or entries * (2 * k + 1) * draft.vocab_size > MAX_ROW_VALUES:
+        return None
+    if not _has_laws(draft):
         return None
     return _draft_table(_model_key(target), _model_key(draft), tuple(int(t) for t in prefix), k)
 
@@ -281,10 +294,11 @@ def padded_codes(blocks: Int[Tensor, "n width"], vocab: int) -> Int[Tensor, " n"
 
 def completion_table(model: ToyModel, prefix: Sequence[int], k: int) -> CompletionTable | None:
     """The ``CompletionTable`` of ``k+1``-token blocks after ``prefix`` from ``model``, or
-    ``None`` when it would exceed ``MAX_ENTRIES`` buckets or padded blocks."""
+    ``None`` when it would exceed ``MAX_ENTRIES`` buckets or padded blocks, or a row of the
+    model has no positive finite total."""
     vocab, contexts = model.vocab_size, (model.vocab_size + 1) ** model.order
     buckets = (k + 1) * contexts << _bits(vocab**k)
-    if buckets > MAX_ENTRIES or (vocab + 1) ** (k + 1) > MAX_ENTRIES:
+    if buckets > MAX_ENTRIES or (vocab + 1) ** (k + 1) > MAX_ENTRIES or not _has_laws(model):
         return None
     return _completion_table(_model_key(model), tuple(int(t) for t in prefix), k)
 
