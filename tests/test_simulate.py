@@ -128,3 +128,23 @@ def test_a_float_only_model_with_a_row_that_is_no_law_is_drawn_token_by_token() 
     by_rows = model.float_probs
     rows = draft_batch(by_rows, by_rows, (0,), 2, 20, torch.Generator().manual_seed(3))
     assert torch.equal(drawn.tokens, rows.tokens) and bool((drawn.tokens == 0).all())
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_drafts_built_on_a_device_are_the_cpu_drafts(device: str) -> None:
+    """``draft_batch(..., device=d)``: the same tokens and rows as on the CPU, bit for bit,
+    on ``d`` (the uniforms come from the CPU generator either way), for the block-table path
+    and the token-by-token one. The CUDA case runs where CUDA is present."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the CPU case covers the code path")
+    large = make_toy_pair(vocab_size=40, order=1, seed=3)
+    cases = [(s.pair.target, s.pair.draft, s.prefix, s.k) for s in SCENARIOS]
+    for target, draft, prefix, k in [*cases, (large.target, large.draft, (1,), 4)]:
+        on_cpu = draft_batch(target, draft, prefix, k, 64, torch.Generator().manual_seed(4))
+        there = draft_batch(target, draft, prefix, k, 64, torch.Generator().manual_seed(4), device)
+        for mine, theirs in zip(
+            (there.tokens, there.draft_probs, there.target_probs),
+            (on_cpu.tokens, on_cpu.draft_probs, on_cpu.target_probs),
+            strict=True,
+        ):
+            assert mine.device.type == device and torch.equal(mine.cpu(), theirs)

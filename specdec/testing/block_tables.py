@@ -206,6 +206,20 @@ class DraftTable:
     draft_probs: Float[Tensor, "entries k vocab"]
     target_probs: Float[Tensor, "entries k_plus_1 vocab"]
 
+    def to(self, device: torch.device | str) -> "DraftTable":
+        """The same table with every tensor on ``device``."""
+        blocks = self.blocks
+        return DraftTable(
+            BlockTable(
+                blocks.threshold.to(device),
+                blocks.alias.to(device),
+                blocks.tokens.to(device),
+                blocks.bits,
+            ),
+            self.draft_probs.to(device),
+            self.target_probs.to(device),
+        )
+
 
 def _has_laws(model: ToyModel) -> bool:
     """Whether every row of ``model`` has a positive, finite total (a float-only model's
@@ -216,17 +230,22 @@ def _has_laws(model: ToyModel) -> bool:
 
 
 def draft_table(
-    target: ToyModel, draft: ToyModel, prefix: Sequence[int], k: int
+    target: ToyModel,
+    draft: ToyModel,
+    prefix: Sequence[int],
+    k: int,
+    device: torch.device | str | None = None,
 ) -> DraftTable | None:
-    """The ``DraftTable`` of drafting ``k`` tokens after ``prefix``, or ``None`` when its
-    padded blocks exceed ``MAX_ENTRIES`` or the rows stored with them ``MAX_ROW_VALUES``, or
-    a row of the draft has no positive finite total."""
+    """The ``DraftTable`` of drafting ``k`` tokens after ``prefix``, on ``device`` (default
+    CPU), or ``None`` when its padded blocks exceed ``MAX_ENTRIES`` or the rows stored with
+    them ``MAX_ROW_VALUES``, or a row of the draft has no positive finite total."""
     entries = 1 << _bits(draft.vocab_size**k)
     if entries > MAX_ENTRIES or entries * (2 * k + 1) * draft.vocab_size > MAX_ROW_VALUES:
         return None
     if not _has_laws(draft):
         return None
-    return _draft_table(_model_key(target), _model_key(draft), tuple(int(t) for t in prefix), k)
+    on = str(torch.device(device or "cpu"))
+    return _draft_table(_model_key(target), _model_key(draft), tuple(int(t) for t in prefix), k, on)
 
 
 @functools.lru_cache(maxsize=16)
@@ -235,7 +254,10 @@ def _draft_table(
     draft_key: tuple[int, int, bytes],
     prefix: tuple[int, ...],
     k: int,
+    device: str,
 ) -> DraftTable:
+    if device != "cpu":  # built on the CPU once, copied to each device once
+        return _draft_table(target_key, draft_key, prefix, k, "cpu").to(device)
     target, draft = _model_of(target_key), _model_of(draft_key)
     blocks = _all_blocks(draft.vocab_size, k)  # [B, k]
     bits = _bits(blocks.shape[0])

@@ -130,8 +130,12 @@ def _draft_toy_batch(
 
 
 def _draft_from_table(table: DraftTable, n: int, generator: torch.Generator) -> DraftBatch:
-    """``n`` whole blocks from ``table``: one uniform each, rows gathered with the block."""
-    entry = table.blocks.sample(torch.zeros(n, dtype=torch.int64), uniforms(generator, (n,)))
+    """``n`` whole blocks from ``table``, on its device: one uniform each (drawn from the CPU
+    ``generator`` and moved, so every device draws the same blocks), rows gathered with the
+    block."""
+    device = table.draft_probs.device
+    noise = uniforms(generator, (n,)).to(device)
+    entry = table.blocks.sample(torch.zeros(n, dtype=torch.int64, device=device), noise)
     return DraftBatch(
         table.blocks.tokens.index_select(0, entry),  # [n, k]
         table.draft_probs.index_select(0, entry),  # [n, k, V]
@@ -146,13 +150,35 @@ def draft_batch(
     k: int,
     n: int,
     generator: torch.Generator,
+    device: torch.device | str | None = None,
 ) -> DraftBatch:
-    """Sample ``n`` blocks of ``k`` drafts autoregressively from ``draft``, rows included."""
+    """Sample ``n`` blocks of ``k`` drafts autoregressively from ``draft``, rows included, on
+    ``device`` (default CPU). The uniforms come from ``generator`` (CPU) whatever the device;
+    toy models small enough for a block table are drawn on the device itself (the table's
+    lookups and the rows' gathers), others on the CPU and moved."""
     if isinstance(target, ToyModel) and isinstance(draft, ToyModel):
-        table = draft_table(target, draft, prefix, k)
-        if table is None:  # too many blocks to enumerate: token by token
-            return _draft_toy_batch(target, draft, prefix, k, n, generator)
-        return _draft_from_table(table, n, generator)
+        table = draft_table(target, draft, prefix, k, device)
+        if table is not None:
+            return _draft_from_table(table, n, generator)
+        drawn = _draft_toy_batch(target, draft, prefix, k, n, generator)  # token by token
+    else:
+        drawn = _draft_rows_batch(target, draft, prefix, k, n, generator)
+    if device is None:
+        return drawn
+    return DraftBatch(
+        drawn.tokens.to(device), drawn.draft_probs.to(device), drawn.target_probs.to(device)
+    )
+
+
+def _draft_rows_batch(
+    target: ToyModel | RowFn,
+    draft: ToyModel | RowFn,
+    prefix: Sequence[int],
+    k: int,
+    n: int,
+    generator: torch.Generator,
+) -> DraftBatch:
+    """``draft_batch`` with row functions: each row computed per context, token by token."""
     target_rows = target.float_probs if isinstance(target, ToyModel) else target
     draft_rows = draft.float_probs if isinstance(draft, ToyModel) else draft
     context = _prefix(prefix, n)

@@ -11,7 +11,10 @@ Randomness comes from two generators per chunk, both seeded from the audit's ``s
 scenario's index and the chunk's index (``specdec.testing.audit.shard``): ``data`` for the
 audit's own draws (drafts, completions) and ``noise``, the only one the audited function sees
 (on the audit's ``device``). Separate streams keep the function's uniforms independent of the
-drafts it verifies.
+drafts it verifies. The ``data`` generator is always on the CPU, so the drafts are the same
+whatever the device; a verifier's drafts are built on its device (``draft_batch``: a toy pair
+small enough for a block table is drawn there, table lookups and row gathers included), and
+the emitted blocks come back to the CPU to be checked, completed and counted.
 
 Inputs as engines pass them (``Inputs``): the rows or logits in a chosen dtype and on a chosen
 device, token ids the engine reserves (an emitted one is an invalid output), and, for steps,
@@ -176,7 +179,8 @@ def verifier_draw(fn: VerifierFn, is_batch: bool, *, inputs: Inputs | None = Non
         plan: ScenarioPlan, size: int, data: torch.Generator, noise: torch.Generator
     ) -> Tensor:
         pair, k = plan.scenario.pair, plan.scenario.k
-        batch = draft_batch(pair.target, pair.draft, plan.scenario.prefix, k, size, data)
+        on = None if given.ragged else given.device  # drafted there (block tables)
+        batch = draft_batch(pair.target, pair.draft, plan.scenario.prefix, k, size, data, on)
         tokens, draft_rows, target_rows = batch.tokens, batch.draft_probs, batch.target_probs
         if given.ragged:
             tokens, draft_rows, target_rows, num_drafts = ragged_rows(
