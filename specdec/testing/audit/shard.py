@@ -601,9 +601,8 @@ def _draw_while_starting(
         if not is_finished(current[i], chunks[i]):
             ready.update({(i, chunk): here(i, chunk) for chunk in group})
     submitter.join()
-    pending.update(submitted)
+    pending.update(submitted)  # cancelled by the caller if what follows raises
     if failed:
-        todo.extendleft(reversed([key for key in first if key not in pending.values()]))
         raise failed[0]
 
 
