@@ -17,9 +17,11 @@ The grid. A uniform is ``u = m 2^{-53}``, ``m`` uniform on ``{0, ..., 2^53 - 1}`
 where ``P_s(b)`` is the product of the model's float rows along the block, each row over its
 own total (as ``inverse_cdf`` reads a row). The weights of a segment sum to exactly
 ``2^53``; a block of float probability 0 gets weight 0. Each end of ``b``'s interval moves by
-at most ``2^-54`` in the rounding, so the drawn law is within total variation ``B 2^-54`` of
-the float rows' law (``B`` blocks per segment: ``7e-15`` for 125 blocks), far below anything
-a statistical audit resolves.
+at most ``2^-54`` in the final rounding, and the float products and their running sums add a
+few ulps more, so the drawn law is within total variation about ``B 2^-53`` of the rows' law
+(``B`` blocks per segment: about ``1.4e-14`` for 125 blocks), far below anything a
+statistical audit resolves; the tests check ``(B + 2k + 2) 2^-53`` against the exact law of
+the model's rational rows.
 
 The alias method. Segment ``s`` holds ``2^c`` buckets (its blocks, padded with weight-0
 entries), each of capacity ``2^{53-c}``; Vose's construction, in exact integer arithmetic,
