@@ -205,14 +205,15 @@ def sample_audit(
     pickled: dict[int, bytes] = {}  # each scenario's plan, pickled once for all its jobs
 
     def job(index: int, group: tuple[int, ...]) -> ChunkJob:
-        plan = pickled.get(index) or pickled.setdefault(index, pickle_plan(sized[index][1]))
+        if index not in pickled:
+            pickled[index] = pickle_plan(sized[index][1])
         return ChunkJob(
             function=reference,
             level=subject.level,
             form=subject.form,
             batched=subject.batched,
             inputs=inputs,
-            plan=plan,
+            plan=pickled[index],
             seed=options.seed,
             index=index,
             chunks=group,

@@ -61,7 +61,7 @@ from specdec.testing.audit.run import (
     threads,
     verifier_draw,
 )
-from specdec.testing.stats import encode_sequences, kt_log_e_values
+from specdec.testing.stats import cell_dtype, encode_sequences, kt_log_e_values
 
 __all__ = [
     "DRAWS",
@@ -377,14 +377,14 @@ def pack_draws(draws: Sequence[ChunkDraw]) -> bytes:
     packed = []
     for drawn in draws:
         top = int(drawn.cells.max()) if drawn.cells.numel() else 0
-        dtype = torch.uint8 if top < 2**8 else torch.int16 if top < 2**15 else torch.int32
+        dtype = cell_dtype(top)
         packed.append((str(dtype), drawn.cells.to(dtype).numpy().tobytes(), drawn.emitted))
     return pickle.dumps(packed)
 
 
 def unpack_draws(data: bytes) -> list[ChunkDraw]:
     """The draws ``pack_draws`` packed, their cells int32 again."""
-    dtypes = {str(t): t for t in (torch.uint8, torch.int16, torch.int32)}
+    dtypes = {str(t): t for t in (torch.uint8, torch.int16, torch.int32, torch.int64)}
     return [
         ChunkDraw(
             torch.frombuffer(bytearray(cells), dtype=dtypes[dtype]).to(torch.int32)

@@ -28,6 +28,7 @@ References:
 
 from specdec.testing.stats.cells import (
     PooledLaw,
+    cell_dtype,
     decode_sequence,
     encode_sequences,
     pool_cells_by_expected,
@@ -83,6 +84,7 @@ __all__ = [
     "assert_law_equal_by_l1",
     "bin_of",
     "bonferroni_level",
+    "cell_dtype",
     "chi2_test",
     "decode_sequence",
     "e_value_log_threshold",

@@ -17,11 +17,27 @@ from specdec._checks import check_positive_int
 
 __all__ = [
     "PooledLaw",
+    "cell_dtype",
     "decode_sequence",
     "encode_sequences",
     "pool_cells_by_expected",
     "pool_law_by_expected_count",
 ]
+
+
+def cell_dtype(top: int) -> torch.dtype:
+    """The narrowest integer dtype holding the cell indices ``0 .. top``: one byte up to 255
+    (a radix sort's time, and a transfer's size, grow with the key's bytes).
+
+    Example:
+        >>> cell_dtype(255), cell_dtype(256), cell_dtype(2**15)
+        (torch.uint8, torch.int16, torch.int32)
+    """
+    if top < 2**8:
+        return torch.uint8
+    if top < 2**15:
+        return torch.int16
+    return torch.int32 if top < 2**31 else torch.int64
 
 
 def encode_sequences(sequences: Int[Tensor, "n length"], vocab_size: int) -> Int[Tensor, " n"]:

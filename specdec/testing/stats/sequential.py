@@ -19,6 +19,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_positive_int, check_rate
+from specdec.testing.stats.cells import cell_dtype
 
 __all__ = ["e_value_log_threshold", "kt_log_e_values"]
 
@@ -37,15 +38,6 @@ def e_value_log_threshold(family_false_fail_rate: float, num_processes: int = 1)
     check_rate("family_false_fail_rate", family_false_fail_rate)
     check_positive_int("num_processes", num_processes)
     return math.log(num_processes / family_false_fail_rate)
-
-
-def _narrowest_holding(cells: int) -> torch.dtype:
-    """The narrowest integer dtype holding cell indices below ``cells``."""
-    if cells <= 2**8:
-        return torch.uint8
-    if cells <= 2**15:
-        return torch.int16
-    return torch.int32 if cells <= 2**31 else torch.int64
 
 
 def kt_log_e_values(
@@ -74,7 +66,7 @@ def kt_log_e_values(
     law = expected.to(torch.float64)
     m = law.numel()
     n = cells.numel()
-    keys = cells.to(_narrowest_holding(m))  # a radix sort's time grows with the key's bytes
+    keys = cells.to(cell_dtype(m - 1))  # a radix sort's time grows with the key's bytes
     ordered = torch.sort(keys, stable=True)  # group equal cells, keep time order
     counts = torch.bincount(cells, minlength=m)  # [m], this chunk's draws per cell
     first = torch.cumsum(counts, dim=0) - counts  # [m], each group's first place
