@@ -4,28 +4,39 @@
 token sequence whose text's longest target-token prefix is the proposed token); the likely
 mistakes are lossy, at exact measured distances.
 
-Checked: toy tokenizers encode canonically (``decode(encode(w)) = w`` for every text up to
-length 6; a non-canonical tokenization exists); on seeded toy pairs (three tokenizer pairs over
-``{a, b}``, one target vocabulary prefix-free), every context and ``(m, k)``: SLEM's exact law
-completes to the target's law (``==``), the torch rule ``verify_string_exact_match`` has that law
-cell by cell, and so do the non-canonical and partial-last-dropped proposals; ``ψ`` is a law,
-equals the prefix probability on the prefix-free target vocabulary and differs from it elsewhere;
-SLRS's chain law completes to the target's, and ``verify_tokens`` told ``ψ`` (``block_law``,
-cell by cell) has that law; ``ψ`` equals the prefix probability minus its minimal extensions'
-(``slrs_difference_row``) and the walk of ``specdec.string_bounds`` without pruning, and the
-pruned walk's bounds contain ``ψ`` and ``Σ min(p, ψ)``; every lossy ``STRING_ZOO`` entry is at
-a positive exact distance on some scenario (the largest printed), every lossless entry at 0 on
-all. See ``proofs/theory.md``, claim 22.
+Checked: toy tokenizers encode canonically (``decode(encode(w)) = w`` for every text up to length
+6; a non-canonical tokenization exists); on seeded toy pairs (three tokenizer pairs over ``{a,
+b}``, one target vocabulary prefix-free), every context and ``(m, k)``: SLEM's exact law completes
+to the target's law (``==``), the torch rule ``verify_string_exact_match`` has that law cell by
+cell and, read from its own decisions (claim 14's engine: every cut confirmed by the rule's outputs
+one grid step either side), within ``2^-40``, and so do the non-canonical and partial-last-dropped
+proposals; ``ψ`` is a law, equals the prefix probability on the prefix-free target vocabulary and
+differs from it elsewhere; SLRS's chain law completes to the target's, and ``verify_tokens`` told
+``ψ`` (``block_law``, cell by cell) has that law; ``ψ`` equals the prefix probability minus its
+minimal extensions' (``slrs_difference_row``) and the walk of ``specdec.string_bounds`` without
+pruning, and the pruned walk's bounds contain ``ψ`` and ``Σ min(p, ψ)``; every lossy ``STRING_ZOO``
+entry is at a positive exact distance on some scenario (the largest printed), every lossless entry
+at 0 on all. See ``proofs/theory.md``, claim 22.
 """
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import Any
 
+import torch
 from _common import quick, run_checks
 
 import specdec
-from specdec.exact import block_law, completion_law, target_law
+from specdec.discover import discover_rows_law, exact_verdict
+from specdec.exact import (
+    BlockRows,
+    Law,
+    block_law,
+    completion_law,
+    inverse_cdf_breakpoints,
+    target_law,
+)
 from specdec.models.tokenizers import ToyTokenizer
 from specdec.models.toy import ToyModel
 from specdec.string_bounds import (
@@ -38,6 +49,7 @@ from specdec.string_law import (
     StringPair,
     draft_context,
     make_string_pair,
+    slem_proposal_law,
     slem_step_law,
     slem_torch_law,
     slrs_difference_row,
@@ -47,6 +59,7 @@ from specdec.string_law import (
     string_distance,
 )
 from specdec.testing.zoo import STRING_ZOO, audit_string_entry
+from specdec.verify.strings import pad_proposals, verify_string_exact_match
 
 # (target tokens, draft tokens): tokens prefixing others on both sides; a prefix-free target
 TOKENIZER_PAIRS = [
@@ -109,6 +122,68 @@ def check_slem_torch_rule() -> int:
         for m, k in SHAPES[:2]:
             torch_law = slem_torch_law(pair, context, m=m, k=k)
             assert torch_law == slem_step_law(pair, context, m=m, k=k), (context, m, k)
+            cases += 1
+    return cases
+
+
+StringRule = Callable[..., Any]  # (draft_tokens, lengths, target_probs, uniforms) -> Verification
+
+
+def discovered_slem_law(
+    rule: StringRule, pair: StringPair, context: Sequence[int], *, m: int, k: int
+) -> Law:
+    """The law of ``rule`` on SLEM's proposals from its own decisions (claim 14's engine): for
+    each proposal of ``n`` tokens the rule is bound to it (its ``lengths`` fixed) and the cube of
+    its ``k + 1`` uniforms refined on the ``2^-53`` grid until every box's corners agree, every
+    candidate cut (the inverse-CDF steps of the target rows) kept only where the rule's output
+    differs one grid step either side; rows past ``n`` are uniform (never read)."""
+    law: Law = {}
+    vocab = pair.target.vocab_size
+    uniform = tuple(Fraction(1, vocab) for _ in range(vocab))
+    for x, weight in slem_proposal_law(pair, context, m=m, k=k).items():
+        n = len(x)
+        block, lengths = pad_proposals([x], k)
+        target_rows = [pair.target.probs((*context, *x[:i])) for i in range(n + 1)]
+        rows = BlockRows(
+            draft_tokens=tuple(block[0].tolist()),
+            draft_rows=(uniform,) * k,  # not read by the rule
+            target_rows=(*target_rows, *(uniform,) * (k - n)),
+        )
+
+        def bound(
+            tokens: torch.Tensor,
+            draft_probs: torch.Tensor,
+            target_probs: torch.Tensor,
+            uniforms: torch.Tensor,
+            lengths: torch.Tensor = lengths,
+        ) -> Any:
+            return rule(tokens, lengths.expand(tokens.shape[0]), target_probs, uniforms)
+
+        found = discover_rows_law(bound, rows, candidates=inverse_cdf_breakpoints)
+        assert found.law is not None, (x, found.status, found.evidence)
+        for emitted, prob in found.law.items():
+            law[emitted] = law.get(emitted, Fraction(0)) + weight * prob
+    return law
+
+
+def check_slem_torch_rule_discovered(rule: StringRule = verify_string_exact_match) -> int:
+    """SLEM: verify_string_exact_match's law from its own decisions is the exact law within
+    2^-40, and completed from the target it is the target's law (the first 20 scenarios: two
+    seeds of every tokenizer pair)"""
+    cases = 0
+    for pair, context in quick(scenarios()[:20], 6):
+        for m, k in SHAPES[:2]:
+            found = discovered_slem_law(rule, pair, context, m=m, k=k)
+            verdict = exact_verdict(found, slem_step_law(pair, context, m=m, k=k))
+            assert verdict.total_variation <= verdict.rounding_bound, (
+                context,
+                m,
+                k,
+                verdict.describe(),
+            )
+            completed = completion_law(found, pair.target, context, k)
+            against_target = exact_verdict(completed, target_law(pair.target, context, k + 1))
+            assert against_target.lossless, (context, m, k, against_target.describe())
             cases += 1
     return cases
 
@@ -218,6 +293,7 @@ CHECKS = [
     check_tokenizers,
     check_slem_lossless,
     check_slem_torch_rule,
+    check_slem_torch_rule_discovered,
     check_slem_any_proposal,
     check_slrs_proposal_law,
     check_slrs_walk,
@@ -236,6 +312,10 @@ def test_slem_lossless() -> None:
 
 def test_slem_torch_rule() -> None:
     check_slem_torch_rule()
+
+
+def test_slem_torch_rule_discovered() -> None:
+    check_slem_torch_rule_discovered()
 
 
 def test_slem_any_proposal() -> None:

@@ -30,6 +30,7 @@ import claim_18_lossy_contrasts as claim_18
 import claim_19_optimal_multi_draft as claim_19
 import claim_20_spechub as claim_20
 import claim_21_traversal_verification as claim_21
+import claim_22_string_level as claim_22
 import claim_23_hierarchical as claim_23
 import pytest
 from _common import scaled_threshold
@@ -49,6 +50,7 @@ from specdec.verify.lossy import (
     ratio_threshold_rule,
     typical_acceptance_rule,
 )
+from specdec.verify.strings import verify_string_exact_match
 
 SCALES = (0.999, 1.001)
 
@@ -122,6 +124,15 @@ def test_traversal_mutant_fails(scale: float) -> None:
     """Claim 21: verify_traversal with moved thresholds."""
     with pytest.raises(AssertionError, match="LOSSY"):
         claim_21.check_verify_traversal_discovered(rule=scaled_threshold(verify_traversal, scale))
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_string_exact_match_mutant_fails(scale: float) -> None:
+    """Claim 22: verify_string_exact_match with every uniform moved (each draws a token by
+    inverse CDF), against its law from its own decisions."""
+    mutant = scaled_threshold(verify_string_exact_match, scale, final=True)
+    with pytest.raises(AssertionError, match="LOSSY"):
+        claim_22.check_slem_torch_rule_discovered(rule=mutant)
 
 
 @pytest.mark.parametrize("scale", SCALES)
