@@ -58,11 +58,14 @@ Fn: TypeAlias = z3.FuncDeclRef
 @dataclass(frozen=True)
 class Obligation:
     """``assumptions => goal`` over the reals (and uninterpreted functions): proved iff its
-    negation is ``unsat``, refuted iff ``sat`` (z3 has a counter-example)."""
+    negation is ``unsat``, refuted iff ``sat`` (z3 has a counter-example). ``over`` names the
+    variable of the induction whose base or step it is (``"V"``, ``"k"``, ...), empty for a
+    single query (``proofs/README.md`` counts them so)."""
 
     name: str
     assumptions: tuple[z3.BoolRef, ...]
     goal: z3.BoolRef
+    over: str = ""
 
     def decide(self) -> bool:
         """True when proved, False when refuted; ``RuntimeError`` when z3 cannot decide."""
@@ -196,13 +199,15 @@ def induction(
     invariant: Callable[[Real], z3.BoolRef],
     base: Sequence[z3.BoolRef],
     step: Callable[[Real], Sequence[z3.BoolRef]],
+    over: str = "n",
 ) -> list[Obligation]:
     """``invariant(0)`` from ``base``; ``invariant(n + 1)`` from ``invariant(n)`` and ``step(n)``
-    at one arbitrary ``n >= 0``: together ``invariant(n)`` for every natural ``n``."""
+    at one arbitrary ``n >= 0``: together ``invariant(n)`` for every natural ``n`` (``over``
+    names what ``n`` counts)."""
     n = z3.Int(f"{name}_n")
     return [
-        Obligation(f"{name} (base)", tuple(base), invariant(z3.IntVal(0))),
-        Obligation(f"{name} (step)", (n >= 0, *step(n), invariant(n)), invariant(n + 1)),
+        Obligation(f"{name} (base)", tuple(base), invariant(z3.IntVal(0)), over),
+        Obligation(f"{name} (step)", (n >= 0, *step(n), invariant(n)), invariant(n + 1), over),
     ]
 
 
@@ -220,6 +225,15 @@ def sum_induction(
         invariant,
         [s.base() for s in sums],
         lambda n: [n < vocab, *facts(n), *(s.step(n) for s in sums)],
+        over="V",
+    )
+
+
+def dominated(total: Sum, n: Real, x: Real) -> z3.BoolRef:
+    """``F(n) >= 0``, and ``F(n) >= f(x)`` if ``0 <= x < n``: ``dominance``'s invariant."""
+    return z3.And(
+        total.total(n) >= 0,
+        z3.Implies(z3.And(0 <= x, x < n), total.total(n) >= total.term(x)),
     )
 
 
@@ -227,21 +241,11 @@ def dominance(
     name: str, total: Sum, facts: Callable[[Real], Sequence[z3.BoolRef]], vocab: Real
 ) -> tuple[list[Obligation], Callable[[Real], z3.BoolRef]]:
     """``F(n) >= 0`` and ``F(n) >= f(x)`` for every ``0 <= x < n`` (``x`` free), by induction;
-    returns the obligations and the fact it gives at ``n = V`` for a given ``x``."""
+    returns the obligations and the fact it gives at ``n = V`` for a given ``x``: the invariant
+    itself at ``V`` (its range condition included, so a use outside ``[0, V)`` gets nothing)."""
     x = z3.Int(f"{name}_x")
-
-    def invariant(n: Real) -> z3.BoolRef:
-        return z3.And(
-            total.total(n) >= 0,
-            z3.Implies(z3.And(0 <= x, x < n), total.total(n) >= total.term(x)),
-        )
-
-    obligations = sum_induction(name, invariant, [total], facts, vocab)
-
-    def fact(at: Real) -> z3.BoolRef:
-        return z3.And(total.total(vocab) >= 0, total.total(vocab) >= total.term(at))
-
-    return obligations, fact
+    obligations = sum_induction(name, lambda n: dominated(total, n, x), [total], facts, vocab)
+    return obligations, lambda at: dominated(total, vocab, at)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,8 +391,7 @@ def multi_draft(mutant: bool) -> list[Step]:
             *r.facts(y),
             mass.total(r.vocab) == 1,
             accepted.total(r.vocab) + total == 1,  # claim 1's induction on V, at V
-            total >= 0,
-            total >= excess.term(y),  # claim 1's dominance, at V
+            dominated(excess, r.vocab, y),  # claim 1's dominance, at V
             z3.Implies(total > 0, rest * total == excess.term(y)),
         ),
         accepted.term(y) + z3.If(total > 0, (1 - accepted.total(r.vocab)) * rest, 0) == r.p(y),
@@ -567,6 +570,7 @@ def accepted_length(mutant: bool) -> list[Step]:
         lambda j: tail(j) == power(j),
         [power(0) == 1, tail(0) == 1],
         lambda j: [power(j + 1) == a * power(j), tail(j + 1) == tail(j) * a],
+        over="i",
     )
     exponent = 0 if mutant else 1
     geometric = induction(
@@ -578,6 +582,7 @@ def accepted_length(mutant: bool) -> list[Step]:
             power(j + 2) == a * power(j + 1),
             mean(j + 1) == mean(j) + power(j + 1),
         ],
+        over="k",
     )
     alpha_s = sympy.Symbol("alpha", nonnegative=True)
     k = sympy.Symbol("k", integer=True, positive=True)
@@ -630,6 +635,7 @@ def corner_lemma(mutant: bool) -> list[Step]:
             t <= b,
         ),
         line(t),
+        "dimension",
     )
     point = z3.DeclareSort("C14Point")  # the other d - 1 coordinates
     r, s, r0 = z3.Const("c14_r", point), z3.Const("c14_s", point), z3.Const("c14_r0", point)
@@ -659,6 +665,7 @@ def corner_lemma(mutant: bool) -> list[Step]:
             in_box(r),
         ),
         holds(t, r),
+        "dimension",
     )
     return [base, step]
 
@@ -671,23 +678,28 @@ def corner_lemma(mutant: bool) -> list[Step]:
 def block_verification(mutant: bool) -> list[Step]:
     """At one level ``i`` (weight ``w = w_i`` in ``[0, 1]``, rows ``p = p_{i+1}``,
     ``q = q_{i+1}`` of any size): ``E = Σ q min(1, w p/q)``, ``Z = Σ max(0, w p − q)``,
-    ``E + Z = w``; backward induction on ``i`` from ``k`` (``P(τ >= k | x^k) = h_k = w_k``):
-    ``1 − (1 − h)(1 − E) = w`` with ``h = Z / (Z + 1 − w)``; emitted ``(w − E) res(z) =
-    max(0, w p(z) − q(z))``; longer than ``i`` through ``z``: ``w p(z)``; completion
-    ``(C − Q w) p + Q w p = C p``, so ``C(z^{k+1}) = P(z^{k+1})`` by induction on ``j``; and
-    ``w_i >= Π min(1, r_j)`` by induction on ``i``. The control's threshold is ``0.999 h``."""
+    ``E + Z = w``; backward induction on ``i`` from its base ``P(τ >= k | x^k) = P(η_k < h_k) =
+    w_k``: ``1 − (1 − h)(1 − E) = w`` with ``h = Z / (Z + 1 − w)``; emitted ``(w − E) res(z) =
+    max(0, w p(z) − q(z))``; the completion ``C(z^{j+1}) = (C(z^j) − Q w_j) p + Q w_j p`` (the
+    mass stopped before ``j``, completed from the target, and the per-token lemma's mass through
+    ``z``) is ``P(z^{j+1})`` by induction on ``j``; and ``w_i >= Π min(1, r_j)`` by induction on
+    ``i``, its path weights tied to ``E``'s terms and its token-level products to claim 1's
+    acceptance. The control's thresholds are ``0.999 h_i`` and ``0.999 h_k``."""
     r = rows("c15")
-    n, z = z3.Int("c15_n"), z3.Int("c15_z")
+    n, z, j = z3.Int("c15_n"), z3.Int("c15_z"), z3.Int("c15_j")
     w = z3.Real("c15_w")
+    one, zero = z3.RealVal(1), z3.RealVal(0)
+    scale = z3.RealVal(SCALE if mutant else 1.0)
     expected = Sum(function("c15_E"), lambda i: r.accepted(i, weight=w))
-    excess = Sum(function("c15_Z"), lambda i: z3_max(w * r.p(i) - r.q(i), z3.RealVal(0)))
+    excess = Sum(function("c15_Z"), lambda i: z3_max(w * r.p(i) - r.q(i), zero))
     mass = Sum(function("c15_P"), r.p)
 
     def facts(i: Real) -> list[z3.BoolRef]:
         return [*r.facts(i), w >= 0, w <= 1]
 
     lemma = Obligation(
-        "per-token lemma: q min(1, w p/q) + max(0, w p - q) = w p",
+        "per-token lemma (and the mass longer than i through z): q min(1, w p/q)"
+        " + max(0, w p - q) = w p",
         tuple(facts(n)),
         expected.term(n) + excess.term(n) == w * r.p(n),
     )
@@ -701,10 +713,16 @@ def block_verification(mutant: bool) -> list[Step]:
     bounded, excess_bound = dominance("Z >= each max(0, w p - q)", excess, facts, r.vocab)
     total_e, total_z = expected.total(r.vocab), excess.total(r.vocab)
     level = [w >= 0, w <= 1, mass.total(r.vocab) == 1, total_e + total_z == w, total_z >= 0]
+    last = z3.Real("c15_wk")  # w_k
+    h_last = scale * last  # the rule's last threshold: h_k = w_k
+    base = Obligation(
+        "base i = k: P(τ >= k | x^k) = P(η_k < h_k) = w_k",
+        (last >= 0, last <= 1),
+        z3_min(one, z3_max(zero, h_last)) == last,
+    )
     h = z3.Real("c15_h")
     denominator = total_z + 1 - w
-    threshold = z3.If(denominator == 0, z3.RealVal(1), h)
-    scale = z3.RealVal(SCALE if mutant else 1.0)
+    threshold = z3.If(denominator == 0, one, h)
     backward = Obligation(
         "backward step: P(τ >= i | x^i) = 1 - (1 - h_i)(1 - E[w_{i+1} | x^i]) = w_i",
         (*level, z3.Implies(denominator != 0, h * denominator == scale * total_z)),
@@ -722,49 +740,55 @@ def block_verification(mutant: bool) -> list[Step]:
         ),
         (w - total_e) * z3.If(total_z > 0, resample, 0) == excess.term(z),
     )
-    through = Obligation(
-        "P(longer than i, through x^i z | x^i) = q(z) w_{i+1} + max(0, w p(z) - q(z)) = w p(z)",
-        tuple(facts(z)),
-        expected.term(z) + excess.term(z) == w * r.p(z),
-    )
-    c, qw, p_next = z3.Reals("c15_C c15_Qw c15_p")
-    completion_step = Obligation(
-        "completion: (C(z^j) - Q w_j) p + Q w_j p = C(z^j) p",
-        (),
-        (c - qw) * p_next + qw * p_next == c * p_next,
-    )
     completed, target = function("c15_Cj"), function("c15_Pj")
-    row_p = function("c15_pj")
+    row_p, kept, through = function("c15_pj"), function("c15_Qw"), function("c15_thru")
     completion = induction(
         "C(z^j) = P(z^j), j = 0 .. k + 1",
-        lambda j: completed(j) == target(j),
+        lambda i: completed(i) == target(i),
         [completed(0) == 1, target(0) == 1],
-        lambda j: [
-            completed(j + 1) == completed(j) * row_p(j),
-            target(j + 1) == target(j) * row_p(j),
+        lambda i: [
+            through(i) == kept(i) * row_p(i),  # Q(z^i) times the per-token lemma
+            completed(i + 1) == (completed(i) - kept(i)) * row_p(i) + through(i),
+            target(i + 1) == target(i) * row_p(i),
         ],
+        over="j",
     )
     weights, token_level, ratio = function("c15_w"), function("c15_T"), function("c15_rj")
+
+    def path_steps(i: Real) -> list[z3.BoolRef]:
+        """(b)'s recursions: the path weight ``w_{i+1} = min(1, w_i r_{i+1})`` and the
+        token-level product ``T_{i+1} = T_i min(1, r_{i+1})``."""
+        return [
+            weights(i + 1) == z3_min(one, weights(i) * ratio(i)),
+            token_level(i + 1) == token_level(i) * z3_min(one, ratio(i)),
+        ]
+
     never_fewer = induction(
         "w_i >= Π_{j <= i} min(1, r_j), 0 <= w_i <= 1",
-        lambda j: z3.And(weights(j) >= token_level(j), token_level(j) >= 0, weights(j) <= 1),
+        lambda i: z3.And(weights(i) >= token_level(i), token_level(i) >= 0, weights(i) <= 1),
         [weights(0) == 1, token_level(0) == 1],
-        lambda j: [
-            ratio(j) >= 0,
-            weights(j + 1) == z3_min(z3.RealVal(1), weights(j) * ratio(j)),
-            token_level(j + 1) == token_level(j) * z3_min(z3.RealVal(1), ratio(j)),
-        ],
+        lambda i: [ratio(i) >= 0, *path_steps(i)],
+        over="i",
+    )
+    tied = Obligation(
+        "(b)'s recursions are (a)'s weights and claim 1's acceptance: q(z) w_{j+1} = E's term,"
+        " q(z) T_{j+1} = T_j q(z) min(1, p(z)/q(z))",
+        (*facts(z), r.q(z) > 0, weights(j) == w, ratio(j) == r.ratio(z), *path_steps(j)),
+        z3.And(
+            r.q(z) * weights(j + 1) == expected.term(z),
+            r.q(z) * token_level(j + 1) == token_level(j) * r.accepted(z),
+        ),
     )
     return [
         lemma,
         *split,
         *bounded,
+        base,
         backward,
         emitted,
-        through,
-        completion_step,
         *completion,
         *never_fewer,
+        tied,
     ]
 
 
