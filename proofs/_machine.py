@@ -125,7 +125,9 @@ class ProofReport:
 @dataclass(frozen=True)
 class MachineProof:
     """A claim proved for all inputs: ``build(False)`` are its obligations for the rule as
-    defined, ``build(True)`` for the ``control`` mutant (some must be refuted)."""
+    defined, ``build(True)`` for the ``control`` mutant (some must be refuted); ``prose`` is what
+    the obligations leave to the prose proof (``proofs/theory.md`` says "What stays prose: "
+    and this text, ``proofs/README.md`` "stays prose: " and this text)."""
 
     claim: str
     name: str
@@ -133,6 +135,16 @@ class MachineProof:
     statement: str
     control: str
     build: Callable[[bool], list[Step]]
+    prose: str = ""
+
+    def kinds(self) -> dict[str, int]:
+        """The rule's obligations by kind: ``"V"``, ``"k"``, ... (the base and step of an
+        induction on it), ``"single"`` (one query), ``"sympy"`` (an identity)."""
+        counts: dict[str, int] = {}
+        for step in self.build(False):
+            kind = "sympy" if isinstance(step, SympyIdentity) else step.over or "single"
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     def _run(self, mutant: bool) -> ProofReport:
         start = time.perf_counter()
@@ -812,14 +824,21 @@ PROOFS: dict[str, MachineProof] = {
             "the emitted law is p, every V",
             "acceptance min(1, 0.999 p/q)",
             single_token,
+            "that the rule's emission probability at `x` is its accepted mass plus its residual"
+            " mass times the residual's law (the model of the step)",
         ),
         MachineProof(
             "2",
             "completion_law",
-            "every V and k",
-            "one step completed from the target has the target's law, every V and k",
+            "every V, the step on k",
+            "one step completed from the target has the target's law: claim 1 for every V and"
+            " the step of the induction on k",
             "acceptance min(1, 0.999 p/q)",
             completion,
+            "the induction on `k` itself: z3 proves its step as one identity, `a T + b T ="
+            " p_1(y_1) T`, with the hypothesis and the conditioning (given an accepted `x_1`,"
+            " the rest is a step with `k − 1` drafts from `c x_1`, with fresh drafts and"
+            " uniforms) as assumptions; the base `k = 0` (the bonus alone) by definition",
         ),
         MachineProof(
             "3",
@@ -828,6 +847,7 @@ PROOFS: dict[str, MachineProof] = {
             "α = Σ min(p, q) = 1 - TV, residual mass 1 - α, α = 1 iff p = q, every V",
             "acceptance min(1, 0.999 p/q)",
             acceptance_rate,
+            "that `α` is the probability that a draft is accepted (claim 1's model)",
         ),
         MachineProof(
             "4",
@@ -836,6 +856,8 @@ PROOFS: dict[str, MachineProof] = {
             "P(τ >= i) product formula (every V), i.i.d. tails α^i, E[tokens] closed form, every k",
             "closed form (1 - α^k)/(1 - α)",
             accepted_length,
+            "that `P(τ ≥ i)` is the sum over `x_1 .. x_i` of the products (its definition, with"
+            " claim 2's conditioning)",
         ),
         MachineProof(
             "7",
@@ -844,6 +866,7 @@ PROOFS: dict[str, MachineProof] = {
             "first token ~ p and Σ p q <= Σ min(p, q), every V",
             "compared with acceptance min(1, 0.999 p/q)",
             exact_match,
+            "whole blocks (any `k`): claim 7's prose proof and the exact checks",
         ),
         MachineProof(
             "14",
@@ -852,6 +875,8 @@ PROOFS: dict[str, MachineProof] = {
             "corners of a box agree => constant on the box, interval-decided, every dimension",
             "one corner removed",
             corner_lemma,
+            "that a slice of an interval-decided function is interval-decided and that the"
+            " `d`-box's corners are these (both by definition)",
         ),
         MachineProof(
             "15",
@@ -859,24 +884,37 @@ PROOFS: dict[str, MachineProof] = {
             "every V and k",
             "lemma P(τ >= i | x^i) = w_i by backward induction, lossless, tails >= token-level,"
             " every V and k",
-            "threshold 0.999 h_i",
+            "thresholds 0.999 h_i and 0.999 h_k",
             block_verification,
+            "the probabilistic reading (`τ ≥ i` iff `η_i < h_i` or `τ ≥ i + 1`, with `η_i`"
+            " independent), and that the mass of `τ ≥ j` through a prefix is `Q w_j` (the"
+            " lemma, an assumption of the completion's induction on `j`)",
         ),
         MachineProof(
             "16",
             "multi_draft",
-            "every V and k",
-            "(a)-(c) recursive rejection (i.i.d., without replacement, point masses) emits p",
+            "every V, the step on k",
+            "(a)-(c) recursive rejection (i.i.d., without replacement, point masses) emits p:"
+            " claim 1 for every V and the step of the induction on k",
             "acceptance min(1, 0.999 p/q)",
             multi_draft,
+            "the induction on `k` itself: z3 proves its step as one query with the hypothesis"
+            " (the other `k − 1` candidates emit `r`) as an assumption; that after a rejection"
+            " the other candidates are drawn as the hypothesis assumes (the draw of each rule);"
+            " the base `k = 0`",
         ),
         MachineProof(
             "17",
             "token_trees",
-            "every V and depth",
-            "walking a tree with recursive rejection at every node is lossless",
+            "every V, the step on the depth",
+            "walking a tree with recursive rejection at every node is lossless: claim 16's"
+            " obligations and the step of the induction on the depth",
             "acceptance min(1, 0.999 p/q)",
             token_trees,
+            "the induction on the depth itself: z3 proves its step as one identity, `a T_d +"
+            " b T_d = p(y) T_d`, with the hypothesis (the accepted child's subtree completes to"
+            " `T_d`) as an assumption; the children drawn as claim 16's hypothesis assumes; a"
+            " leaf's bonus (the base) by definition",
         ),
     )
 }

@@ -297,3 +297,8 @@ def test_the_unmutated_copy_is_proved(tmp_path: Path) -> None:
     proof, so a refutation comes from the mutation, not from the copy."""
     module = mutated_machine("SCALE = 0.999", "SCALE = 0.999", tmp_path, "identity")
     assert [name for name in module.PROOFS if refuted(module, name)] == []
+
+
+def test_the_readme_counts_these_mutants() -> None:
+    readme = (Path(__file__).resolve().parent / "README.md").read_text()
+    assert f"{len(MUTANTS)} mutants" in " ".join(readme.split())

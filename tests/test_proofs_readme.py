@@ -3,8 +3,10 @@
 GitHub's Markdown drops a table whose delimiter row has another cell count than its header, and
 shows a body row's extra cells nowhere; the claim table once had a 4-cell header over a 5-cell
 delimiter and did not render at all. A "**proved for every V**" (every ``k``, every dimension)
-label names a machine proof of ``proofs/_machine.py`` with its number of obligations: the proof
-is run, its scope and count compared with the label, and its control must be refuted.
+label names a machine proof of ``proofs/_machine.py`` with its number of obligations, counted by
+kind ("4 by induction on V, 2 single queries"), and what stays prose: the proof is run, its scope
+and counts compared with the label, its prose with the label's and with ``theory.md``'s "What
+stays prose", and its control must be refuted.
 """
 
 import itertools
@@ -15,6 +17,8 @@ from typing import Any
 
 PROOFS_FOLDER = Path(__file__).resolve().parents[1] / "proofs"
 README = PROOFS_FOLDER / "README.md"
+THEORY = PROOFS_FOLDER / "theory.md"
+KIND = re.compile(r"(\d+) (?:by induction on (\w+)|(single) quer|(sympy) identit)")
 
 
 def cells(line: str) -> list[str]:
@@ -69,18 +73,36 @@ def machine_proofs() -> dict[str, Any]:
     return dict(PROOFS)
 
 
-def label_problems(rows: list[tuple[str, str]], proofs: dict[str, Any]) -> list[str]:
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def kinds(breakdown: str) -> dict[str, int]:
+    """``{"V": 4, "single": 2}`` from "4 by induction on V, 2 single queries (...)"."""
+    found: dict[str, int] = {}
+    for count, *names in KIND.findall(breakdown):
+        kind = next(n for n in names if n)
+        found[kind] = found.get(kind, 0) + int(count)
+    return found
+
+
+def label_problems(
+    rows: list[tuple[str, str]], proofs: dict[str, Any], theory: str | None = None
+) -> list[str]:
     """What is false in the rows' machine-proof labels: a "**proved for every ...**" label
     without a named proof or the reverse, a proof of another claim or scope, a wrong obligation
-    count, a proof that fails, a control that is not refuted, a proof labelled nowhere."""
+    count or count by kind, a prose part that is not the proof's (or not ``theory``'s "What
+    stays prose"), a proof that fails, a control that is not refuted, a proof labelled
+    nowhere."""
     problems: list[str] = []
     named: list[str] = []
+    theory_words = words(THEORY.read_text() if theory is None else theory)
     for claim, depth in rows:
         scopes = re.findall(r"\*\*proved for (every [^*]+)\*\*", depth)
-        labelled = re.findall(r"machine proof `(\w+)`, (\d+) obligations", depth)
+        labelled = re.findall(r"machine proof `(\w+)`, (\d+) obligations(?:: ([^;]*))?", depth)
         if bool(scopes) != bool(labelled):
             problems.append(f"claim {claim}: a scope without a machine proof, or the reverse")
-        for name, count in labelled:
+        for name, count, breakdown in labelled:
             named.append(name)
             proof = proofs.get(name)
             if proof is None:
@@ -88,6 +110,13 @@ def label_problems(rows: list[tuple[str, str]], proofs: dict[str, Any]) -> list[
                 continue
             if (proof.claim, proof.scope) != (claim, scopes[0] if scopes else None):
                 problems.append(f"claim {claim}: {name} is claim {proof.claim}'s, {proof.scope}")
+            if kinds(breakdown) != proof.kinds():
+                problems.append(f"claim {claim}: {name}'s obligations are {proof.kinds()}")
+            prose = words(proof.prose)
+            if not prose or f"stays prose: {prose}" not in words(depth):
+                problems.append(f"claim {claim}: {name}'s label does not say what stays prose")
+            if not prose or f"What stays prose: {prose}" not in theory_words:
+                problems.append(f"claim {claim}: theory.md does not say what {name} leaves prose")
             try:
                 if proof.prove().obligations != int(count):
                     problems.append(f"claim {claim}: {name} does not have {count} obligations")
@@ -110,19 +139,29 @@ def test_false_labels_are_found() -> None:
     proofs = machine_proofs()
     single = proofs["single_token"]
     count = len(single.build(False))
-    good = f"**proved for every V** (machine proof `single_token`, {count} obligations)"
+    assert single.kinds() == {"V": 4, "single": 2}
+    good = (
+        f"**proved for every V** (machine proof `single_token`, {count} obligations: 4 by"
+        f" induction on V, 2 single queries (the lemma); control refuted; stays prose:"
+        f" {single.prose})"
+    )
+    theory = f"What stays prose: {single.prose}."
     only = {"single_token": single}
-    assert label_problems([("1", good)], only) == []
+    assert label_problems([("1", good)], only, theory) == []
     wrong = [
         ("1", "**proved for every V** (z3)"),
         ("1", good.replace(f"{count} obligations", f"{count + 1} obligations")),
+        ("1", good.replace("4 by induction on V", "4 by induction on k")),
+        ("1", good.replace("2 single queries", "1 single query")),
+        ("1", good.replace("stays prose: ", "stays prose: nothing; ")),
         ("3", good),
         ("1", good.replace("every V", "every V and k")),
         ("1", "checked exactly: 5 cases"),
     ]
     for row in wrong:
-        assert label_problems([row], only), row
-    never_fails = type(single)("1", "toy", "every V", "", "", lambda mutant: [])
-    row = ("1", "**proved for every V** (machine proof `toy`, 0 obligations)")
-    (problem,) = label_problems([row], {"toy": never_fails})
+        assert label_problems([row], only, theory), row
+    assert label_problems([("1", good)], only, theory.replace("What stays", "What is")) != []
+    never_fails = type(single)("1", "toy", "every V", "", "", lambda mutant: [], "none")
+    row = ("1", "**proved for every V** (machine proof `toy`, 0 obligations; stays prose: none)")
+    (problem,) = label_problems([row], {"toy": never_fails}, "What stays prose: none")
     assert "control is not refuted" in problem
