@@ -97,7 +97,7 @@ def check_cases_cover_the_edge_cases() -> int:
 
 
 def check_machine_proof_every_length() -> int:
-    """One step's completion law for every V and k: machine proof `completion_law`.
+    """One step's completion law, every V and the step on k: machine proof `completion_law`.
 
     Claim 1's obligations for every V (z3, induction on V), then the induction step on k; its
     control (threshold 0.999) is refuted. See ``proofs/_machine.py``; the count is the number of

@@ -408,7 +408,7 @@ def check_known_bugs_are_lossy() -> int:
 
 
 def check_machine_proof_every_length() -> int:
-    """(a)-(c) emit p for every V and k: machine proof `multi_draft`, control refuted.
+    """(a)-(c) emit p, every V and the step on k: machine proof `multi_draft`, control refuted.
 
     Claim 1's obligations for every V (z3, induction on V), then the step of the induction on
     the number of candidates. See ``proofs/_machine.py``; the count is the number of obligations

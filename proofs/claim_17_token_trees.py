@@ -261,7 +261,7 @@ def check_verify_paths_discovered(rule: Any = verify_paths) -> int:
 
 
 def check_machine_proof_every_depth() -> int:
-    """Tree walks lossless for every V and depth: machine proof `token_trees`, control refuted.
+    """Tree walks lossless, every V and the step on the depth: machine proof `token_trees`.
 
     Claim 16 (a)-(c)'s obligations, then claim 2's step as the induction on the depth. See
     ``proofs/_machine.py``; the count is the number of obligations decided, the proof's and its
