@@ -21,8 +21,11 @@ A ``MachineProof`` builds its obligations for the rule as defined and for a muta
 threshold scaled by 0.999, or a corner removed); ``prove`` asserts that every obligation of the
 rule is proved, ``refute_control`` that some obligation of the mutant has a counter-example
 (z3 ``sat``, or a sympy witness), so each proof is shown able to fail. ``PROOFS`` lists them by
-name; ``proofs/README.md`` names each one in its claim's row and ``tests/test_proofs_readme.py``
-runs every proof the table names, and its control.
+name; ``proofs/README.md`` names each one in its claim's row (its obligations counted by kind,
+``MachineProof.kinds``, and what stays prose, ``MachineProof.prose``) and
+``tests/test_proofs_readme.py`` runs every proof the table names, and its control.
+``proofs/test_encoding_mutants.py`` edits this file's text where a rule's quantity is encoded
+and requires each such mutant refuted, so no quantity is written twice with one copy untied.
 """
 
 import time
