@@ -8,7 +8,7 @@ applied), and one drawing engine runs it:
 ===================  ===================================  ===================================
 level                statistical (default)                exact (``exact=True``)
 ===================  ===================================  ===================================
-verifier, rule       ``sampled.sample_audit``             ``exact.audit_exact``
+verifier, rule       ``sampled.sample_audit``             ``exact.exact_audit``
 step                 ``sampled.sample_audit`` (with a     (not available: a step draws its
                      sampler: ``sampler.audit_with_       own drafts)
                      sampler``)
@@ -49,7 +49,7 @@ from specdec.testing.audit.branches import with_branches
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.coverage import ArcRecorder
-from specdec.testing.audit.exact import audit_exact
+from specdec.testing.audit.exact import exact_audit
 from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
@@ -135,10 +135,7 @@ def audit(
             ]  # fmt: skip
             covered = _covered(subject, chosen, exact_battery, search=not given)
             found = list(covered.found) if covered else []
-            report = audit_exact(
-                subject, scenarios=[*exact_battery, *found],
-                search=chosen.search, seed=chosen.seed, progress=progress, dtype=chosen.dtype,
-            )  # fmt: skip
+            report = exact_audit(subject, chosen, [*exact_battery, *found], progress)
             report = replace(report, coverage=covered.coverage) if covered else report
             defaults = [s for s in default_scenarios("verifier") if isinstance(s, Scenario)]
             report = _with_invariance(report, subject, chosen, given or defaults, progress)
