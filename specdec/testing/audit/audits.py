@@ -360,8 +360,10 @@ def audit_multi_draft(
         scenarios: the battery (default ``position_scenarios()``).
         progress: called with one line per finished scenario.
         **options: ``exact``, and (statistical) ``samples`` or ``detect_tv`` (default 0.01),
-            ``min_power_tv``, ``false_fail_rate`` (family-wise, Holm), ``false_pass_rate``;
-            ``seed`` (the exploration seed, exact, or of everything drawn), ``num_threads``.
+            ``min_power_tv``, ``false_fail_rate`` (family-wise, Holm), ``false_pass_rate``,
+            ``allow_nondeterministic`` (judge the law of a rule whose outputs change on the
+            same inputs); ``seed`` (the exploration seed, exact, or of everything drawn),
+            ``num_threads``.
 
     Returns:
         An ``AuditReport`` (``mode`` ``"exact"`` or ``"statistical"``). Exceptions raised by
