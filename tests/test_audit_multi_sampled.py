@@ -17,6 +17,7 @@ Design of the checks, fixed before anything is drawn:
 """
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import torch
@@ -38,7 +39,7 @@ from specdec.verify.tree import TokenTree, TreeVerification
 HALF = Fraction(1, 2)
 
 
-def _always(token: int):  # type: ignore[no-untyped-def]
+def _always(token: int) -> Callable[..., MultiDraftVerification]:
     """A multi-draft rule that emits ``token`` whatever it is handed (wrong: a point mass)."""
 
     def rule(
