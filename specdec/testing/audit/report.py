@@ -140,8 +140,8 @@ class AuditReport:
         level: ``"verifier"``, ``"step"``, ``"position"`` (a multi-draft rule), ``"tree"`` or
             ``"stream"``.
         function: the audited function's qualified name.
-        scenarios: per-scenario results: ``ScenarioResult`` (statistical) or
-            ``ExactScenarioResult`` (exact).
+        scenarios: per-scenario results (``Result``): ``ScenarioResult`` (statistical),
+            ``ExactScenarioResult`` (exact), one ``StreamStatisticsResult`` (``stream_mode``).
         seconds: wall time.
         signature: the form the function was run in (a ``VerifyRule`` on uniforms the audit
             drew, a batched or single-sequence verifier or step, a rule whose draws were
