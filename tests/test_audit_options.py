@@ -100,8 +100,8 @@ def test_each_form_is_recognised_once() -> None:
         ),
         (
             as_subject(specdec.verify_tree, level="tree", draw="iid"),
-            AuditOptions(reserved_ids=(0,), allow_nondeterministic=True),
-            "a tree rule takes none of allow_nondeterministic, reserved_ids",
+            AuditOptions(reserved_ids=(0,), blocks_span_steps=True),
+            "a tree rule takes none of blocks_span_steps, reserved_ids",
         ),
     ],
 )

@@ -73,7 +73,8 @@ def test_planned_size_detects_the_stated_distance() -> None:
     assert isinstance(result, StreamStatisticsResult)
     level = math.log(4 / FALSE_FAIL)
     assert min_detectable_binned_tv(result.tokens, PIT_BINS, level, 1e-3) <= DETECT
-    assert report.mode == "large" and report.level == "stream"  # V^4 > 65536: auto is large
+    # V^4 > 65536: auto is large (the method statistical, the stream's mode large)
+    assert (report.mode, report.stream_mode, report.level) == ("statistical", "large", "stream")
     assert report.verdict == "lossless", report.format()
     assert report.exit_code == ExitCode.LOSSLESS
     assert "no deviation of binned PIT TV" in report.headline()
@@ -205,7 +206,7 @@ def test_two_sample_control_is_lossless() -> None:
     (false-fail 1e-3) at the stated detectable shift."""
     sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4)
     report = audit(sample, mode="two-sample", reference=_reference, samples=512)
-    assert report.mode == "two-sample" and report.verdict == "lossless", report.format()
+    assert report.stream_mode == "two-sample" and report.verdict == "lossless", report.format()
 
 
 def test_two_sample_finds_a_planted_bug() -> None:
@@ -235,7 +236,8 @@ def test_json_report() -> None:
 
     report = audit(speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4), samples=16)
     document = json.loads(report.to_json())
-    assert document["mode"] == "large" and document["scenarios"][0]["e_processes"]
+    assert (document["mode"], document["stream_mode"]) == ("statistical", "large")
+    assert document["scenarios"][0]["e_processes"]
     assert document["detectable_tv"] is None  # no TV is claimed in large mode
 
 

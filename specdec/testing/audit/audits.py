@@ -8,7 +8,7 @@ applied), and one drawing engine runs it:
 ===================  ===================================  ===================================
 level                statistical (default)                exact (``exact=True``)
 ===================  ===================================  ===================================
-verifier, rule       ``sampled.sample_audit``             ``exact.audit_exact``
+verifier, rule       ``sampled.sample_audit``             ``exact.exact_audit``
 step                 ``sampled.sample_audit`` (with a     (not available: a step draws its
                      sampler: ``sampler.audit_with_       own drafts)
                      sampler``)
@@ -49,7 +49,7 @@ from specdec.testing.audit.branches import with_branches
 from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
 from specdec.testing.audit.conventions import engine_scenarios
 from specdec.testing.audit.coverage import ArcRecorder
-from specdec.testing.audit.exact import audit_exact
+from specdec.testing.audit.exact import exact_audit
 from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
@@ -135,10 +135,7 @@ def audit(
             ]  # fmt: skip
             covered = _covered(subject, chosen, exact_battery, search=not given)
             found = list(covered.found) if covered else []
-            report = audit_exact(
-                subject, scenarios=[*exact_battery, *found],
-                search=chosen.search, seed=chosen.seed, progress=progress, dtype=chosen.dtype,
-            )  # fmt: skip
+            report = exact_audit(subject, chosen, [*exact_battery, *found], progress)
             report = replace(report, coverage=covered.coverage) if covered else report
             defaults = [s for s in default_scenarios("verifier") if isinstance(s, Scenario)]
             report = _with_invariance(report, subject, chosen, given or defaults, progress)
@@ -363,8 +360,10 @@ def audit_multi_draft(
         scenarios: the battery (default ``position_scenarios()``).
         progress: called with one line per finished scenario.
         **options: ``exact``, and (statistical) ``samples`` or ``detect_tv`` (default 0.01),
-            ``min_power_tv``, ``false_fail_rate`` (family-wise, Holm), ``false_pass_rate``;
-            ``seed`` (the exploration seed, exact, or of everything drawn), ``num_threads``.
+            ``min_power_tv``, ``false_fail_rate`` (family-wise, Holm), ``false_pass_rate``,
+            ``allow_nondeterministic`` (judge the law of a rule whose outputs change on the
+            same inputs); ``seed`` (the exploration seed, exact, or of everything drawn),
+            ``num_threads``.
 
     Returns:
         An ``AuditReport`` (``mode`` ``"exact"`` or ``"statistical"``). Exceptions raised by

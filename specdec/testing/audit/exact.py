@@ -41,12 +41,10 @@ from specdec.exact import BlockRows, completion_law, rejection_breakpoints, targ
 from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.catalogue import search_scenarios
+from specdec.testing.audit.decision import exact_decision
+from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.results import (
-    ExactScenarioResult,
-    exact_audit_verdict,
-    exact_progress_line,
-)
+from specdec.testing.audit.results import ExactScenarioResult, exact_progress_line
 from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.capture import (
@@ -59,7 +57,7 @@ from specdec.testing.signatures import VerifierFn
 from specdec.theory import accepted_length_tail
 from specdec.types import VerifyRule
 
-__all__ = ["audit_exact"]
+__all__ = ["audit_exact", "exact_audit"]
 
 
 def _draws(fn: VerifierFn, batched: bool, rows: BlockRows) -> int:
@@ -148,6 +146,68 @@ def _scenario(
     )
 
 
+def exact_audit(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[Scenario],
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Decide every scenario of a verifier exactly (module docstring): the engine of
+    ``audit(subject, AuditOptions(exact=True))``, the shape of every audit engine.
+
+    Args:
+        subject: a verifier (``level == "verifier"``): a ``VerifyRule``, whose uniforms are
+            enumerated, or a verifier drawing from a ``generator``: its ``rand`` /
+            ``uniform_`` / ``multinomial`` / ``bernoulli`` draws are captured and enumerated;
+            randomness the audit cannot enumerate makes the report say so (``cannot decide``).
+        options: ``seed`` (the discovery's probes) and ``dtype`` (the dtype the engine
+            computes in, default float64: the rows are handed to the function in it, and a
+            law within its rounding bound is "LOSSLESS up to <dtype> rounding").
+        scenarios: the battery.
+        progress: called with one line per finished scenario.
+
+    Returns:
+        An ``AuditReport`` with ``mode == "exact"``.
+
+    Raises:
+        ValueError: a dtype other than float64, float32, float16 or bfloat16.
+    """
+    start = time.perf_counter()
+    dtype = options.dtype
+    name = "float64" if dtype is None else str(dtype).removeprefix("torch.")
+    if name not in UNIT_ROUNDOFF:
+        raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype}.")
+    per_block: Callable[[BlockRows], int] | None = None
+    captured: CapturedRule | None = None
+    if subject.form == "rule":
+        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
+        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
+    else:  # a generator-drawing verifier: capture its uniform-type draws
+        drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
+        rule = captured = captured_rule(drawing, subject.batched)
+        per_block = partial(_draws, drawing, subject.batched)
+        signature = (
+            "verifier drawing its own randomness (generator in): its rand / uniform_ / "
+            "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
+            "it asked for, path by path; exponential and Gumbel races replaced by their law"
+        )
+    done: list[ExactScenarioResult] = []
+    for scenario in scenarios:
+        done.append(_scenario(rule, scenario, options.seed, per_block, name, captured))
+        if progress is not None:
+            progress(exact_progress_line(len(done), len(scenarios), done[-1]))
+    bound = max((s.rounding_bound for s in done if s.rounding_bound), default=None)
+    decision = exact_decision(done, rounding_bound=bound, dtype=name)
+    return AuditReport.of(
+        subject,
+        options,
+        done,
+        decision,
+        seconds=time.perf_counter() - start,
+        signature=signature,
+    )
+
+
 def audit_exact(
     fn: "Callable[..., Any] | Subject",
     *,
@@ -158,6 +218,10 @@ def audit_exact(
     dtype: torch.dtype | None = None,
 ) -> AuditReport:
     """Exact audit of a verification rule (``VerifyRule`` signature): no sampling, no error rates.
+
+    The exact engine alone (``exact_audit``) on the verifier battery and ``search`` searched
+    pairs: no coverage, branch rates or invariance, which ``audit_verifier(fn, exact=True)``
+    (``audit``, the one door) adds.
 
     Args:
         fn: the rule: ``fn(draft_tokens, draft_probs, target_probs, uniforms) -> Verification``,
@@ -186,48 +250,10 @@ def audit_exact(
         >>> report.verdict, report.exit_code
         ('lossless', 0)
     """
-    start = time.perf_counter()
-    name = "float64" if dtype is None else str(dtype).removeprefix("torch.")
-    if name not in UNIT_ROUNDOFF:
-        raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype}.")
-    subject = as_subject(fn, level="verifier")
-    per_block: Callable[[BlockRows], int] | None = None
-    captured: CapturedRule | None = None
-    if subject.form == "rule":
-        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
-        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
-    else:  # a generator-drawing verifier: capture its uniform-type draws
-        drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
-        rule = captured = captured_rule(drawing, subject.batched)
-        per_block = partial(_draws, drawing, subject.batched)
-        signature = (
-            "verifier drawing its own randomness (generator in): its rand / uniform_ / "
-            "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
-            "it asked for, path by path; exponential and Gumbel races replaced by their law"
-        )
     battery = (
         list(scenarios)
         if scenarios is not None
-        else [
-            *verifier_scenarios(),
-            *search_scenarios(search, seed=seed),
-        ]
+        else [*verifier_scenarios(), *search_scenarios(search, seed=seed)]
     )
-    done: list[ExactScenarioResult] = []
-    for scenario in battery:
-        done.append(_scenario(rule, scenario, seed, per_block, name, captured))
-        if progress is not None:
-            progress(exact_progress_line(len(done), len(battery), done[-1]))
-    verdict, reason = exact_audit_verdict(done)
-    return AuditReport(
-        verdict=verdict,
-        mode="exact",
-        level="verifier",
-        function=subject.name,
-        scenarios=tuple(done),
-        seconds=time.perf_counter() - start,
-        signature=signature,
-        reason=reason,
-        rounding_bound=max((s.rounding_bound for s in done if s.rounding_bound), default=None),
-        dtype=name,
-    )
+    options = AuditOptions(exact=True, seed=seed, dtype=dtype)
+    return exact_audit(as_subject(fn, level="verifier"), options, battery, progress)

@@ -35,14 +35,11 @@ from specdec.discover_multi import (
 )
 from specdec.multi_law import Draw
 from specdec.testing.audit.blame import blamed
+from specdec.testing.audit.decision import exact_decision
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.results import (
-    ExactScenarioResult,
-    exact_audit_verdict,
-    exact_progress_line,
-)
+from specdec.testing.audit.results import ExactScenarioResult, exact_progress_line
 from specdec.testing.audit.subject import Subject
 from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
@@ -86,19 +83,8 @@ def exact_multi_audit(
         results.append(_result(scenario.name, *_decide(subject, scenario, options.seed), began))
         if progress is not None:
             progress(exact_progress_line(index + 1, len(scenarios), results[-1]))
-    verdict, reason = exact_audit_verdict(results)
-    return AuditReport(
-        verdict=verdict,
-        mode="exact",
-        level=subject.level,
-        function=subject.name,
-        scenarios=tuple(results),
-        seconds=time.perf_counter() - start,
-        signature=subject.signature,
-        draw=subject.draw,
-        reason=reason,
-        rounding_bound=ROUNDING_BOUND,
-    )
+    decision = exact_decision(results, rounding_bound=ROUNDING_BOUND)
+    return AuditReport.of(subject, options, results, decision, seconds=time.perf_counter() - start)
 
 
 def _result(

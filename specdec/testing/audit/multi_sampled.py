@@ -14,15 +14,21 @@ instead, on the same battery (``multi_battery``) and draws:
   block completed to ``depth+1`` tokens from the target; the cells are the ``V^(depth+1)``
   sequences and the expected law ``target_law(target, prefix, depth+1)`` (claim 17).
 
-Decision. Each scenario's L1 test (``specdec.testing.stats``) gives a p-value valid at any
-``n`` (``l1_p_value``); Holm's procedure over the ``S`` p-values at ``alpha =
-false_fail_rate`` marks scenarios lossy, so the family-wise false-fail rate is at most
-``alpha``; an emitted outcome the target forbids is a certain rejection (rate 0). Power: Holm
-rejects every p-value at or below its first level ``alpha / S``, so the L1 test at that level
-bounds the decision's power. Each scenario draws the formula of ``plan.samples_for_tv`` over
-its ``m`` cells (no pooling: the cells are few),
+Decision (``decision``: the one path of every sampled audit). Each scenario gives two p-values:
+the L1 test's (``specdec.testing.stats``, valid at any ``n``: ``l1_p_value``) on its ``m``
+cells, and the G test's on the same cells pooled as the verifier audit pools them (expected
+count ``>= 5`` keeps its own cell; asymptotic). No e-process watches a fixed sample, so Holm's
+procedure over the ``2S`` p-values at ``alpha = false_fail_rate`` (``results.decide_by_holm``,
+``plan.split_error_rate(..., e_processes=False)``) marks scenarios lossy: the family-wise
+false-fail rate is at most ``alpha``; an emitted outcome the target forbids is a certain
+rejection (rate 0). The rule is run twice on the same ``PROBE_SIZE`` inputs of each scenario
+(``is_deterministic``): one that gives other outputs (torch's global RNG, state of its own) is
+``nondeterministic`` unless ``allow_nondeterministic``. Power: Holm rejects every p-value at or
+below its first level ``alpha / (2S)``, so the L1 test at that level bounds the decision's
+power. Each scenario draws the formula of ``plan.samples_for_tv`` over its ``m`` cells (no
+pooling: the cells are few),
 
-.. math:: n = \left\lceil \frac{\big(\sqrt{m\ln2 + \ln(S/\alpha)} +
+.. math:: n = \left\lceil \frac{\big(\sqrt{m\ln2 + \ln(2S/\alpha)} +
     \sqrt{m\ln2 + \ln(1/\beta)}\big)^2}{2\,\delta^2} \right\rceil,
 
 and then detects any deviation of total variation ``>= delta = detect_tv`` over its cells with
@@ -32,7 +38,6 @@ false-pass rate ``<= beta``. With ``samples`` fixed the report states the distan
 and this draw.
 """
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -47,11 +52,12 @@ from specdec.exact import target_law
 from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.audit.blame import blamed
+from specdec.testing.audit.decision import sampled_decision
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.options import AuditOptions, Progress
-from specdec.testing.audit.plan import chunk_sizes
+from specdec.testing.audit.plan import ErrorBudget, chunk_sizes, split_error_rate
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.results import ScenarioResult, verdict
+from specdec.testing.audit.results import ScenarioResult, decide_by_holm
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.sampled import power_of
 from specdec.testing.audit.subject import Subject
@@ -60,17 +66,20 @@ from specdec.testing.simulate_tree import draft_candidates, draft_tree_batch
 from specdec.testing.stats import (
     decode_sequence,
     encode_sequences,
-    holm,
+    g_test,
     l1_p_value,
     l1_test,
     law_tensor,
     min_detectable_tv_by_l1,
     min_sample_size_by_l1,
+    pool_law_by_expected_count,
 )
 from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
 
 __all__ = [
+    "PROBE_SIZE",
+    "is_deterministic",
     "sample_position_counts",
     "sample_tree_counts",
     "sampled_audit",
@@ -189,94 +198,156 @@ def scenario_cells(scenario: PositionScenario | TreeScenario) -> int:
     return int(_cells(scenario)[0].numel())
 
 
+def _generators(seed: int, index: int) -> tuple[torch.Generator, torch.Generator]:
+    """Scenario ``index``'s data (candidates, trees, completions) and noise (uniforms)."""
+    data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
+    noise = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 2)
+    return data, noise
+
+
+PROBE_SIZE = 64
+"""Inputs on which a multi-draft or tree rule is run twice (``is_deterministic``)."""
+
+
+def is_deterministic(
+    rule: Callable[..., Any],
+    scenario: PositionScenario | TreeScenario,
+    draw: Draw,
+    *,
+    seed: int,
+    index: int,
+) -> bool:
+    """Whether ``rule`` emits the same ``PROBE_SIZE`` outputs twice on the same inputs: the
+    candidates (or trees) and uniforms of scenario ``index``'s first draw, each call handed
+    its own copy. A rule whose uniforms are its only randomness always does; one that also
+    reads torch's global RNG (or any state of its own) does not."""
+    data, noise = _generators(seed, index)
+    call = blamed(rule, "function")  # its errors are its own (``blame``)
+    if isinstance(scenario, PositionScenario):
+        draft = _rows(scenario.draft_row, PROBE_SIZE)
+        target = _rows(scenario.target_row, PROBE_SIZE)
+        candidates = draft_candidates(draft, scenario.k, draw, data)
+        inputs: tuple[Any, ...] = (
+            candidates, draft, target, uniforms(noise, (PROBE_SIZE, scenario.k + 1))
+        )  # fmt: skip
+        field = "token"
+    else:
+        pair = scenario.pair()
+        tree = TokenTree(parents=scenario.parents, draw=cast(ChildDraw, draw))
+        batch = draft_tree_batch(tree, pair.target, pair.draft, scenario.prefix, PROBE_SIZE, data)
+        inputs = (
+            tree, batch.tokens, batch.draft_probs, batch.target_probs,
+            uniforms(noise, (PROBE_SIZE, tree.size + 1)),
+        )  # fmt: skip
+        field = "tokens"
+    outputs = []
+    for _ in range(2):
+        copied = [x.clone() if isinstance(x, Tensor) else x for x in inputs]
+        outputs.append(getattr(call(*copied), field, None))
+    first, second = outputs
+    return (
+        isinstance(first, Tensor)
+        and isinstance(second, Tensor)
+        and torch.equal(first.cpu(), second.cpu())
+    )
+
+
+def _g_p_value(counts: Int[Tensor, " cells"], expected: Float[Tensor, " cells"]) -> float:
+    """The G test's p-value on the cells pooled as the verifier audit pools them (expected
+    count ``>= 5`` at this sample size keeps its own cell, ``pool_law_by_expected_count``)."""
+    pooled = pool_law_by_expected_count(expected, int(counts.sum()))
+    observed = torch.zeros(pooled.law.numel(), dtype=torch.int64)
+    observed = observed.index_add(0, pooled.mapping, counts)
+    return g_test(observed, pooled.law, 0.5)[0]  # the level only sets its reject flag
+
+
+def _scenario_result(
+    scenario: PositionScenario | TreeScenario,
+    counts: Int[Tensor, " cells"],
+    deterministic: bool,
+    budget: ErrorBudget,
+    minimum: float,
+) -> ScenarioResult:
+    """One scenario's statistics: the L1 test on every cell and the G test on the pooled
+    cells, at Holm's first level (``budget.test_level``); lossy here only from a forbidden
+    outcome (Holm decides the rest, ``results.decide_by_holm``)."""
+    expected, vocab, length = _cells(scenario)
+    n, level, beta = int(counts.sum()), budget.test_level, budget.false_pass_rate
+    test = l1_test(counts, expected, level)
+    forbidden = int(counts[expected == 0].sum())
+    detectable = min_detectable_tv_by_l1(test.num_cells, n, level, beta)
+    p_value = 0.0 if forbidden else l1_p_value(test.distance, test.num_cells, n)
+    g_p_value = _g_p_value(counts, expected)
+    closest = min((("L1", p_value), ("G", g_p_value)), key=lambda named: named[1])
+    return ScenarioResult(
+        name=scenario.name,
+        description=scenario.description,
+        k=scenario.k if isinstance(scenario, PositionScenario) else length - 1,
+        vocab=vocab,
+        samples=n,
+        num_cells=test.num_cells,
+        l1_distance=test.distance,
+        l1_threshold=test.threshold,
+        p_value=p_value,
+        g_p_value=g_p_value,
+        detectable_tv=detectable,
+        log_e_value=0.0,  # no e-process: the sample size is fixed
+        stopped_early=False,
+        impossible_outcomes=forbidden,
+        worst_cells=tuple(
+            (decode_sequence(cell, vocab, length), observed, expected_count)
+            for cell, observed, expected_count in test.worst_cells
+        ),
+        mean_tokens=None,
+        optimal_tokens=None,
+        suboptimal=False,
+        deterministic=deterministic,
+        lossy=forbidden > 0,
+        deciding_test="forbidden outcome" if forbidden else closest[0],
+        deciding_p_value=0.0 if forbidden else closest[1],
+        samples_to_decide=0
+        if detectable <= minimum
+        else min_sample_size_by_l1(test.num_cells, minimum, level, beta),
+    )
+
+
 def sampled_audit(
     subject: Subject,
     options: AuditOptions,
     scenarios: Sequence[PositionScenario | TreeScenario],
     progress: Progress | None = None,
 ) -> AuditReport:
-    """Sample every scenario, test, decide by Holm (module docstring); the options are checked
-    before (``AuditOptions``, ``Subject.check``).
+    """Sample every scenario, test, check determinism, decide by Holm (module docstring); the
+    options are checked before (``AuditOptions``, ``Subject.check``).
 
     Exceptions raised by the rule propagate; an output that is not an emitted token or block
     raises ``InvalidOutputError``.
     """
     start = time.perf_counter()
     rule, draw = subject.fn, cast(Draw, subject.draw)
-    samples, seed, false_pass_rate = options.samples, options.seed, options.false_pass_rate
-    false_fail_rate = options.false_fail_rate
-    level = false_fail_rate / len(scenarios)  # Holm's first level over the S L1 tests
+    budget = split_error_rate(
+        options.false_fail_rate,
+        options.false_pass_rate,
+        num_scenarios=len(scenarios),
+        e_processes=False,  # a fixed sample: all of false_fail_rate to Holm's L1 and G tests
+    )
     target_tv, minimum = power_of(options, batched=True)
-    drawn: list[tuple[Tensor, int]] = []
+    results = []
     for index, scenario in enumerate(scenarios):
-        cells = int(_cells(scenario)[0].numel())
         if target_tv is None:
-            n = samples or 0
+            n = options.samples or 0
         else:
-            n = min_sample_size_by_l1(cells, target_tv, level, false_pass_rate)
-        data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
-        noise = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 2)
+            cells = scenario_cells(scenario)
+            n = min_sample_size_by_l1(cells, target_tv, budget.test_level, budget.false_pass_rate)
+        data, noise = _generators(options.seed, index)
         if isinstance(scenario, PositionScenario):
             counts = sample_position_counts(rule, scenario, draw, n, data, noise)
         else:
             counts = sample_tree_counts(rule, scenario, draw, n, data, noise)
-        drawn.append((counts, n))
+        same = is_deterministic(rule, scenario, draw, seed=options.seed, index=index)
+        results.append(_scenario_result(scenario, counts, same, budget, minimum))
         if progress is not None:
             progress(f"[{index + 1}/{len(scenarios)}] {scenario.name}: n={n}")
-    results = []
-    for scenario, (counts, n) in zip(scenarios, drawn, strict=True):
-        expected, vocab, length = _cells(scenario)
-        test = l1_test(counts, expected, level)
-        forbidden = int(counts[expected == 0].sum())
-        detectable = min_detectable_tv_by_l1(test.num_cells, n, level, false_pass_rate)
-        p_value = 0.0 if forbidden else l1_p_value(test.distance, test.num_cells, n)
-        results.append(
-            ScenarioResult(
-                name=scenario.name,
-                description=scenario.description,
-                k=scenario.k if isinstance(scenario, PositionScenario) else length - 1,
-                vocab=vocab,
-                samples=n,
-                num_cells=test.num_cells,
-                l1_distance=test.distance,
-                l1_threshold=test.threshold,
-                p_value=p_value,
-                g_p_value=1.0,  # not computed: the L1 test decides alone
-                detectable_tv=detectable,
-                log_e_value=0.0,
-                stopped_early=False,
-                impossible_outcomes=forbidden,
-                worst_cells=tuple(
-                    (decode_sequence(cell, vocab, length), observed, expected_count)
-                    for cell, observed, expected_count in test.worst_cells
-                ),
-                mean_tokens=None,
-                optimal_tokens=None,
-                suboptimal=False,
-                deterministic=True,
-                deciding_test="forbidden outcome" if forbidden else "L1",
-                deciding_p_value=p_value,
-                samples_to_decide=0
-                if detectable <= minimum
-                else min_sample_size_by_l1(test.num_cells, minimum, level, false_pass_rate),
-            )
-        )
-    rejected = holm([r.p_value for r in results], false_fail_rate)
-    decided = tuple(
-        dataclasses.replace(r, lossy=hit or r.impossible_outcomes > 0)
-        for r, hit in zip(results, rejected, strict=True)
-    )
-    return AuditReport(
-        verdict=verdict(decided, min_power_tv=minimum),
-        mode="statistical",
-        level=subject.level,
-        function=subject.name,
-        scenarios=decided,
-        seconds=time.perf_counter() - start,
-        signature=subject.signature,
-        false_fail_rate=false_fail_rate,
-        false_pass_rate=false_pass_rate,
-        detect_tv=target_tv,
-        min_power_tv=minimum,
-        draw=draw,
-    )
+    decided = decide_by_holm(results, budget)
+    decision = sampled_decision(decided, options, (target_tv, minimum))
+    return AuditReport.of(subject, options, decided, decision, seconds=time.perf_counter() - start)

@@ -58,6 +58,7 @@ Example:
     (5e-07, 16.45, True)
 """
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -162,17 +163,31 @@ class ErrorBudget:
 
 
 def split_error_rate(
-    false_fail_rate: float, false_pass_rate: float, *, num_scenarios: int
+    false_fail_rate: float,
+    false_pass_rate: float,
+    *,
+    num_scenarios: int,
+    e_processes: bool = True,
 ) -> ErrorBudget:
-    """Half of ``false_fail_rate`` to the e-processes, half to the tests (module docstring)."""
-    half = false_fail_rate / 2
+    """Half of ``false_fail_rate`` to the e-processes, half to the tests (module docstring).
+
+    With ``e_processes=False`` (a fixed-sample audit: multi-draft and tree rules) nothing is
+    watched while drawing, so the whole rate goes to Holm over the ``2S`` L1 and G p-values:
+    ``tests_rate = alpha``, ``test_level = alpha / (2S)``, no e-process threshold (``inf``).
+
+    Example:
+        >>> fixed = split_error_rate(1e-6, 1e-3, num_scenarios=4, e_processes=False)
+        >>> fixed.tests_rate, fixed.test_level == 1e-6 / 8, fixed.e_log_threshold
+        (1e-06, True, inf)
+    """
+    tests = false_fail_rate / 2 if e_processes else false_fail_rate
     return ErrorBudget(
         false_fail_rate=false_fail_rate,
         false_pass_rate=false_pass_rate,
-        e_log_threshold=e_value_log_threshold(half, num_scenarios),
-        tests_rate=half,
-        scenario_rate=bonferroni_level(half, num_scenarios),
-        test_level=bonferroni_level(half, 2 * num_scenarios),
+        e_log_threshold=(e_value_log_threshold(tests, num_scenarios) if e_processes else math.inf),
+        tests_rate=tests,
+        scenario_rate=bonferroni_level(tests, num_scenarios),
+        test_level=bonferroni_level(tests, 2 * num_scenarios),
     )
 
 

@@ -1,11 +1,15 @@
 """The audit's report: one type for every form and mode, its verdicts and their exit codes.
 
-Every audit (a verifier, a rule, a step, a multi-draft or tree rule; statistical or exact)
-returns one ``AuditReport``: its ``mode`` (``"statistical"`` or ``"exact"``), its ``level``
-(``"verifier"``, ``"step"``, ``"position"``: a multi-draft rule, ``"tree"``), the audited
-function, and one result per scenario (``specdec.testing.audit.results``: a
-``ScenarioResult`` when sampled, an ``ExactScenarioResult`` when exact). One ``headline``, one
-``format``, one ``to_json`` and one exit mapping serve them all. The verdicts, each with its
+Every audit (a verifier, a rule, a step, a multi-draft or tree rule, a stream; statistical
+or exact) returns one ``AuditReport``, built in one place (``AuditReport.of``, from the
+subject, the options, the results and the level's ``decision.Decision``): its ``mode`` (the
+method: ``"statistical"`` or ``"exact"``), a stream's ``stream_mode`` (``"large"``,
+``"two-sample"``), its ``level`` (``"verifier"``, ``"step"``, ``"position"``: a multi-draft
+rule, ``"tree"``, ``"stream"``), the audited function, and one result per scenario
+(``specdec.testing.audit.results``: a ``ScenarioResult`` when sampled, an
+``ExactScenarioResult`` when exact; ``stream_results.StreamStatisticsResult`` for a stream's
+large and two-sample modes). One ``headline``, one ``format``, one ``to_json`` and one exit
+mapping serve them all. The verdicts, each with its
 own exit code (``ExitCode``, ``VERDICT_EXIT``):
 
 * ``"lossy"`` (1): some scenario's completion law differs from the target's;
@@ -49,6 +53,7 @@ rejected, and an audit where every scenario was rejected raises), but the headli
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from fractions import Fraction
@@ -56,7 +61,9 @@ from typing import Any
 
 from specdec.testing.audit.branches import BranchRates, format_rates
 from specdec.testing.audit.coverage import CodeCoverage
+from specdec.testing.audit.decision import STREAM_STATISTICS_MODES, Decision
 from specdec.testing.audit.invariance_results import InvarianceResult
+from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.plan import MIN_POWER_TV
 from specdec.testing.audit.results import (
     ExactScenarioResult,
@@ -65,11 +72,12 @@ from specdec.testing.audit.results import (
     evidence_lines,
 )
 from specdec.testing.audit.stream_results import StreamStatisticsResult
+from specdec.testing.audit.subject import Subject
 
-__all__ = ["STREAM_STATISTICS_MODES", "VERDICT_EXIT", "AuditReport", "ExitCode"]
+__all__ = ["VERDICT_EXIT", "AuditReport", "ExitCode", "Result"]
 
-STREAM_STATISTICS_MODES = ("large", "two-sample")
-"""The stream audit's modes whose result is a ``StreamStatisticsResult`` (``stream_large``)."""
+Result = ScenarioResult | ExactScenarioResult | StreamStatisticsResult
+"""One scenario's result, of any mode (the result protocol ``decision`` reads)."""
 
 
 class ExitCode(IntEnum):
@@ -128,13 +136,12 @@ class AuditReport:
         verdict: ``"lossless"``, ``"lossless, suboptimal"``, ``"lossy"``, ``"inconclusive"``,
             ``"nondeterministic"``, ``"invalid-output"`` (statistical) or ``"cannot decide"``
             (exact) (exit codes in ``VERDICT_EXIT``).
-        mode: ``"statistical"`` or ``"exact"``; a stream's ``"large"`` or ``"two-sample"``
-            (``stream_large``: one ``StreamStatisticsResult``, verdict ``lossless``, ``lossy``,
-            ``cannot decide`` or ``nondeterministic``; ``reason`` says what it cannot see).
-        level: ``"verifier"``, ``"step"``, ``"position"`` (a multi-draft rule) or ``"tree"``.
+        mode: the method, ``"statistical"`` or ``"exact"``.
+        level: ``"verifier"``, ``"step"``, ``"position"`` (a multi-draft rule), ``"tree"`` or
+            ``"stream"``.
         function: the audited function's qualified name.
-        scenarios: per-scenario results: ``ScenarioResult`` (statistical) or
-            ``ExactScenarioResult`` (exact).
+        scenarios: per-scenario results (``Result``): ``ScenarioResult`` (statistical),
+            ``ExactScenarioResult`` (exact), one ``StreamStatisticsResult`` (``stream_mode``).
         seconds: wall time.
         signature: the form the function was run in (a ``VerifyRule`` on uniforms the audit
             drew, a batched or single-sequence verifier or step, a rule whose draws were
@@ -163,13 +170,17 @@ class AuditReport:
             not measured (``coverage=False``, a stream, engine options, other processes).
         invariance: (``invariance=True``) each scenario's rows alone against the same rows in
             mixed batches (``specdec.testing.audit.invariance``); ``None`` when not checked.
+        stream_mode: a stream's ``"large"`` or ``"two-sample"`` mode (``stream_large``: one
+            ``StreamStatisticsResult``, verdict ``lossless``, ``lossy``, ``cannot decide`` or
+            ``nondeterministic``; ``reason`` says what it cannot see); ``None`` otherwise (a
+            stream's exact-law mode is a sampled audit like a verifier's).
     """
 
     verdict: str
     mode: str
     level: str
     function: str
-    scenarios: tuple[ScenarioResult | ExactScenarioResult | StreamStatisticsResult, ...]
+    scenarios: tuple[Result, ...]
     seconds: float
     signature: str = ""
     false_fail_rate: float | None = None
@@ -185,6 +196,63 @@ class AuditReport:
     coverage: CodeCoverage | None = None
     invariance: InvarianceResult | None = None
     dtype: str | None = None
+    stream_mode: str | None = None
+
+    def __post_init__(self) -> None:
+        # converted at merge: stream_large still passes its stream mode as ``mode``; remove
+        # once it builds through ``AuditReport.of`` (``stream_mode``)
+        if self.mode in STREAM_STATISTICS_MODES:
+            object.__setattr__(self, "stream_mode", self.mode)
+            object.__setattr__(self, "mode", "statistical")
+
+    @classmethod
+    def of(
+        cls,
+        subject: Subject,
+        options: AuditOptions,
+        results: Sequence[Result],
+        decision: Decision,
+        *,
+        seconds: float,
+        signature: str | None = None,
+    ) -> "AuditReport":
+        """The report of ``subject`` audited with ``options``: the one place a report is built.
+
+        The function, level, form (``signature``, unless the engine words it itself) and
+        candidate draw come from the subject; the error rates, ``allow_nondeterministic`` and
+        ``blocks_span_steps`` from the options (a statistical decision's only: an exact
+        report has no rates); the verdict, method, reason and power from the level's
+        ``decision`` (``specdec.testing.audit.decision``). Coverage, branches and invariance
+        join later (``dataclasses.replace``).
+
+        Raises:
+            ValueError: a verdict without an exit code (``VERDICT_EXIT``).
+        """
+        if decision.verdict not in VERDICT_EXIT:
+            raise ValueError(
+                f"verdict must be one of {', '.join(VERDICT_EXIT)}, got {decision.verdict!r}."
+            )
+        statistical = decision.mode == "statistical"
+        return cls(
+            verdict=decision.verdict,
+            mode=decision.mode,
+            level=subject.level,
+            function=subject.name,
+            scenarios=tuple(results),
+            seconds=seconds,
+            signature=subject.signature if signature is None else signature,
+            false_fail_rate=options.false_fail_rate if statistical else None,
+            false_pass_rate=options.false_pass_rate if statistical else None,
+            detect_tv=decision.detect_tv,
+            min_power_tv=decision.min_power_tv,
+            allow_nondeterministic=statistical and options.allow_nondeterministic,
+            blocks_span_steps=statistical and options.blocks_span_steps,
+            draw=subject.draw,
+            reason=decision.reason,
+            rounding_bound=decision.rounding_bound,
+            dtype=decision.dtype,
+            stream_mode=decision.stream_mode,
+        )
 
     @property
     def up_to_rounding(self) -> bool:
@@ -210,7 +278,7 @@ class AuditReport:
         return self.verdict == "lossy"
 
     @property
-    def results(self) -> tuple[ScenarioResult | ExactScenarioResult | StreamStatisticsResult, ...]:
+    def results(self) -> tuple[Result, ...]:
         """The per-scenario results (``scenarios``; the name the multi-draft and tree audits
         used)."""
         return self.scenarios
@@ -277,7 +345,7 @@ class AuditReport:
         """The verdict in one line, with the power it was reached at (statistical) or what was
         enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
         line = self._exact_line() if self.mode == "exact" else self._verdict_line()
-        if self.mode in STREAM_STATISTICS_MODES:
+        if self.stream_mode is not None:
             line = self._stream_line()
         if self.coverage is not None:  # what the verdict covered, never more
             line += f"; {self.coverage.headline()}"
@@ -321,7 +389,7 @@ class AuditReport:
 
     def _stream_line(self) -> str:
         """Large-vocabulary and two-sample stream modes: the verdict, what it is about."""
-        title = {"large": "large-vocabulary", "two-sample": "two-sample"}[self.mode]
+        title = {"large": "large-vocabulary", "two-sample": "two-sample"}[str(self.stream_mode)]
         streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
         tokens = sum(s.tokens for s in streams)
         kinds = [kind for s in streams for kind in s.kinds]  # kinds judged alone
@@ -390,7 +458,7 @@ class AuditReport:
         """A human-readable report: the headline, one row per scenario, the evidence of what
         failed, each scenario's branch rates, and the time taken (the last line)."""
         lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
-        if self.mode in STREAM_STATISTICS_MODES:
+        if self.stream_mode is not None:
             return "\n".join(lines + self._stream_lines())
         lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
         invariance = self.invariance.lines() if self.invariance is not None else []
@@ -433,8 +501,8 @@ class AuditReport:
         ]
 
     def _title(self) -> str:
-        if self.mode in STREAM_STATISTICS_MODES:
-            return f"--stream-mode {self.mode}"
+        if self.stream_mode is not None:
+            return f"--stream-mode {self.stream_mode}"
         option = {"position": " --multi-draft", "tree": " --tree"}.get(self.level, "")
         draw = f" {self.draw}" if self.draw is not None else ""
         if self.mode == "exact":

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from specdec.testing.audit.checkpoint import audit_identity, read_checkpoint, write_checkpoint
 from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
+from specdec.testing.audit.decision import sampled_decision
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
     DETECT_TV_BATCHED,
@@ -37,7 +38,6 @@ from specdec.testing.audit.results import (
     progress_line,
     rejected_result,
     scenario_result,
-    verdict,
 )
 from specdec.testing.audit.run import (
     DrawBlocks,
@@ -295,35 +295,11 @@ def sampled_report(
     power: tuple[float | None, float],
     signature: str,
 ) -> AuditReport:
-    """The statistical report of a verifier or step audit: its verdict (``results.verdict``)
-    from the decided scenarios; ``power`` is ``power_of``'s pair.
+    """The statistical report of a verifier, step or stream audit from its decided scenarios
+    (``decision.sampled_decision``); ``power`` is ``power_of``'s pair.
 
     Raises:
         ValueError: the function rejected the options of every scenario (nothing audited).
     """
-    if all(r.rejected for r in results):
-        raise ValueError(
-            "the function rejected the options of every scenario; nothing was audited "
-            f"(last: {results[-1].rejected})."
-        )
-    target_tv, minimum = power
-    return AuditReport(
-        verdict=verdict(
-            results,
-            min_power_tv=minimum,
-            allow_nondeterministic=options.allow_nondeterministic,
-            blocks_span_steps=options.blocks_span_steps,
-        ),
-        mode="statistical",
-        level=subject.level,
-        function=subject.name,
-        scenarios=results,
-        seconds=seconds,
-        signature=signature,
-        false_fail_rate=options.false_fail_rate,
-        false_pass_rate=options.false_pass_rate,
-        detect_tv=target_tv,
-        min_power_tv=minimum,
-        allow_nondeterministic=options.allow_nondeterministic,
-        blocks_span_steps=options.blocks_span_steps,
-    )
+    decision = sampled_decision(results, options, power)
+    return AuditReport.of(subject, options, results, decision, seconds=seconds, signature=signature)

@@ -26,6 +26,20 @@ Mistakes reproduced (the likely ones of an implementation of Timor et al. 2025):
 Lossless controls: ``slem``, ``slrs`` (the references), ``slem_drop_partial_last`` (the last
 re-tokenized token dropped) and ``slem_char_level`` (a non-canonical, one-character-per-token
 re-tokenization): both only waste acceptance (exact match is lossless for any proposal).
+
+Why ``audit_string_entry`` stands apart from the audit (``specdec.testing.audit``: one
+``Subject``, one ``AuditOptions``, one ``AuditReport``): it judges no user code. An audit calls
+a function on inputs it draws or enumerates (rows, uniforms, generators) and learns its law
+from what comes back; an entry here *is* an exact law, written by specdec to reproduce one
+mistake, so nothing is called, drawn or enumerated, and no option of the audit applies (no
+error rates, seed, power, workers, coverage, dtype). Its result is a comparison of two exact
+laws over ``(pair, context)`` scenarios, the zoo's check for claim 22's proof
+(``proofs/claim_22_string_level.py``), as ``specdec.discover.exact_verdict`` is for one law.
+Forcing it into an ``AuditReport`` would invent a form, a level and a function name that mean
+nothing here and print rates that were never used. It joins the frame when an engine's
+string-level step becomes a ``Subject`` form (text and two tokenizers in, target ids out): that
+form's law would be discovered and judged by the exact engine like any rule's, and this
+comparison would be its decision.
 """
 
 from collections.abc import Callable, Sequence
