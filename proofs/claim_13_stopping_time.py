@@ -34,6 +34,8 @@ from _common import (
     run_checks,
     target_law,
 )
+from _machine_traversal import check as machine_proof
+from _stated import stated
 
 from specdec.discover import discover_rows_law, exact_verdict
 from specdec.exact import BlockRows, Law, completion_law, law_total_variation
@@ -143,12 +145,15 @@ def check_stopping_time_is_lossless() -> int:
         draft = make_toy_pair(vocab, seed=seed, closeness=closeness).draft
         empty += sum(stop(draft.probs(PREFIX), 1) for stop in BEFORE.values())
     assert empty > 0, "no rule on the row ended a block before its first draft"
+    (ended, pairs) = stated(13, r"; (\d+) of the (\d+) \(case, rule\) pairs end the block before")
+    assert (empty, len(CASES) * len(BEFORE)) == (int(ended), int(pairs)), empty
     return cases
 
 
 def check_excluding_the_stopping_draft_is_lossy() -> int:
     """Excluding the draft that triggers the stop: an exact positive distance, often."""
     cases = lossy = 0
+    largest = ZERO
     after = {name: rule for name, rule in RULES.items() if rule.after is not None}
     for _, completed, expected in completed_laws(
         lambda target, draft, k, rule: excluding_block_law(
@@ -156,9 +161,21 @@ def check_excluding_the_stopping_draft_is_lossy() -> int:
         ),
         after,
     ):
-        lossy += law_total_variation(completed, expected) > 0
+        distance = law_total_variation(completed, expected)
+        lossy += distance > 0
+        largest = max(largest, distance)
         cases += 1
     assert lossy >= cases // 2, f"only {lossy} of {cases} cases lossy"
+    text = stated(
+        13,
+        r"positive distance in (\d+) of the (\d+) cases of the rules on the draft"
+        r" \(up to TV (\d+)/(\d+)\)",
+    )
+    assert (lossy, cases, largest) == (
+        int(text[0]),
+        int(text[1]),
+        Fraction(int(text[2]), int(text[3])),
+    ), (lossy, cases, largest)
     return cases
 
 
@@ -181,6 +198,40 @@ def check_excluding_can_be_harmless() -> int:
         assert law_total_variation(completed, target_law(target, PREFIX, k + 1)) == 0, k
         cases += 1
     return cases
+
+
+def check_excluding_with_residual_p_can_be_lossy() -> int:
+    """r = p is not enough: p = (1/2, 1/2, 0), q = (1/4, 1/4, 1/2), token-0 drafts kept.
+
+    The residual is p again, but the kept drafts carry half of p's mass: the token at the
+    position has mass p(y) (alpha 1[y kept] + 1 - alpha p(kept)), here 5/8 at token 0, so the
+    excluding variant is lossy (k = 1..3); harmless needs p(kept) = 0 or 1 as well.
+    """
+    target_row = (Fraction(1, 2), Fraction(1, 2), ZERO)
+    draft_row = (Fraction(1, 4), Fraction(1, 4), Fraction(1, 2))
+    assert residual_row(target_row, draft_row) == target_row
+    target = ToyModel.from_rows(3, 1, [target_row] * 4)
+    draft = ToyModel.from_rows(3, 1, [draft_row] * 4)
+    cases = 0
+    for k in (1, 2, 3):
+        law = excluding_block_law(target, draft, PREFIX, k, lambda q, x, i: x != 0, 1)
+        first: dict[int, Fraction] = {}
+        for block, weight in law.items():
+            first[block[0]] = first.get(block[0], ZERO) + weight
+        assert first[0] == Fraction(5, 8), k
+        completed = completion(law, target, PREFIX, k + 1)
+        assert law_total_variation(completed, target_law(target, PREFIX, k + 1)) > 0, k
+        cases += 1
+    return cases
+
+
+def check_machine_proof_every_vocabulary() -> int:
+    """Machine proof (z3, every V): claim 1's obligations and the stopping step; control refuted
+
+    See ``proofs/_machine_traversal.py``; the count is the number of obligations decided, the
+    proof's and its control's.
+    """
+    return machine_proof("stopping_time")
 
 
 def check_library_block_lengths() -> int:
@@ -301,6 +352,8 @@ CHECKS = [
     check_stopping_time_is_lossless,
     check_excluding_the_stopping_draft_is_lossy,
     check_excluding_can_be_harmless,
+    check_excluding_with_residual_p_can_be_lossy,
+    check_machine_proof_every_vocabulary,
     check_library_block_lengths,
     check_stopping_time_discovered_law,
 ]
@@ -316,6 +369,14 @@ def test_excluding_the_stopping_draft_is_lossy() -> None:
 
 def test_excluding_can_be_harmless() -> None:
     check_excluding_can_be_harmless()
+
+
+def test_excluding_with_residual_p_can_be_lossy() -> None:
+    check_excluding_with_residual_p_can_be_lossy()
+
+
+def test_machine_proof_every_vocabulary() -> None:
+    check_machine_proof_every_vocabulary()
 
 
 def test_library_block_lengths() -> None:

@@ -30,6 +30,7 @@ from _common import (
     target_law,
 )
 from _machine import check as machine_proof
+from _stated import stated
 
 from specdec import verify_block, verify_tokens
 from specdec.exact import Law, block_breakpoints, block_law, rejection_breakpoints
@@ -175,6 +176,9 @@ def check_never_below_token_level() -> int:
             assert block == tokens, seed
         larger += sum(tails(block, k)) > sum(tails(tokens, k))
     assert larger >= 25, larger
+    longer = sum(k >= 2 for _, _, k, _, _ in CASES)
+    text = stated(15, r"strictly larger means on (\d+) of the (\d+) pairs with `k ≥ 2`")
+    assert (larger, longer) == tuple(map(int, text)), (larger, longer)
     return len(CASES)
 
 

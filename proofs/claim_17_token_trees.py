@@ -17,6 +17,7 @@ from typing import Any
 from _common import quick, run_checks
 from _machine import check as machine_proof
 from _oracles import paths_law, tree_law
+from _stated import stated
 
 import specdec
 from specdec.discover import exact_verdict
@@ -146,6 +147,7 @@ DISTANCES: list[float] = []
 def check_point_mass_scored_with_q_is_lossy() -> int:
     """Top-c children scored with min(1, p/q): lossy on most pairs, exact distances recorded"""
     cases, lossy = 0, 0
+    DISTANCES.clear()
     for pair in toy_pairs(3):
         for parents in SHAPES[:3]:
             tree = TokenTree(parents=parents, draw="point_mass")
@@ -159,6 +161,12 @@ def check_point_mass_scored_with_q_is_lossy() -> int:
             lossy += distance > 0
             cases += 1
     assert lossy >= cases // 2, (lossy, cases)
+    ordered = sorted(DISTANCES)
+    figures = (f"{ordered[len(ordered) // 2]:.3f}", f"{ordered[-1]:.3f}", str(cases))
+    text = stated(
+        17, r"total variation median ([\d.]+), max ([\d.]+) from the target \((\d+) cases"
+    )
+    assert figures == text, figures
     return cases
 
 
@@ -210,6 +218,13 @@ def check_more_branches_accept_more() -> int:
             totals[key] += value / 20
         cases += 1
     ACCEPTED.update(totals)
+    text = stated(
+        17,
+        r"over (\d+) pairs with i\.i\.d\. children: one draft ([\d.]+), three candidates"
+        r" ([\d.]+), a chain of two ([\d.]+), two branches of depth two ([\d.]+)",
+    )
+    figures = (str(cases), *(f"{float(v):.3f}" for v in totals.values()))
+    assert figures == text, figures
     return cases
 
 

@@ -69,8 +69,9 @@ def machine_proofs() -> dict[str, Any]:
     if str(PROOFS_FOLDER) not in sys.path:
         sys.path.insert(0, str(PROOFS_FOLDER))
     from _machine import PROOFS
+    from _machine_traversal import PROOFS as TRAVERSAL_PROOFS  # claims 13 and 21
 
-    return dict(PROOFS)
+    return {**PROOFS, **TRAVERSAL_PROOFS}
 
 
 def words(text: str) -> str:

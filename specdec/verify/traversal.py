@@ -1,4 +1,5 @@
-r"""Traversal verification (Weng et al. 2025): verify a draft tree from the leaves to the root.
+r"""Traversal verification (Weng et al. 2025, Algorithm 3): verify a draft tree from the leaves to
+the root.
 
 Where ``verify_tree`` walks down from the root and drops a whole subtree once its root is
 rejected, traversal verification tests *paths*: the first leaf in post-order is tested with the
@@ -9,6 +10,9 @@ leaf in post-order (possibly the parent itself, once all its children are gone) 
 same way. The first path accepted is emitted with one token from its end node's (residual)
 row; the root is never rejected. On a chain it is block verification (``verify_block``) bit for
 bit. Lossless on trees drawn as ``TokenTree.draw`` states (``proofs/theory.md``, claim 21).
+The paper's loop draws a fresh uniform per test and removes a node whose weight reaches 0; here
+each node has its own uniform (each is tested at most once) and such a node fails its test
+surely: the same law.
 """
 
 import torch
@@ -206,8 +210,9 @@ def verify_traversal(
 
     References:
         Weng, Hu, Chen, Liu, Mei, Qiu, Tian, Shi, *Traversal Verification for Speculative Tree
-        Decoding*, 2025 (arXiv 2505.12398); Sun et al., *Block Verification Accelerates
-        Speculative Decoding*, ICLR 2025 (the chain case); ``proofs/theory.md`` claim 21.
+        Decoding*, NeurIPS 2025 (arXiv 2505.12398), Algorithm 3 and eqs. (1)-(3); Sun et al.,
+        *Block Verification Accelerates Speculative Decoding*, ICLR 2025 (the chain case);
+        ``proofs/theory.md`` claim 21.
     """
     ids, draft, target, noise = check_tree(tree, draft_tokens, draft_probs, target_probs, uniforms)
     if draft is not None and tree.draw != "point_mass":
