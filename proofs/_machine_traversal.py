@@ -247,6 +247,11 @@ PROOFS: dict[str, MachineProof] = {
             " position, every V",
             "the decision reads the draft it decides on",
             stopping_time,
+            prose=(
+                "the induction on the positions (that an accepted draft continues a block whose"
+                " rule, given the longer prefix, is again a stopping time) and that the decision"
+                " is independent of `x_i` and of the verifier's uniforms (the assumption)"
+            ),
         ),
         MachineProof(
             "21",
@@ -256,6 +261,11 @@ PROOFS: dict[str, MachineProof] = {
             " entered with weight w emits v, y with w p(y) and rejects v with 1 - w, every V",
             "parent weight 0.999 h",
             traversal_verification,
+            prose=(
+                "the induction on the number of descendants itself (that the child's subtree and"
+                " the tree left are smaller instances, the draw of the remaining children"
+                " independent of the uniforms) and the base, as claim 17's induction on the depth"
+            ),
         ),
     )
 }
