@@ -303,7 +303,7 @@ def test_global_rng_sampler_is_nondeterministic_unless_allowed() -> None:
             TARGET, DRAFT, prompts, k=2, max_new_tokens=2, generator=own, target_options=OPTIONS
         ).tokens
 
-    common: dict[str, Any] = {"prompts": [[1]], "new_tokens": 2, "options": OPTIONS}
+    common: dict[str, Any] = {"prompts": [[1]], "new_tokens": 2, "law": OPTIONS}
     report = audit_stream(sample, TARGET, detect_tv=0.05, **common)
     assert report.verdict == "nondeterministic" and report.exit_code == 4
     allowed = audit_stream(sample, TARGET, detect_tv=0.05, allow_nondeterministic=True, **common)
