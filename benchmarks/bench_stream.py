@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         report = audit_stream(
             _timed(sample, clock), model, prompts=prompts, new_tokens=args.new_tokens,
-            options=options, samples=args.samples, mode="large", position_kinds=kinds,
+            law=options, samples=args.samples, mode="large", position_kinds=kinds,
             num_threads=args.threads, progress=None if args.quiet else print, **extra,
         )  # fmt: skip
         seconds = time.perf_counter() - start

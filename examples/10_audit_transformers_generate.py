@@ -56,7 +56,7 @@ engines = {
 }  # fmt: skip
 for name, sample in engines.items():
     report = audit_stream(
-        sample, target, prompts=[[2, 3, 4, 2, 3]], new_tokens=NEW_TOKENS, options=OPTIONS,
+        sample, target, prompts=[[2, 3, 4, 2, 3]], new_tokens=NEW_TOKENS, law=OPTIONS,
         eos_token_id=EOS, detect_tv=DETECT_TV,
     )  # fmt: skip
     print(f"{name:28s} {report.headline()}")

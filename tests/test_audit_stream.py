@@ -60,7 +60,7 @@ def test_generate_speculative_is_lossless(options: specdec.SamplingOptions) -> N
     """specdec's own loop (k = 2), two prompts: LOSSLESS at TV 0.02 (false-fail 1e-6; a
     deviation of TV >= 0.02 over pooled cells is missed with rate <= 1e-3)."""
     report = audit_stream(
-        speculative(options), TARGET, prompts=[[1], [2, 3]], new_tokens=3, options=options,
+        speculative(options), TARGET, prompts=[[1], [2, 3]], new_tokens=3, law=options,
         detect_tv=DETECT_TV,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()
@@ -79,7 +79,7 @@ def test_generate_autoregressive_is_lossless() -> None:
         ).tokens
 
     report = audit_stream(
-        sample, TARGET, prompts=[[3]], new_tokens=3, options=FILTERED, detect_tv=DETECT_TV
+        sample, TARGET, prompts=[[3]], new_tokens=3, law=FILTERED, detect_tv=DETECT_TV
     )
     assert report.verdict == "lossless", report.format()
 
@@ -88,7 +88,7 @@ def test_hand_written_loop_control_is_lossless() -> None:
     """The loop the bugs are planted in, without a bug: LOSSLESS (false-fail 1e-6)."""
     sample = speculative_loop(PAIR, OPTIONS, k=1, new_tokens=3)
     report = audit_stream(
-        sample, TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS, detect_tv=DETECT_TV
+        sample, TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS, detect_tv=DETECT_TV
     )
     assert report.verdict == "lossless", report.format()
 
@@ -101,7 +101,7 @@ def test_planted_bug_is_lossy(bug: str) -> None:
     assert BUG_TV[bug] > DETECT_TV  # the planned sample detects this distance
     sample = speculative_loop(PAIR, OPTIONS, k=1, new_tokens=3, bug=bug)
     report = audit_stream(
-        sample, TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS, detect_tv=DETECT_TV
+        sample, TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS, detect_tv=DETECT_TV
     )
     assert report.verdict == "lossy", report.format()
     assert report.exit_code == ExitCode.LOSSY
@@ -112,7 +112,7 @@ def test_filtered_token_is_a_certain_rejection() -> None:
     outcome (rate 0 for a lossless engine)."""
     report = audit_stream(
         speculative(specdec.SamplingOptions(temperature=0.7)), TARGET, prompts=[[1]],
-        new_tokens=3, options=FILTERED, detect_tv=DETECT_TV,
+        new_tokens=3, law=FILTERED, detect_tv=DETECT_TV,
     )  # fmt: skip
     [scenario] = report.scenarios
     assert isinstance(scenario, ScenarioResult) and scenario.impossible_outcomes > 0
@@ -131,7 +131,7 @@ def test_single_sequence_sampler() -> None:
         return generation.tokens[0]
 
     report = audit_stream(
-        sample, TARGET, prompts=[[2]], new_tokens=2, options=OPTIONS, detect_tv=0.1,
+        sample, TARGET, prompts=[[2]], new_tokens=2, law=OPTIONS, detect_tv=0.1,
         min_power_tv=0.1,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()
@@ -141,7 +141,7 @@ def test_single_sequence_sampler() -> None:
 def test_few_samples_are_inconclusive() -> None:
     """300 draws detect only a large TV: INCONCLUSIVE (exit 3) with the size that decides."""
     report = audit_stream(
-        speculative(OPTIONS), TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS, samples=300
+        speculative(OPTIONS), TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS, samples=300
     )
     assert report.verdict == "inconclusive" and report.exit_code == ExitCode.INCONCLUSIVE
     [scenario] = report.scenarios
@@ -286,7 +286,7 @@ def test_transformers_target_is_wrapped() -> None:
         ).tokens  # fmt: skip
 
     report = audit_stream(
-        sample, model, prompts=[[1, 2]], new_tokens=2, options=options, detect_tv=0.05
+        sample, model, prompts=[[1, 2]], new_tokens=2, law=options, detect_tv=0.05
     )
     assert report.verdict == "lossless", report.format()
 
@@ -303,7 +303,7 @@ def test_global_rng_sampler_is_nondeterministic_unless_allowed() -> None:
             TARGET, DRAFT, prompts, k=2, max_new_tokens=2, generator=own, target_options=OPTIONS
         ).tokens
 
-    common: dict[str, Any] = {"prompts": [[1]], "new_tokens": 2, "options": OPTIONS}
+    common: dict[str, Any] = {"prompts": [[1]], "new_tokens": 2, "law": OPTIONS}
     report = audit_stream(sample, TARGET, detect_tv=0.05, **common)
     assert report.verdict == "nondeterministic" and report.exit_code == 4
     allowed = audit_stream(sample, TARGET, detect_tv=0.05, allow_nondeterministic=True, **common)

@@ -65,7 +65,7 @@ def test_generate_speculative_until_eos_is_lossless() -> None:
     """specdec's loop stopping at EOS (``-1`` after it): LOSSLESS at TV 0.02 (false-fail
     1e-6, false-pass 1e-3 at 0.02)."""
     report = audit_stream(
-        _speculative(), TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS,
+        _speculative(), TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS,
         eos_token_id=EOS, detect_tv=DETECT_TV,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()
@@ -76,7 +76,7 @@ def test_hand_written_loop_until_eos_is_lossless() -> None:
     1e-6)."""
     sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=3, eos=EOS)
     report = audit_stream(
-        sample, TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS, eos_token_id=EOS,
+        sample, TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS, eos_token_id=EOS,
         detect_tv=DETECT_TV,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()
@@ -90,7 +90,7 @@ def test_eos_bug_is_lossy(bug: str) -> None:
     assert EOS_BUG_TV[bug] > DETECT_TV
     sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=3, eos=EOS, bug=bug)
     report = audit_stream(
-        sample, TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS, eos_token_id=EOS,
+        sample, TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS, eos_token_id=EOS,
         detect_tv=DETECT_TV,
     )  # fmt: skip
     assert report.verdict == "lossy", report.format()
@@ -109,7 +109,7 @@ def test_eos_repeated_after_eos_reads_as_stop() -> None:
         return torch.where(tokens < 0, EOS, tokens)
 
     report = audit_stream(
-        padded_with_eos, TARGET, prompts=[[1]], new_tokens=3, options=OPTIONS,
+        padded_with_eos, TARGET, prompts=[[1]], new_tokens=3, law=OPTIONS,
         eos_token_id=EOS, detect_tv=0.05,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()

@@ -38,7 +38,7 @@ def _audit(
 ) -> tuple[AuditReport, StreamStatisticsResult]:
     sample, position_kinds = lm_loop(TARGET, DRAFT, OPTIONS, k=2, new_tokens=4, bug=bug)
     report = audit_stream(
-        sample, TARGET, prompts=PROMPTS, new_tokens=4, options=OPTIONS, samples=samples,
+        sample, TARGET, prompts=PROMPTS, new_tokens=4, law=OPTIONS, samples=samples,
         mode="large", position_kinds=position_kinds if kinds else None, min_power_tv=0.25,
         false_fail_rate=FALSE_FAIL,
     )  # fmt: skip

@@ -61,7 +61,7 @@ TARGET = ToyLM(PAIR.target)
 
 
 def audit(sample: Any, **options: Any) -> Any:
-    common: dict[str, Any] = {"prompts": PROMPTS, "new_tokens": 4, "options": OPTIONS}
+    common: dict[str, Any] = {"prompts": PROMPTS, "new_tokens": 4, "law": OPTIONS}
     common.update(false_fail_rate=FALSE_FAIL)
     return audit_stream(sample, TARGET, **{**common, **options})
 
@@ -119,7 +119,7 @@ def test_forbidden_token_is_an_instant_rejection() -> None:
     """An engine that ignores top-k = 20 emits tokens the target forbids: LOSSY by forbidden
     token in the first chunk (probability 0 for a lossless engine)."""
     sample = speculative_loop(PAIR, OPTIONS, k=2, new_tokens=4)
-    report = audit(sample, options=FILTERED, detect_tv=DETECT)
+    report = audit(sample, law=FILTERED, detect_tv=DETECT)
     [result] = report.scenarios
     assert isinstance(result, StreamStatisticsResult)
     assert report.verdict == "lossy" and result.deciding_test == "forbidden token"
@@ -130,7 +130,7 @@ def test_forbidden_token_is_an_instant_rejection() -> None:
 def test_filtered_control_is_lossless() -> None:
     """The same loop honouring top-k = 20: LOSSLESS (false-fail 1e-3, binned TV 0.15)."""
     sample = speculative_loop(PAIR, FILTERED, k=2, new_tokens=4)
-    report = audit(sample, options=FILTERED, detect_tv=0.15)
+    report = audit(sample, law=FILTERED, detect_tv=0.15)
     assert report.verdict == "lossless", report.format()
 
 
@@ -182,7 +182,7 @@ def test_position_kinds_on_a_tiny_llama() -> None:
     target, draft = HFModel(model), HFModel(noisy_copy(model, scale=0.01, seed=1))
     sample, kinds = lm_loop(target, draft, OPTIONS, k=2, new_tokens=3)
     report = audit_stream(
-        sample, model, prompts=[[1, 2, 3]], new_tokens=3, options=OPTIONS, samples=8,
+        sample, model, prompts=[[1, 2, 3]], new_tokens=3, law=OPTIONS, samples=8,
         position_kinds=kinds,
     )  # fmt: skip
     [result] = report.scenarios

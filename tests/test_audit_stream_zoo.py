@@ -103,7 +103,7 @@ def test_zoo_entry_as_an_engine_loop(name: str) -> None:
     step = entry.batched if entry.level == "step" else verifier_step(entry.batched)
     sample = step_loop(pair, options, step, k=2, new_tokens=3)
     report = audit_stream(
-        sample, ToyLM(pair.target), prompts=[[2]], new_tokens=3, options=options,
+        sample, ToyLM(pair.target), prompts=[[2]], new_tokens=3, law=options,
         detect_tv=DETECT_TV,
     )  # fmt: skip
     assert report.verdict == ("lossy" if entry.lossy else "lossless"), report.format()

@@ -180,7 +180,7 @@ def test_zoo_entry_as_an_engine_loop(name: str) -> None:
     outcome), LOSSLESS for a control (false-fail <= 1e-6)."""
     sample, target, prompt, options = engine_loop(name, TABLE[name][0])
     report = audit_stream(
-        sample, ToyLM(target), prompts=[prompt], new_tokens=NEW_TOKENS, options=options,
+        sample, ToyLM(target), prompts=[prompt], new_tokens=NEW_TOKENS, law=options,
         detect_tv=DETECT_TV_OF.get(name, DETECT_TV),
     )  # fmt: skip
     assert report.verdict == ("lossy" if _lossy(name) else "lossless"), report.format()

@@ -114,7 +114,7 @@ def test_transformers_generate_is_lossless(case: str) -> None:
         model, max_new_tokens=2, options=options, pad_token_id=0, **how
     )
     report = audit_stream(
-        sample, model, prompts=[prompt], new_tokens=2, options=options, eos_token_id=EOS,
+        sample, model, prompts=[prompt], new_tokens=2, law=options, eos_token_id=EOS,
         detect_tv=DETECT_TV, min_power_tv=DETECT_TV,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()
@@ -179,7 +179,7 @@ def test_generate_speculative_on_tiny_transformers_until_eos(
         ).tokens  # fmt: skip
 
     report = audit_stream(
-        sample, model, prompts=[[2, 3]], new_tokens=3, options=options, eos_token_id=EOS,
+        sample, model, prompts=[[2, 3]], new_tokens=3, law=options, eos_token_id=EOS,
         detect_tv=0.1,
     )  # fmt: skip
     assert report.verdict == "lossless", report.format()

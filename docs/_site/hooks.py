@@ -50,6 +50,7 @@ API_MODULES = (  # the reference page: the stable API (docs/stability.md), modul
             "as_subject",
             "Subject",
             "AuditOptions",
+            "StreamOptions",
             "AuditReport",
             "ExitCode",
             "audit_verifier",

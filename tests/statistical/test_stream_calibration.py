@@ -65,7 +65,7 @@ def _engine(options: specdec.SamplingOptions) -> Any:
 def _verdicts(engine: Any, repeats: int) -> list[str]:
     return [
         audit_stream(
-            engine, TARGET, prompts=[[1]], new_tokens=6, options=CLAIMED, samples=64,
+            engine, TARGET, prompts=[[1]], new_tokens=6, law=CLAIMED, samples=64,
             false_fail_rate=ALPHA, min_power_tv=1.0, seed=seed,
         ).verdict
         for seed in range(repeats)
@@ -89,7 +89,7 @@ def _loop_reports(bug: str | None, repeats: int, samples: int) -> list[AuditRepo
     for seed in range(repeats):
         sample, kinds = lm_loop(TARGET, DRAFT, CLAIMED, k=2, new_tokens=6, bug=bug)
         reports.append(audit_stream(
-            sample, TARGET, prompts=[[1]], new_tokens=6, options=CLAIMED, samples=samples,
+            sample, TARGET, prompts=[[1]], new_tokens=6, law=CLAIMED, samples=samples,
             false_fail_rate=ALPHA, min_power_tv=1.0, seed=seed, position_kinds=kinds,
         ))  # fmt: skip
     return reports

@@ -98,6 +98,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         InvalidOutputError,
     )
     from specdec.testing.audit.scenario import Scenario
+    from specdec.testing.audit.stream_options import StreamOptions
     from specdec.testing.audit.subject import (
         Subject,
         as_subject,
@@ -115,6 +116,7 @@ __all__ = [
     "Progress",
     "Scenario",
     "ScenarioResult",
+    "StreamOptions",
     "Subject",
     "TreeScenario",
     "as_subject",
@@ -163,6 +165,7 @@ _HOMES = {
     "ExactScenarioResult": "specdec.testing.audit.results",
     "ScenarioResult": "specdec.testing.audit.results",
     "InvalidOutputError": "specdec.testing.audit.run",
+    "StreamOptions": "specdec.testing.audit.stream_options",
     "Subject": "specdec.testing.audit.subject",
     "as_subject": "specdec.testing.audit.subject",
     "InvarianceResult": "specdec.testing.audit.invariance_results",

@@ -35,6 +35,7 @@ one level, taking the options as keywords (``AuditKeywords``):
 
 import inspect
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar, Unpack
@@ -54,7 +55,13 @@ from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.multi_sampled import sampled_audit
-from specdec.testing.audit.options import AuditKeywords, AuditOptions, Progress
+from specdec.testing.audit.options import (
+    STREAM_KEYWORDS,
+    AuditKeywords,
+    AuditOptions,
+    Progress,
+    StreamKeywords,
+)
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import threads
 from specdec.testing.audit.sampled import sample_audit
@@ -63,7 +70,8 @@ from specdec.testing.audit.scenario import Scenario, StreamScenario
 from specdec.testing.audit.search import CoverageSearch, coverage_search, measurable, tries_for
 from specdec.testing.audit.shard import start_server
 from specdec.testing.audit.stream import stream_scenarios
-from specdec.testing.audit.stream_large import PositionKinds, judge_stream
+from specdec.testing.audit.stream_large import judge_stream
+from specdec.testing.audit.stream_options import StreamOptions
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
@@ -219,20 +227,29 @@ def _with_invariance(
     return replace(report, invariance=found, verdict=chosen, seconds=report.seconds + found.seconds)
 
 
-def _with_options(entry: F) -> F:
+def _with_options(entry: F, stream: bool = False) -> F:
     """``entry`` with the options listed as keyword-only parameters in its signature
-    (``inspect.signature``, ``help()``): its ``**options`` are ``AuditOptions``'s fields."""
+    (``inspect.signature``, ``help()``): its ``**options`` are ``AuditOptions``'s fields (and
+    with ``stream``, first, ``StreamOptions``'s, ``STREAM_KEYWORDS``)."""
     signature = inspect.signature(entry)
     kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     names = {p.name for p in kept}
-    defaults = AuditOptions()
+    defaults: dict[str, Any] = {
+        **{name: getattr(StreamOptions(), name) for name in STREAM_KEYWORDS if stream},
+        **{name: getattr(AuditOptions(), name) for name in AuditKeywords.__annotations__},
+    }
     extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name))
-        for name in AuditKeywords.__annotations__
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+        for name, default in defaults.items()
         if name not in names
     ]
     entry.__signature__ = signature.replace(parameters=[*kept, *extra])  # type: ignore[attr-defined]
     return entry
+
+
+def _with_stream_options(entry: F) -> F:
+    """``_with_options`` for ``audit_stream``: a stream's own keywords listed too."""
+    return _with_options(entry, stream=True)
 
 
 @_with_options
@@ -426,21 +443,17 @@ def audit_tree(
     return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)
 
 
-@_with_options
+@_with_stream_options
 def audit_stream(
     sample: Callable[..., Any],
     target: object,
     *,
     prompts: Sequence[Sequence[int] | Tensor],
     new_tokens: int,
-    options: SamplingOptions | None = None,
+    law: SamplingOptions | None = None,
     batched: bool | None = None,
     progress: Progress | None = None,
-    mode: str = "auto",
-    reference: Callable[..., Any] | None = None,
-    position_kinds: PositionKinds | None = None,
-    eos_token_id: int | None = None,
-    **audit_options: Unpack[AuditKeywords],
+    **audit_options: Unpack[StreamKeywords],
 ) -> AuditReport:
     r"""Audit an engine's whole generation: do its new tokens have the target's law?
 
@@ -450,7 +463,7 @@ def audit_stream(
 
     .. math:: \Pr(x_{1:n}) = \prod_{i=1}^{n} \pi(x_i \mid \text{prompt}, x_{<i}),
 
-    ``pi`` the target's rows warped by ``options``. Exact-law mode: ``V ** new_tokens`` at
+    ``pi`` the target's rows warped by ``law``. Exact-law mode: ``V ** new_tokens`` at
     most ``stream.EXACT_LAW_SEQUENCES``, the law enumerated from the target by teacher
     forcing, the engine's streams sampled and judged per prompt (``specdec.testing.audit.
     stream``: pooled cells, L1 and G tests with Holm across prompts, the e-process, forbidden
@@ -463,6 +476,11 @@ def audit_stream(
     (``mode="two-sample"``, ``reference`` the engine without speculation): both streams
     through the target's PIT, compared.
 
+    It is ``audit(as_subject(sample, level="stream", batched=batched),
+    AuditOptions(..., stream=StreamOptions(mode, reference, position_kinds, eos_token_id)),
+    scenarios=stream_scenarios(prompts, new_tokens, target, law, eos_token_id))``: the one
+    door every audit takes.
+
     Args:
         sample: ``sample(prompt [L], generator) -> LongTensor [>= n]`` new tokens (prompt
             excluded), or with ``@batched`` (or ``batched=True``) ``sample(prompts [N, L],
@@ -471,23 +489,26 @@ def audit_stream(
             or a transformers causal LM (wrapped in ``HFModel``).
         prompts: the prompts (token id lists or 1-D tensors), one scenario each.
         new_tokens: ``n``, the new tokens judged after each prompt.
-        options: the law the engine claims (default: temperature 1, no filter).
-        batched: override the ``@batched`` marker.
+        law: the law the engine claims, a ``SamplingOptions`` (default: temperature 1, no
+            filter). Its old name ``options=`` still works for one release, with a
+            ``DeprecationWarning``.
+        batched: override the ``@batched`` marker (of ``sample`` and of ``reference``).
         progress: called with one line per finished prompt (per chunk, large and two-sample).
-        mode: ``"auto"`` (exact-law when ``V ** n <= 65536``, else large), ``"exact"``,
-            ``"large"`` or ``"two-sample"``.
-        reference: (two-sample) the engine without speculation, in ``sample``'s form.
-        position_kinds: (large, two-sample) ``(prompts [N, L], tokens [N, n]) -> [N, n]``
-            labels 0 accepted draft, 1 corrected, 2 bonus, called after each ``sample`` call:
-            the report gains a row per kind, and (large mode) the bonus positions are judged
-            alone too (four more e-processes, Bonferroni over eight; ``stream_large``).
-        eos_token_id: (exact-law mode) judge "the first ``n`` tokens or until this EOS" (EOS
-            absorbing: the engine may stop there and return fewer tokens or ``-1`` padding; a
-            token after it is a forbidden outcome); ``None``: every generation must give ``n``
-            tokens.
-        **audit_options: ``samples`` or ``detect_tv`` (default 0.01 batched, 0.05 single),
-            ``min_power_tv``, ``false_fail_rate`` (family-wise, over the prompts),
-            ``false_pass_rate``, ``seed``, ``num_threads``, ``allow_nondeterministic``.
+        **audit_options: a stream's own choices (``StreamOptions``, given one by one or as
+            ``stream=``): ``mode`` (``"auto"``: exact-law when ``V ** n <= 65536``, else
+            large; ``"exact"``, ``"large"`` or ``"two-sample"``); ``reference`` (two-sample:
+            the engine without speculation, in ``sample``'s form); ``position_kinds`` (large,
+            two-sample: ``(prompts [N, L], tokens [N, n]) -> [N, n]`` labels 0 accepted
+            draft, 1 corrected, 2 bonus, called after each ``sample`` call: the report gains
+            a row per kind, and in large mode the bonus positions are judged alone too, four
+            more e-processes, Bonferroni over eight); ``eos_token_id`` (exact-law mode:
+            judge "the first ``n`` tokens or until this EOS", EOS absorbing: the engine may
+            stop there and return fewer tokens or ``-1`` padding; a token after it is a
+            forbidden outcome; ``None``: every generation must give ``n`` tokens). And the
+            options (``AuditOptions``): ``samples`` or ``detect_tv`` (default 0.01 batched,
+            0.05 single), ``min_power_tv``, ``false_fail_rate`` (family-wise, over the
+            prompts), ``false_pass_rate``, ``seed``, ``num_threads``,
+            ``allow_nondeterministic``.
 
     Returns:
         An ``AuditReport`` (``level`` ``"stream"``), one row per prompt. Exceptions raised by
@@ -495,9 +516,10 @@ def audit_stream(
         ``InvalidOutputError``.
 
     Raises:
-        ValueError, TypeError: an option that does not apply to a stream, an invalid prompt,
-            ``V ** new_tokens`` too large for exact-law mode (it says so; no verdict), before
-            ``sample`` is ever called.
+        ValueError, TypeError: an option that does not apply to a stream, stream options
+            that exclude each other (``StreamOptions``), an invalid prompt, ``V **
+            new_tokens`` too large for exact-law mode (it says so; no verdict), both ``law``
+            and ``options``, before ``sample`` is ever called.
 
     Example:
         >>> import torch, specdec
@@ -514,17 +536,26 @@ def audit_stream(
         >>> report.verdict, report.level, report.scenarios[0].name
         ('lossless', 'stream', 'prompt-0')
     """
+    keywords: dict[str, Any] = dict(audit_options)
+    if "options" in keywords:  # the law's name before ``law``
+        warnings.warn(
+            "audit_stream(options=...) is deprecated: the law the engine claims is law= (a "
+            "SamplingOptions); options= goes in the next release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if law is not None:
+            raise TypeError("give law= (options= is its deprecated name), not both.")
+        law = keywords.pop("options")
+    chosen = {name: keywords.pop(name) for name in STREAM_KEYWORDS if name in keywords}
+    reference = chosen.get("reference")
+    if reference is not None:  # in sample's form: the same batched override
+        chosen["reference"] = as_subject(reference, level="stream", batched=batched)
+    stream = replace(keywords.pop("stream", StreamOptions()), **chosen)
     subject = as_subject(sample, level="stream", batched=batched)
-    chosen = AuditOptions.of(**audit_options)
-    subject.check(chosen)
+    options = AuditOptions.of(**keywords, stream=stream)
+    subject.check(options)  # before the prompts are checked, as every option error
     scenarios = stream_scenarios(
-        prompts, new_tokens, target, options, eos_token_id, exact_law=mode == "exact"
+        prompts, new_tokens, target, law, stream.eos_token_id, exact_law=stream.mode == "exact"
     )
-    if mode == "auto" and reference is None and position_kinds is None:
-        return audit(subject, chosen, scenarios=scenarios, progress=progress)
-    other = None if reference is None else as_subject(reference, level="stream", batched=batched)
-    with threads(chosen.num_threads):
-        return judge_stream(
-            subject, chosen, scenarios, progress, mode=mode, reference=other,
-            position_kinds=position_kinds,
-        )  # fmt: skip
+    return audit(subject, options, scenarios=scenarios, progress=progress)

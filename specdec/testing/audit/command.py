@@ -17,10 +17,9 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
-
-from torch import Tensor
 
 from specdec.progressbar import ProgressBar, start_progress
 from specdec.testing.audit.audits import audit
@@ -33,9 +32,13 @@ from specdec.testing.audit.loading import load_attribute, load_function
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.report import AuditReport, ExitCode
 from specdec.testing.audit.run import InvalidOutputError
-from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.shard import UnimportableFunctionError, start_server
-from specdec.testing.audit.subject import APPLICABLE, Subject, as_subject
+from specdec.testing.audit.stream_options import (
+    StreamModeError,
+    StreamOptions,
+    check_stream_options,
+)
+from specdec.testing.audit.subject import APPLICABLE, as_subject
 
 __all__ = ["FLAGS", "HEARTBEAT_SECONDS", "load_attribute", "load_function", "run"]
 
@@ -124,10 +127,13 @@ def _usage(args: argparse.Namespace, level: str) -> str:
             return f"--stream takes none of {', '.join(refused)}."
         if args.target is None or args.prompts is None:
             return "--stream needs --target FILE:MODEL and --prompts ID,...;ID,..."
-        if (args.stream_mode == "two-sample") != (args.reference is not None):
-            return "--stream-mode two-sample needs --reference FILE:SAMPLE (and only it takes it)."
-        if args.stream_mode == "exact" and args.position_kinds is not None:
-            return "--position-kinds applies to --stream-mode large or two-sample, not exact."
+        try:  # the record's own check, on the names (loaded once the function is)
+            check_stream_options(
+                mode=args.stream_mode or "auto", reference=args.reference,
+                position_kinds=args.position_kinds, eos_token_id=args.eos_token_id,
+            )  # fmt: skip
+        except ValueError as error:
+            return str(error)
         return ""
     if level in ("position", "tree"):
         option = "--multi-draft" if level == "position" else "--tree"
@@ -333,10 +339,14 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:  # usage error: report it, exit 2
         print(f"specdec audit: cannot load {args.function}: {error}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
+    stream = _stream_options(args) if level == "stream" else StreamOptions()
+    if isinstance(stream, int):
+        return stream
     try:
         draw = args.multi_draft or args.tree
         batched = True if args.batched else None
         subject = as_subject(fn, level=level, batched=batched, draw=draw)  # type: ignore[arg-type]
+        options = replace(options, stream=stream)
         subject.check(options)
     except ValueError as error:
         print(f"specdec audit: {error}", file=sys.stderr)
@@ -370,11 +380,9 @@ def run(args: argparse.Namespace) -> int:
             bar.advance(line)
             beat.done(line)
 
-        chosen = _stream_mode(args, subject, options, battery, progress)
-        if isinstance(chosen, int):
-            bar.close()
-            return chosen
-        report = _guarded(args, bar, chosen, hint)
+        report = _guarded(
+            args, bar, lambda: audit(subject, options, scenarios=battery, progress=progress), hint
+        )
     if isinstance(report, int):
         return report
     bar.close()
@@ -383,69 +391,34 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
 
 
-def _stream_mode(
-    args: argparse.Namespace,
-    subject: Subject,
-    options: AuditOptions,
-    battery: Sequence[AnyScenario],
-    progress: Callable[[str], None],
-) -> Callable[[], AuditReport] | int:
-    """The audit to run: ``audit``, or for ``--stream-mode`` ``stream_large.judge_stream``
-    with the reference loaded; or the usage error's exit code when it cannot be."""
-    kinds_given = subject.level == "stream" and args.position_kinds is not None
-    if subject.level != "stream" or (args.stream_mode in (None, "auto") and not kinds_given):
-        return lambda: audit(subject, options, scenarios=battery, progress=progress)
-    from specdec.testing.audit.run import threads
-    from specdec.testing.audit.stream_large import judge_stream
-
-    reference = None
-    if args.reference is not None:
+def _stream_options(args: argparse.Namespace) -> StreamOptions | int:
+    """``--stream``'s ``StreamOptions`` (``--stream-mode``, ``--reference`` and
+    ``--position-kinds`` loaded, ``--eos-token-id``), or the usage error's exit code when one
+    cannot be loaded. Whether the mode fits the prompts is decided once, inside the audit
+    (``stream_large.judge_stream``: ``StreamModeError``, exit 2)."""
+    batched = True if args.batched else None
+    loaded: dict[str, Any] = {}
+    for flag, key in (("--reference", "reference"), ("--position-kinds", "position_kinds")):
+        spec = getattr(args, key)
+        if spec is None:
+            continue
         try:
-            function = load_function(args.reference)
-            reference = as_subject(function, level="stream", batched=True if args.batched else None)
-        except Exception as error:
-            print(
-                f"specdec audit: cannot load --reference {args.reference}: {error}", file=sys.stderr
+            function = load_function(spec)
+            loaded[key] = (
+                as_subject(function, level="stream", batched=batched)
+                if key == "reference"
+                else function
             )
+        except Exception as error:
+            print(f"specdec audit: cannot load {flag} {spec}: {error}", file=sys.stderr)
             return int(ExitCode.USAGE_ERROR)
-    prompts = [s for s in battery if isinstance(s, StreamScenario)]
-    kinds = _position_kinds(args, prompts)
-    if isinstance(kinds, int):
-        return kinds
-    mode = args.stream_mode or "auto"
-
-    def run_audit() -> AuditReport:
-        with threads(options.num_threads):
-            return judge_stream(
-                subject, options, prompts, progress, mode=mode, reference=reference,
-                position_kinds=kinds,
-            )  # fmt: skip
-
-    return run_audit
-
-
-def _position_kinds(
-    args: argparse.Namespace, prompts: Sequence[StreamScenario]
-) -> Callable[[Tensor, Tensor], Tensor] | int | None:
-    """``--position-kinds`` loaded (``None`` without it), or the usage error's exit code: it
-    cannot be loaded, or the audit is in exact-law mode (``auto`` on a small ``V ** n``)."""
-    if args.position_kinds is None:
-        return None
-    from specdec.testing.audit.stream_large import resolved_stream_mode
-
-    mode, sequences = resolved_stream_mode(prompts, args.stream_mode or "auto")
-    if mode == "exact":  # --stream-mode exact with it is refused with the other usage errors
-        print(f"specdec audit: --position-kinds applies to the large-vocabulary and two-sample "
-              f"modes; V ** new-tokens = {sequences} makes this audit exact-law (its outcome is "
-              "a whole continuation, not positions).", file=sys.stderr)  # fmt: skip
-        return int(ExitCode.USAGE_ERROR)
     try:
-        kinds: Callable[[Tensor, Tensor], Tensor] = load_function(args.position_kinds)
-    except Exception as error:
-        print(f"specdec audit: cannot load --position-kinds {args.position_kinds}: {error}",
-              file=sys.stderr)  # fmt: skip
+        return StreamOptions(
+            mode=args.stream_mode or "auto", eos_token_id=args.eos_token_id, **loaded
+        )
+    except (TypeError, ValueError) as error:
+        print(f"specdec audit: {error}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
-    return kinds
 
 
 def _print(text: str) -> None:
@@ -516,7 +489,7 @@ def _guarded(
     returned = "result" if args.multi_draft or args.tree else "block"
     try:
         return audit_run()
-    except (CheckpointError, UnimportableFunctionError) as error:  # found once planned
+    except (CheckpointError, UnimportableFunctionError, StreamModeError) as error:  # planned
         bar.close()
         print(f"specdec audit: {error}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)

@@ -5,7 +5,8 @@ the power of the statistical mode (``samples`` or ``detect_tv``, ``min_power_tv`
 error rates), what counts in the verdict (``allow_nondeterministic``, ``blocks_span_steps``),
 the seed and threads, and how an engine is handed its inputs (``reserved_ids``, ``dtype``,
 ``device``, ``ragged``, ``model_interface``, ``target_warp``, ``target_sampler``), and whether
-rows are also run alone and in mixed batches (``invariance``). It is
+rows are also run alone and in mixed batches (``invariance``), and a stream's own choices
+(``stream``: a ``StreamOptions``). It is
 checked once, when built, before the audited function is ever called: a wrong type is a
 ``TypeError``, a value out of range or two options that exclude each other a ``ValueError``
 naming the option, what was expected and what was got.
@@ -35,14 +36,20 @@ from torch import Tensor
 
 from specdec._checks import check_finite, check_int, check_positive_int, check_rate
 from specdec.testing.audit.scenario import WarpFn
+from specdec.testing.audit.stream_options import PositionKinds, StreamOptions
+from specdec.testing.audit.subject import SAMPLING_OPTIONS, Subject
+from specdec.warp import SamplingOptions
 
 __all__ = [
     "SAMPLING_OPTIONS",
     "SEARCHED_PAIRS",
+    "STREAM_KEYWORDS",
     "AuditKeywords",
     "AuditOptions",
     "Progress",
     "SamplerFn",
+    "StreamKeywords",
+    "StreamOptions",
     "WarpFn",
     "check_audit_options",
 ]
@@ -56,9 +63,6 @@ top_p) -> LongTensor [N]``."""
 
 SEARCHED_PAIRS = 16
 """Searched toy pairs an exact verifier audit adds to its battery by default (``search``)."""
-
-SAMPLING_OPTIONS = ("samples", "detect_tv", "min_power_tv")
-"""The options that size a sample: none applies to the exact mode."""
 
 
 class AuditKeywords(TypedDict, total=False):
@@ -89,6 +93,23 @@ class AuditKeywords(TypedDict, total=False):
     checkpoint: str | os.PathLike[str] | None
     resume: str | os.PathLike[str] | None
     invariance: bool
+    stream: StreamOptions
+
+
+class StreamKeywords(AuditKeywords, total=False):
+    """``audit_stream``'s keywords: the options, and a stream's own choices one by one
+    (``StreamOptions``'s fields, ``STREAM_KEYWORDS``); ``options`` is the deprecated name of
+    its ``law`` (a ``DeprecationWarning``; removed in the next release)."""
+
+    mode: str
+    reference: Callable[..., Any] | Subject | None
+    position_kinds: PositionKinds | None
+    eos_token_id: int | None
+    options: SamplingOptions | None
+
+
+STREAM_KEYWORDS = ("mode", "reference", "position_kinds", "eos_token_id")
+"""The ``StreamOptions`` fields ``audit_stream`` takes as keywords."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,8 @@ class AuditOptions:
             and inside mixed batches, and say ``batch-dependent`` when a row's law (or a
             seeded row's output) changes with its batch
             (``specdec.testing.audit.invariance``).
+        stream: (streams) the stream audit's mode, reference, position kinds and EOS
+            (``StreamOptions``; the default judges exact-law or large by ``V ** n``).
 
     Raises:
         TypeError: an option of the wrong type.
@@ -182,6 +205,7 @@ class AuditOptions:
     checkpoint: str | os.PathLike[str] | None = None
     resume: str | os.PathLike[str] | None = None
     invariance: bool = False
+    stream: StreamOptions = dataclasses.field(default=StreamOptions())
 
     def __post_init__(self) -> None:
         check_audit_options(
@@ -221,6 +245,8 @@ class AuditOptions:
                 getattr(self, name), (str, os.PathLike)
             ):
                 raise TypeError(f"{name} must be a path, got {type(getattr(self, name)).__name__}.")
+        if not isinstance(self.stream, StreamOptions):
+            raise TypeError(f"stream must be a StreamOptions, got {type(self.stream).__name__}.")
         if self.invariance and self.ragged:
             raise ValueError("invariance=True mixes rows of one k; it takes no ragged=True.")
         if self.invariance and self.device is not None and str(self.device) != "cpu":

@@ -98,6 +98,7 @@ from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream import first_tokens  # the same output checks as exact mode
+from specdec.testing.audit.stream_options import STREAM_MODES, PositionKinds, StreamModeError
 from specdec.testing.audit.stream_results import (
     EProcessRow,
     GroupRow,
@@ -171,9 +172,6 @@ TWO_SAMPLE_TESTS = (
     "difference of sum(surprisal - entropy)",
     "difference of sum(|PIT - 1/2| - 1/4)",
 )
-
-PositionKinds = Callable[[Tensor, Tensor], Tensor]
-"""``position_kinds(prompts [N, L], tokens [N, n]) -> LongTensor [N, n]`` in ``{0, 1, 2}``."""
 
 BLIND_SPOTS = (
     "large-vocabulary mode judges each token against its target row through three PIT orders "
@@ -724,11 +722,6 @@ def two_sample_stream_audit(
     )
 
 
-STREAM_MODES = ("auto", "exact", "large", "two-sample")
-"""``audit_stream``'s ``mode``: ``auto`` is exact-law mode when ``V ** n`` is at most
-``stream.EXACT_LAW_SEQUENCES``, large-vocabulary mode above."""
-
-
 def resolved_stream_mode(scenarios: Sequence[StreamScenario], mode: str) -> tuple[str, int]:
     """The mode ``mode`` stands for (``"auto"``: exact-law when every prompt has at most
     ``stream.EXACT_LAW_SEQUENCES`` continuations ``V ** new_tokens``, else large-vocabulary)
@@ -746,41 +739,48 @@ def judge_stream(
     options: AuditOptions,
     scenarios: Sequence[StreamScenario],
     progress: Progress | None = None,
-    *,
-    mode: str = "auto",
-    reference: Subject | None = None,
-    position_kinds: PositionKinds | None = None,
 ) -> AuditReport:
-    """The stream audit in ``mode`` (``STREAM_MODES``): the one dispatch point of the modes.
+    """The stream audit in ``options.stream.mode`` (``STREAM_MODES``), resolved here, once
+    (``resolved_stream_mode``): the one dispatch point of the modes, reached only through the
+    door (``audits.audit``), which has checked the options against the subject.
 
     Raises:
-        ValueError: an unknown mode, ``"two-sample"`` without ``reference`` or ``reference``
-            in another mode, ``"exact"`` above ``EXACT_LAW_SEQUENCES``, ``position_kinds``
-            in exact mode (its outcome is a whole continuation, not positions).
+        StreamModeError: ``"exact"`` above ``EXACT_LAW_SEQUENCES``, ``position_kinds`` in
+            exact-law mode (``"auto"`` on a small ``V ** n`` included: its outcome is a whole
+            continuation, not positions), an ``eos_token_id`` the prompts were not built with.
     """
     from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES, stream_audit
 
-    if mode not in STREAM_MODES:
-        raise ValueError(f"mode must be one of {', '.join(STREAM_MODES)}, got {mode!r}.")
-    if (mode == "two-sample") != (reference is not None):
-        raise ValueError("mode='two-sample' needs reference= (the engine without speculation), "
-                         "and reference applies to mode='two-sample' only.")  # fmt: skip
-    chosen, sequences = resolved_stream_mode(scenarios, mode)
+    stream = options.stream
+    if stream.eos_token_id is not None:
+        other = [s.name for s in scenarios if s.eos_token_id != stream.eos_token_id]
+        if other:
+            raise StreamModeError(
+                f"eos_token_id is {stream.eos_token_id} but {', '.join(other)} judge "
+                "another end of sequence: build the prompts with stream_scenarios(..., "
+                f"eos_token_id={stream.eos_token_id})."
+            )
+    chosen, sequences = resolved_stream_mode(scenarios, stream.mode)
     if chosen == "exact" and sequences > EXACT_LAW_SEQUENCES:
-        raise ValueError(
+        raise StreamModeError(
             f"exact-law mode does not apply: V ** new_tokens = {sequences} continuations, above "
             f"the {EXACT_LAW_SEQUENCES} it enumerates per prompt; use mode='large' (or 'auto')."
         )
-    if chosen == "exact" and position_kinds is not None:
-        raise ValueError("position_kinds applies to mode='large' or 'two-sample', not 'exact'.")
+    if chosen == "exact" and stream.position_kinds is not None:
+        raise StreamModeError(
+            "position_kinds applies to the large-vocabulary and two-sample modes; V ** "
+            f"new_tokens = {sequences} makes this audit exact-law (its outcome is a whole "
+            "continuation, not positions)."
+        )
     if chosen == "exact":
         return stream_audit(subject, options, scenarios, progress)
     if chosen == "large":
         return large_stream_audit(
-            subject, options, scenarios, progress, position_kinds=position_kinds
+            subject, options, scenarios, progress, position_kinds=stream.position_kinds
         )
-    if reference is None:  # unreachable: checked above (narrows the type)
+    if stream.reference is None:  # unreachable: StreamOptions checks it (narrows the type)
         raise ValueError("mode='two-sample' needs reference=.")
     return two_sample_stream_audit(
-        subject, reference, options, scenarios, progress, position_kinds=position_kinds
-    )
+        subject, stream.reference, options, scenarios, progress,
+        position_kinds=stream.position_kinds,
+    )  # fmt: skip

@@ -30,15 +30,19 @@ A step is recognised by its parameters (``is_step``), a rule by its fourth param
 multi-draft or tree rule is named by the caller with the candidate draw it assumes, a stream
 sampler by the caller (``level="stream"``). Each form
 states which options apply to it (``APPLICABLE``); ``Subject.check`` refuses the others before
-the function is ever called, and the command's usage messages come from the same table.
+the function is ever called, and the command's usage messages come from the same table. A
+stream's own choices (``StreamOptions``: mode, reference, position kinds, EOS) are options
+like the others: only a stream sampler takes them.
+
+This module is the contract's lowest room: the options import it (a stream's ``reference`` is
+a ``Subject``), so ``Subject.check`` reads them by shape (``CheckedOptions``), not by import.
 """
 
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
-from specdec.testing.audit.options import SAMPLING_OPTIONS, AuditOptions
 from specdec.testing.signatures import (
     VerifierFn,
     is_batched,
@@ -51,6 +55,8 @@ __all__ = [
     "APPLICABLE",
     "DRAWS",
     "FORMS",
+    "SAMPLING_OPTIONS",
+    "CheckedOptions",
     "Level",
     "Subject",
     "as_subject",
@@ -79,13 +85,16 @@ FORMS = {
 }
 """Each form and the words the report's ``run as:`` line uses for it."""
 
+SAMPLING_OPTIONS = ("samples", "detect_tv", "min_power_tv")
+"""The options that size a sample: none applies to the exact mode."""
+
 _STATISTICAL = (*SAMPLING_OPTIONS, "false_fail_rate", "false_pass_rate")
 _COMMON = ("exact", "seed", "num_threads", *_STATISTICAL)
 _JUDGED = ("allow_nondeterministic", "blocks_span_steps")
 _ENGINE = ("reserved_ids", "dtype", "device")
 _STEP = ("model_interface", "target_warp", "target_sampler")
 _SCALE = ("workers", "executor", "checkpoint", "resume")
-_STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
+_STREAM = ("seed", "num_threads", "allow_nondeterministic", "stream", *_STATISTICAL)
 
 APPLICABLE: dict[str, frozenset[str]] = {
     "rule": frozenset(
@@ -108,6 +117,27 @@ APPLICABLE: dict[str, frozenset[str]] = {
     "stream sampler": frozenset((*_STREAM,)),
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
+
+
+class _Given(Protocol):
+    def given(self) -> tuple[str, ...]: ...
+
+
+class CheckedOptions(Protocol):
+    """What ``Subject.check`` reads of the options (``options.AuditOptions``)."""
+
+    @property
+    def exact(self) -> bool: ...
+    @property
+    def invariance(self) -> bool: ...
+    @property
+    def ragged(self) -> bool: ...
+    @property
+    def target_sampler(self) -> object: ...
+    @property
+    def stream(self) -> _Given: ...
+    def given(self, *names: str) -> tuple[str, ...]: ...
+
 
 _EXACT = frozenset(("exact", "seed", "num_threads", "search", "coverage", "invariance", "dtype"))
 
@@ -144,12 +174,18 @@ class Subject:
             return verifier_from_rule(cast(VerifyRule, self.fn))
         return cast(VerifierFn, self.fn)
 
-    def check(self, options: AuditOptions) -> None:
+    def check(self, options: CheckedOptions) -> None:
         """Refuse options that do not apply to this form or mode, before any call.
 
         Raises:
             ValueError: naming the options and the form (or the mode) they do not fit.
         """
+        streamed = options.stream.given()
+        if streamed and self.level != "stream":
+            raise ValueError(
+                f"a {self.form} takes none of the stream options {', '.join(streamed)}: they "
+                "apply to a stream sampler (as_subject(fn, level='stream'), audit_stream)."
+            )
         if options.exact and self.level == "step":
             raise ValueError("exact=True audits verification rules, not steps.")
         if options.exact and self.level == "stream":
