@@ -251,7 +251,11 @@ class StreamTokens:
 
     def draw_engines(self, index: int, chunk: int, size: int) -> tuple[TokenDraw, ...]:
         """Each engine's ``size`` continuations for the chunk."""
-        prompt, round_ = self.where(index, chunk)
+        return self.draw_at(*self.where(index, chunk), size)
+
+    def draw_at(self, prompt: int, round_: int, size: int) -> tuple[TokenDraw, ...]:
+        """Each engine's ``size`` continuations of prompt ``prompt`` in round ``round_``
+        (``drawer.DETERMINISM_CHUNK``: the determinism probe's)."""
         job = self.job
         return tuple(
             draw_tokens(
