@@ -85,7 +85,7 @@ _JUDGED = ("allow_nondeterministic", "blocks_span_steps")
 _ENGINE = ("reserved_ids", "dtype", "device")
 _STEP = ("model_interface", "target_warp", "target_sampler")
 _SCALE = ("workers", "executor", "checkpoint", "resume")
-_STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL)
+_STREAM = ("seed", "num_threads", "allow_nondeterministic", *_STATISTICAL, *_SCALE)
 
 APPLICABLE: dict[str, frozenset[str]] = {
     "rule": frozenset(
