@@ -170,7 +170,7 @@ DRAWER_MODULES = {
     "cells": "specdec.testing.audit.cells",
     "stream-codes": "specdec.testing.audit.stream_drawer",
     "stream-tokens": "specdec.testing.audit.stream_drawer",
-    "multi-counts": "specdec.testing.audit.multi_sampled",
+    "multi-counts": "specdec.testing.audit.multi_drawer",
 }
 """Each registered drawer's module: a worker imports it to rebuild the drawer by name."""
 

@@ -34,32 +34,32 @@ and this draw.
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
-from fractions import Fraction
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import cast
 
-import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
-from specdec._checks import check_emitted_blocks
 from specdec.exact import target_law
 from specdec.multi_law import Draw
-from specdec.noise import uniforms
-from specdec.testing.audit.blame import blamed
+from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.multi_drawer import (
+    MultiDrawer,
+    MultiState,
+    rows_of,
+    sample_position_counts,
+    sample_tree_counts,
+)
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import chunk_sizes
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ScenarioResult, verdict
-from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.sampled import power_of
+from specdec.testing.audit.shard import function_reference
 from specdec.testing.audit.subject import Subject
-from specdec.testing.simulate import complete_blocks
-from specdec.testing.simulate_tree import draft_candidates, draft_tree_batch
 from specdec.testing.stats import (
     decode_sequence,
-    encode_sequences,
     holm,
     l1_p_value,
     l1_test,
@@ -67,7 +67,6 @@ from specdec.testing.stats import (
     min_detectable_tv_by_l1,
     min_sample_size_by_l1,
 )
-from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
 
 __all__ = [
@@ -78,106 +77,13 @@ __all__ = [
 ]
 
 
-def _rows(row: Sequence[Fraction], size: int) -> Float[Tensor, "size vocab"]:
-    return torch.tensor([[float(v) for v in row]] * size, dtype=torch.float64)
-
-
-def sample_position_counts(
-    rule: Callable[..., Any],
-    scenario: PositionScenario,
-    draw: Draw,
-    samples: int,
-    data: torch.Generator,
-    noise: torch.Generator,
-) -> Int[Tensor, " vocab"]:
-    """How often ``rule`` emits each token over ``samples`` candidate tuples drawn as ``draw``
-    says (from ``data``), its uniforms ``[n, k+1]`` from ``noise``.
-
-    Raises:
-        InvalidOutputError: the rule's ``token`` is not ``[n]`` integer ids in ``[0, V)``.
-
-    Example:
-        >>> from specdec.testing.audit.multi_battery import position_scenarios
-        >>> from specdec.verify import verify_multi_iid
-        >>> data, noise = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
-        >>> scenario = position_scenarios()[0]
-        >>> counts = sample_position_counts(verify_multi_iid, scenario, "iid", 1000, data, noise)
-        >>> int(counts.sum()), int(counts[3])  # token 3 has target probability 0
-        (1000, 0)
-    """
-    vocab, k = len(scenario.target_row), scenario.k
-    call = blamed(rule, "function")  # its errors are its own (``blame``)
-    counts = torch.zeros(vocab, dtype=torch.int64)
-    for size in chunk_sizes(samples, is_batch=True):
-        draft, target = _rows(scenario.draft_row, size), _rows(scenario.target_row, size)
-        tokens = draft_candidates(draft, k, draw, data)
-        out = call(tokens, draft, target, uniforms(noise, (size, k + 1)))
-        emitted = getattr(out, "token", None)
-        if not isinstance(emitted, Tensor) or emitted.dtype not in (torch.int64, torch.int32):
-            raise InvalidOutputError(
-                f"expected a result with an integer tensor .token, got {type(out).__name__}."
-            )
-        if tuple(emitted.shape) != (size,):
-            raise InvalidOutputError(f"expected .token of shape {(size,)}, got {emitted.shape}.")
-        if bool((emitted < 0).any() or (emitted >= vocab).any()):
-            raise InvalidOutputError(f"emitted token ids must lie in [0, {vocab}).")
-        counts += torch.bincount(emitted.long().cpu(), minlength=vocab)
-    return counts
-
-
-def sample_tree_counts(
-    rule: Callable[..., Any],
-    scenario: TreeScenario,
-    draw: Draw,
-    samples: int,
-    data: torch.Generator,
-    noise: torch.Generator,
-) -> Int[Tensor, " sequences"]:
-    """How often each ``depth+1``-token sequence results from ``rule``'s emitted block on trees
-    drafted as ``draw`` says (``data``), completed from the target (``data``); its uniforms
-    ``[n, nodes+1]`` from ``noise``.
-
-    Raises:
-        InvalidOutputError: the rule's ``tokens`` are not ``[n, depth+1]`` emitted blocks.
-
-    Example:
-        >>> from specdec.testing.audit.multi_battery import tree_scenarios
-        >>> from specdec.verify import verify_tree
-        >>> data, noise = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
-        >>> counts = sample_tree_counts(verify_tree, tree_scenarios()[0], "iid", 500, data, noise)
-        >>> tuple(counts.shape), int(counts.sum())  # 3^3 completed sequences
-        ((27,), 500)
-    """
-    pair = scenario.pair()
-    call = blamed(rule, "function")  # its errors are its own (``blame``)
-    tree = TokenTree(parents=scenario.parents, draw=cast(ChildDraw, draw))  # a tree refuses 'hub'
-    counts = torch.zeros(scenario.vocab ** (tree.depth + 1), dtype=torch.int64)
-    for size in chunk_sizes(samples, is_batch=True):
-        batch = draft_tree_batch(tree, pair.target, pair.draft, scenario.prefix, size, data)
-        out = call(
-            tree,
-            batch.tokens,
-            batch.draft_probs,
-            batch.target_probs,
-            uniforms(noise, (size, tree.size + 1)),
-        )
-        tokens = getattr(out, "tokens", None)
-        if isinstance(tokens, Tensor):
-            tokens = tokens.cpu()
-        blocks = check_emitted_blocks(tokens, size, tree.depth, scenario.vocab, InvalidOutputError)
-        completed = complete_blocks(pair.target, scenario.prefix, blocks, data)
-        codes = encode_sequences(completed, scenario.vocab)
-        counts += torch.bincount(codes, minlength=counts.numel())
-    return counts
-
-
 def _cells(
     scenario: PositionScenario | TreeScenario,
 ) -> tuple[Float[Tensor, " cells"], int, int]:
     """The target's exact law over the scenario's cells (float64), ``V`` and the outcome's
     length (1 token, or ``depth+1`` for a tree)."""
     if isinstance(scenario, PositionScenario):
-        return _rows(scenario.target_row, 1)[0], len(scenario.target_row), 1
+        return rows_of(scenario.target_row, 1)[0], len(scenario.target_row), 1
     pair = scenario.pair()
     length = TokenTree(parents=scenario.parents, draw="iid").depth + 1
     law = target_law(pair.target, scenario.prefix, length)
@@ -187,6 +93,39 @@ def _cells(
 def scenario_cells(scenario: PositionScenario | TreeScenario) -> int:
     """How many cells the scenario's test has (``V``, or ``V^(depth+1)`` for a tree)."""
     return int(_cells(scenario)[0].numel())
+
+
+def _drawn(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[PositionScenario | TreeScenario],
+    sizes: Sequence[int],
+    progress: Progress | None,
+) -> list[Tensor]:
+    """Each scenario's counts over its ``sizes`` samples, drawn in chunks on the one
+    scheduler (``multi_drawer.MultiDrawer``: workers, executor, checkpoints as ``options``
+    say)."""
+    chunks = [chunk_sizes(n, is_batch=True) for n in sizes]
+    drawer = MultiDrawer(
+        subject.fn,
+        cast(Draw, subject.draw),
+        scenarios,
+        chunks,
+        options.seed,
+        lambda: function_reference(subject.fn),
+    )
+    cells = [scenario_cells(s) for s in scenarios]
+    identity = audit_identity(
+        subject, options, [(s.name, n, m) for s, n, m in zip(scenarios, sizes, cells, strict=True)]
+    )
+    states = resumed(options, identity, drawer, [drawer.start(m) for m in cells])
+
+    def done(index: int, state: MultiState) -> None:
+        if progress is not None:
+            progress(f"[{index + 1}/{len(scenarios)}] {scenarios[index].name}: n={sizes[index]}")
+
+    final = run_resumable(drawer, chunks, states, options, identity, done=done)
+    return [state.counts for state in final]
 
 
 def sampled_audit(
@@ -202,27 +141,23 @@ def sampled_audit(
     raises ``InvalidOutputError``.
     """
     start = time.perf_counter()
-    rule, draw = subject.fn, cast(Draw, subject.draw)
-    samples, seed, false_pass_rate = options.samples, options.seed, options.false_pass_rate
+    draw = cast(Draw, subject.draw)
+    samples, false_pass_rate = options.samples, options.false_pass_rate
     false_fail_rate = options.false_fail_rate
     level = false_fail_rate / len(scenarios)  # Holm's first level over the S L1 tests
     target_tv, minimum = power_of(options, batched=True)
-    drawn: list[tuple[Tensor, int]] = []
-    for index, scenario in enumerate(scenarios):
-        cells = int(_cells(scenario)[0].numel())
-        if target_tv is None:
-            n = samples or 0
-        else:
-            n = min_sample_size_by_l1(cells, target_tv, level, false_pass_rate)
-        data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
-        noise = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 2)
-        if isinstance(scenario, PositionScenario):
-            counts = sample_position_counts(rule, scenario, draw, n, data, noise)
-        else:
-            counts = sample_tree_counts(rule, scenario, draw, n, data, noise)
-        drawn.append((counts, n))
-        if progress is not None:
-            progress(f"[{index + 1}/{len(scenarios)}] {scenario.name}: n={n}")
+    sizes = [
+        (samples or 0)
+        if target_tv is None
+        else min_sample_size_by_l1(scenario_cells(s), target_tv, level, false_pass_rate)
+        for s in scenarios
+    ]
+    drawn = [
+        (counts, n)
+        for counts, n in zip(
+            _drawn(subject, options, scenarios, sizes, progress), sizes, strict=True
+        )
+    ]
     results = []
     for scenario, (counts, n) in zip(scenarios, drawn, strict=True):
         expected, vocab, length = _cells(scenario)

@@ -102,8 +102,8 @@ APPLICABLE: dict[str, frozenset[str]] = {
         (*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", "invariance", *_SCALE)
     ),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", *_SCALE)),
-    "multi-draft rule": frozenset((*_COMMON, "coverage")),
-    "tree rule": frozenset((*_COMMON, "coverage")),
+    "multi-draft rule": frozenset((*_COMMON, "coverage", *_SCALE)),
+    "tree rule": frozenset((*_COMMON, "coverage", *_SCALE)),
     "batched stream sampler": frozenset((*_STREAM,)),
     "stream sampler": frozenset((*_STREAM,)),
 }
