@@ -98,13 +98,12 @@ class WorkerDraw(Protocol[E]):
 
 
 class Drawer(WorkerDraw[E], Protocol[S, E]):
-    """One kind of audit's chunks: drawn, merged in order, stopped, saved (module docstring).
+    """One kind of audit's chunks: drawn, merged in order, stopped, saved (module docstring)."""
 
-    Attributes:
-        name: the registry name a worker rebuilds the drawing side by (``register``).
-    """
-
-    name: str
+    @property
+    def name(self) -> str:
+        """The registry name a worker rebuilds the drawing side by (``register``)."""
+        ...
 
     def arguments(self, index: int) -> bytes:
         """What a worker rebuilds scenario ``index``'s drawing side from: pickled plain data

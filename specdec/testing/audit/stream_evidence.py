@@ -14,12 +14,12 @@ workers, and a checkpoint holds the statistics (a few counts and sums per group)
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor
 
-from specdec.testing.audit.drawer import seeded
+from specdec.testing.audit.drawer import Drawer, seeded
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream_drawer import StreamTokens, TokenDraw, pack_tokens, unpack_tokens
 from specdec.testing.audit.stream_statistics import (
@@ -35,9 +35,29 @@ from specdec.testing.audit.stream_statistics import (
 )
 from specdec.testing.stats.streaming import normal_mixture_log_e
 
-__all__ = ["LargeDrawer", "LargeState", "TwoSampleDrawer", "TwoSampleState"]
+__all__ = ["LargeDrawer", "LargeState", "RoundRobinDrawer", "TwoSampleDrawer", "TwoSampleState"]
 
 Evidence = tuple[TokenDraw, ...]
+S = TypeVar("S")
+
+
+class RoundRobinDrawer(Drawer[S, Evidence], Protocol[S]):
+    """What the stream audits read of either mode's drawer besides the ``drawer.Drawer``."""
+
+    @property
+    def sizes(self) -> Sequence[int]:
+        """Every chunk's size, round ``r`` of each prompt in turn."""
+        ...
+
+    @property
+    def level(self) -> float:
+        """The e-processes' stopping level."""
+        ...
+
+    @property
+    def groups(self) -> int:
+        """The statistics' groups."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream_drawer import Given, StreamTokens, stream_drawing, stream_identity
-from specdec.testing.audit.stream_evidence import LargeDrawer, TwoSampleDrawer
+from specdec.testing.audit.stream_evidence import LargeDrawer, RoundRobinDrawer, TwoSampleDrawer
 from specdec.testing.audit.stream_results import (
     EProcessRow,
     KindDecision,
@@ -216,7 +216,7 @@ def _round_robin(
 
 def _run(
     subject: Subject,
-    drawer: LargeDrawer | TwoSampleDrawer,
+    drawer: RoundRobinDrawer[S],
     start: S,
     mode: str,
     given: Sequence[Given],
