@@ -36,6 +36,8 @@ from specdec.testing.audit.run import (
     step_draw,
     verifier_draw,
 )
+from specdec.testing.audit.shard import imported
+from specdec.testing.audit.subject import as_subject
 from specdec.testing.stats import cell_dtype, encode_sequences, kt_log_e_values
 
 __all__ = [
@@ -290,9 +292,6 @@ def _drawing(
     function: str, level: str, form: str, batched: bool, inputs: Inputs
 ) -> tuple[DrawBlocks, Complete]:
     """How a job's function is drawn and completed, built once per worker process."""
-    from specdec.testing.audit.shard import imported  # the scheduler's import of functions
-    from specdec.testing.audit.subject import as_subject
-
     subject = as_subject(
         imported(function), level="step" if level == "step" else "verifier", batched=batched
     )
