@@ -229,7 +229,7 @@ def _run(
     identity = audit_identity(
         subject,
         options,
-        [("all prompts", len(drawer.sizes), drawer.groups)],
+        [("all prompts", sum(drawer.sizes), drawer.groups)],
         drawn=stream_identity(scenarios, mode, given),
     )
     prompts = len(scenarios)
