@@ -7,7 +7,7 @@ still written):
 * ``laws_audit.png``: the completed-block law of a lossy zoo rule (``resample_from_target``,
   the forgotten residual) beside the lossless control ``specdec.verify_tokens`` on the audit's
   first verifier scenario (``context-v4-k2``), each from the audit's own evidence
-  (``collect_evidence``) with its verdict on that scenario alone (false-fail rate 1e-6).
+  (one chunk: ``cells.draw_chunk``) with its verdict on that scenario alone (false-fail rate 1e-6).
 * ``laws_accepted_length.png``: the exact law of accepted drafts of token-level rejection
   sampling (``accepted_length_tail``) against the observed law of ``verify_tokens`` and of the
   exact-match rule (lossless but suboptimal: it accepts fewer drafts) on one scenario, k = 4.
@@ -46,10 +46,16 @@ from specdec.plots import (
 )
 from specdec.progressbar import progress
 from specdec.testing.audit import verifier_scenarios
+from specdec.testing.audit.cells import draw_chunk, merge_chunk, start_state
 from specdec.testing.audit.pictures import panel_from_evidence
 from specdec.testing.audit.plan import plan_verifier_scenario, split_error_rate
 from specdec.testing.audit.results import decide_by_holm, scenario_result
-from specdec.testing.audit.run import collect_evidence, complete_verifier, verifier_draw
+from specdec.testing.audit.run import (
+    ScenarioEvidence,
+    complete_verifier,
+    is_deterministic,
+    verifier_draw,
+)
 from specdec.testing.signatures import verifier_from_rule
 from specdec.testing.simulate import draft_batch
 from specdec.testing.zoo import ZOO
@@ -96,15 +102,17 @@ def audit_scenario(rule: VerifyRule, samples: int, seed: int) -> dict[str, Any]:
     scenario = verifier_scenarios()[0]
     plan = plan_verifier_scenario(scenario, samples)
     budget = split_error_rate(FALSE_FAIL_RATE, FALSE_PASS_RATE, num_scenarios=1)
-    evidence = collect_evidence(
-        plan,
-        verifier_draw(verifier_from_rule(rule), True),
-        complete_verifier,
-        index=0,
-        seed=seed,
-        chunks=(samples,),
-        e_log_threshold=math.inf,  # the whole sample: the picture shows the law, not a stop
-    )
+    draw = verifier_draw(verifier_from_rule(rule), True)
+    drawn = draw_chunk(plan, draw, complete_verifier, seed=seed, index=0, chunk=0, size=samples)
+    state = merge_chunk(start_state(plan.pooled), drawn, plan.pooled, math.inf)  # no stop
+    evidence = ScenarioEvidence(
+        state.counts,
+        state.samples,
+        state.emitted,
+        state.peak,
+        state.stopped,
+        is_deterministic(plan, draw, index=0, seed=seed),
+    )  # the whole sample as one chunk: the picture shows the law, not a stop
     (result,) = decide_by_holm([scenario_result(plan, evidence, budget)], budget)
     return {"plan": plan, "evidence": evidence, "result": result}
 

@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     import specdec
     from benchmarks._stream_engine import lm_loop
     from specdec.testing import audit_stream
+    from specdec.testing.audit.drawer import seeded
     from specdec.testing.audit.options import AuditOptions
     from specdec.testing.audit.stream import stream_scenarios
-    from specdec.testing.audit.stream_large import _score, _seeds
+    from specdec.testing.audit.stream_statistics import score_tokens, seeded_order
 
     if args.quick:
         args.model, args.samples, args.new_tokens = "tiny", 8, 4
@@ -145,9 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     [scenario] = stream_scenarios([prompts[0]], args.new_tokens, target, options, exact_law=False)
     vocab = int(target.vocab_size)
     tokens = torch.randint(vocab, (32, args.new_tokens), generator=torch.Generator().manual_seed(0))
-    randomness, order = _seeds(AuditOptions(), vocab)
+    order = seeded_order(AuditOptions().seed, vocab)
     start = time.perf_counter()
-    _score(scenario, tokens, randomness, order)
+    score_tokens(scenario, tokens, seeded(AuditOptions().seed, 0, 0, "pit"), order)
     scoring = tokens.numel() / (time.perf_counter() - start)
     summary = {
         "model": args.model, "samples": args.samples, "new_tokens": args.new_tokens,

@@ -347,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     import specdec
     from benchmarks._stream_engine import lm_loop
     from benchmarks.bench_stream import _models
+    from specdec.testing.audit.drawer import seeded
     from specdec.testing.audit.options import AuditOptions
-    from specdec.testing.audit.stream_large import PIT_BINS, _seeds
+    from specdec.testing.audit.stream_statistics import PIT_BINS, seeded_order
     from specdec.testing.stats.streaming import min_tokens_for_binned_tv
 
     if args.quick:
@@ -358,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     options = specdec.SamplingOptions(temperature=args.temperature)
     _, target, draft, prompts = _models(args.model)
     vocab = int(target.vocab_size)
-    _, seeded = _seeds(AuditOptions(), vocab)  # the audit's seeded order (its default seed)
-    orders = {"decreasing": None, "seeded": seeded, "index": torch.arange(vocab)}
+    seeded_vocab = seeded_order(AuditOptions().seed, vocab)  # the audit's (its default seed)
+    orders = {"decreasing": None, "seeded": seeded_vocab, "index": torch.arange(vocab)}
     sample, position_kinds = lm_loop(
         target, draft, options, k=args.k, new_tokens=args.new_tokens, bug="reused_uniform"
     )
@@ -367,8 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     parts: list[dict[str, Tensor]] = []
     for index, prompt_ids in enumerate(prompts):
         prompt = torch.tensor(prompt_ids, dtype=torch.int64)
-        noise = torch.Generator().manual_seed(2 * index + 2)  # seeded as the audit's (seed 0)
         for drawn in range(0, args.samples, args.chunk):
+            noise = seeded(0, index, drawn // args.chunk, "noise")  # the audit's rule (seed 0)
             size = min(args.chunk, args.samples - drawn)
             prompts_in = prompt.expand(size, -1).clone()
             tokens = sample(prompts_in, noise)

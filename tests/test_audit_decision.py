@@ -22,9 +22,6 @@ from specdec.testing.audit.stream_results import EProcessRow, StreamStatisticsRe
 
 PACKAGE = Path(specdec.__file__).parent
 
-CONVERTED_AT_MERGE = {"testing/audit/stream_large.py": 2}
-"""Report constructions left where they are for now: converted at merge (then removed here)."""
-
 
 def _constructions() -> dict[str, list[int]]:
     """Every call of ``AuditReport(...)`` in ``specdec/`` (``AuditReport.of``'s ``cls(...)``
@@ -43,7 +40,7 @@ def _constructions() -> dict[str, list[int]]:
 
 def test_a_report_is_constructed_in_one_place() -> None:
     found = _constructions()
-    assert {f: len(lines) for f, lines in found.items()} == CONVERTED_AT_MERGE, found
+    assert {f: len(lines) for f, lines in found.items()} == {}, found
     tree = ast.parse((PACKAGE / "testing/audit/report.py").read_text())
     [report] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "AuditReport"]
     builds = [
@@ -154,9 +151,3 @@ def test_a_stream_mode_is_its_own_field_and_json_key() -> None:
     assert (document["mode"], document["stream_mode"]) == ("statistical", "large")
     assert report.format().startswith("specdec audit --stream-mode large of ")
     assert report.headline().startswith("LOSSLESS (large-vocabulary)")
-    # converted at merge: stream_large still passes mode="large"; the report reads it as the
-    # stream's mode (remove with the shim in AuditReport.__post_init__)
-    legacy = AuditReport(verdict="lossless", mode="large", level="stream", function="m:f",
-                         scenarios=(_stream(),), seconds=0.0, false_fail_rate=1e-6,
-                         false_pass_rate=1e-3)  # fmt: skip
-    assert (legacy.mode, legacy.stream_mode) == ("statistical", "large")

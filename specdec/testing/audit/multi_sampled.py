@@ -40,32 +40,37 @@ and this draw.
 
 import time
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 from typing import Any, cast
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec._checks import check_emitted_blocks
 from specdec.exact import target_law
 from specdec.multi_law import Draw
 from specdec.noise import uniforms
 from specdec.testing.audit.blame import blamed
+from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
 from specdec.testing.audit.decision import sampled_decision
+from specdec.testing.audit.drawer import DETERMINISM_CHUNK, seeded
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.multi_drawer import (
+    MultiDrawer,
+    MultiState,
+    rows_of,
+    sample_position_counts,
+    sample_tree_counts,
+)
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import ErrorBudget, chunk_sizes, split_error_rate
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ScenarioResult, decide_by_holm
-from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.sampled import power_of
+from specdec.testing.audit.shard import function_reference
 from specdec.testing.audit.subject import Subject
-from specdec.testing.simulate import complete_blocks
 from specdec.testing.simulate_tree import draft_candidates, draft_tree_batch
 from specdec.testing.stats import (
     decode_sequence,
-    encode_sequences,
     g_test,
     l1_p_value,
     l1_test,
@@ -78,106 +83,11 @@ from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
 
 __all__ = [
-    "PROBE_SIZE",
-    "is_deterministic",
     "sample_position_counts",
     "sample_tree_counts",
     "sampled_audit",
     "scenario_cells",
 ]
-
-
-def _rows(row: Sequence[Fraction], size: int) -> Float[Tensor, "size vocab"]:
-    return torch.tensor([[float(v) for v in row]] * size, dtype=torch.float64)
-
-
-def sample_position_counts(
-    rule: Callable[..., Any],
-    scenario: PositionScenario,
-    draw: Draw,
-    samples: int,
-    data: torch.Generator,
-    noise: torch.Generator,
-) -> Int[Tensor, " vocab"]:
-    """How often ``rule`` emits each token over ``samples`` candidate tuples drawn as ``draw``
-    says (from ``data``), its uniforms ``[n, k+1]`` from ``noise``.
-
-    Raises:
-        InvalidOutputError: the rule's ``token`` is not ``[n]`` integer ids in ``[0, V)``.
-
-    Example:
-        >>> from specdec.testing.audit.multi_battery import position_scenarios
-        >>> from specdec.verify import verify_multi_iid
-        >>> data, noise = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
-        >>> scenario = position_scenarios()[0]
-        >>> counts = sample_position_counts(verify_multi_iid, scenario, "iid", 1000, data, noise)
-        >>> int(counts.sum()), int(counts[3])  # token 3 has target probability 0
-        (1000, 0)
-    """
-    vocab, k = len(scenario.target_row), scenario.k
-    call = blamed(rule, "function")  # its errors are its own (``blame``)
-    counts = torch.zeros(vocab, dtype=torch.int64)
-    for size in chunk_sizes(samples, is_batch=True):
-        draft, target = _rows(scenario.draft_row, size), _rows(scenario.target_row, size)
-        tokens = draft_candidates(draft, k, draw, data)
-        out = call(tokens, draft, target, uniforms(noise, (size, k + 1)))
-        emitted = getattr(out, "token", None)
-        if not isinstance(emitted, Tensor) or emitted.dtype not in (torch.int64, torch.int32):
-            raise InvalidOutputError(
-                f"expected a result with an integer tensor .token, got {type(out).__name__}."
-            )
-        if tuple(emitted.shape) != (size,):
-            raise InvalidOutputError(f"expected .token of shape {(size,)}, got {emitted.shape}.")
-        if bool((emitted < 0).any() or (emitted >= vocab).any()):
-            raise InvalidOutputError(f"emitted token ids must lie in [0, {vocab}).")
-        counts += torch.bincount(emitted.long().cpu(), minlength=vocab)
-    return counts
-
-
-def sample_tree_counts(
-    rule: Callable[..., Any],
-    scenario: TreeScenario,
-    draw: Draw,
-    samples: int,
-    data: torch.Generator,
-    noise: torch.Generator,
-) -> Int[Tensor, " sequences"]:
-    """How often each ``depth+1``-token sequence results from ``rule``'s emitted block on trees
-    drafted as ``draw`` says (``data``), completed from the target (``data``); its uniforms
-    ``[n, nodes+1]`` from ``noise``.
-
-    Raises:
-        InvalidOutputError: the rule's ``tokens`` are not ``[n, depth+1]`` emitted blocks.
-
-    Example:
-        >>> from specdec.testing.audit.multi_battery import tree_scenarios
-        >>> from specdec.verify import verify_tree
-        >>> data, noise = torch.Generator().manual_seed(0), torch.Generator().manual_seed(1)
-        >>> counts = sample_tree_counts(verify_tree, tree_scenarios()[0], "iid", 500, data, noise)
-        >>> tuple(counts.shape), int(counts.sum())  # 3^3 completed sequences
-        ((27,), 500)
-    """
-    pair = scenario.pair()
-    call = blamed(rule, "function")  # its errors are its own (``blame``)
-    tree = TokenTree(parents=scenario.parents, draw=cast(ChildDraw, draw))  # a tree refuses 'hub'
-    counts = torch.zeros(scenario.vocab ** (tree.depth + 1), dtype=torch.int64)
-    for size in chunk_sizes(samples, is_batch=True):
-        batch = draft_tree_batch(tree, pair.target, pair.draft, scenario.prefix, size, data)
-        out = call(
-            tree,
-            batch.tokens,
-            batch.draft_probs,
-            batch.target_probs,
-            uniforms(noise, (size, tree.size + 1)),
-        )
-        tokens = getattr(out, "tokens", None)
-        if isinstance(tokens, Tensor):
-            tokens = tokens.cpu()
-        blocks = check_emitted_blocks(tokens, size, tree.depth, scenario.vocab, InvalidOutputError)
-        completed = complete_blocks(pair.target, scenario.prefix, blocks, data)
-        codes = encode_sequences(completed, scenario.vocab)
-        counts += torch.bincount(codes, minlength=counts.numel())
-    return counts
 
 
 def _cells(
@@ -186,7 +96,7 @@ def _cells(
     """The target's exact law over the scenario's cells (float64), ``V`` and the outcome's
     length (1 token, or ``depth+1`` for a tree)."""
     if isinstance(scenario, PositionScenario):
-        return _rows(scenario.target_row, 1)[0], len(scenario.target_row), 1
+        return rows_of(scenario.target_row, 1)[0], len(scenario.target_row), 1
     pair = scenario.pair()
     length = TokenTree(parents=scenario.parents, draw="iid").depth + 1
     law = target_law(pair.target, scenario.prefix, length)
@@ -198,11 +108,37 @@ def scenario_cells(scenario: PositionScenario | TreeScenario) -> int:
     return int(_cells(scenario)[0].numel())
 
 
-def _generators(seed: int, index: int) -> tuple[torch.Generator, torch.Generator]:
-    """Scenario ``index``'s data (candidates, trees, completions) and noise (uniforms)."""
-    data = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 1)
-    noise = torch.Generator().manual_seed(1_000_003 * seed + 2 * index + 2)
-    return data, noise
+def _drawn(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[PositionScenario | TreeScenario],
+    sizes: Sequence[int],
+    progress: Progress | None,
+) -> list[Tensor]:
+    """Each scenario's counts over its ``sizes`` samples, drawn in chunks on the one
+    scheduler (``multi_drawer.MultiDrawer``: workers, executor, checkpoints as ``options``
+    say)."""
+    chunks = [chunk_sizes(n, is_batch=True) for n in sizes]
+    drawer = MultiDrawer(
+        subject.fn,
+        cast(Draw, subject.draw),
+        scenarios,
+        chunks,
+        options.seed,
+        lambda: function_reference(subject.fn),
+    )
+    cells = [scenario_cells(s) for s in scenarios]
+    identity = audit_identity(
+        subject, options, [(s.name, n, m) for s, n, m in zip(scenarios, sizes, cells, strict=True)]
+    )
+    states = resumed(options, identity, drawer, [drawer.start(m) for m in cells])
+
+    def done(index: int, state: MultiState) -> None:
+        if progress is not None:
+            progress(f"[{index + 1}/{len(scenarios)}] {scenarios[index].name}: n={sizes[index]}")
+
+    final = run_resumable(drawer, chunks, states, options, identity, done=done)
+    return [state.counts for state in final]
 
 
 PROBE_SIZE = 64
@@ -221,11 +157,12 @@ def is_deterministic(
     candidates (or trees) and uniforms of scenario ``index``'s first draw, each call handed
     its own copy. A rule whose uniforms are its only randomness always does; one that also
     reads torch's global RNG (or any state of its own) does not."""
-    data, noise = _generators(seed, index)
+    data = seeded(seed, index, DETERMINISM_CHUNK, "data")
+    noise = seeded(seed, index, DETERMINISM_CHUNK, "noise")
     call = blamed(rule, "function")  # its errors are its own (``blame``)
     if isinstance(scenario, PositionScenario):
-        draft = _rows(scenario.draft_row, PROBE_SIZE)
-        target = _rows(scenario.target_row, PROBE_SIZE)
+        draft = rows_of(scenario.draft_row, PROBE_SIZE)
+        target = rows_of(scenario.target_row, PROBE_SIZE)
         candidates = draft_candidates(draft, scenario.k, draw, data)
         inputs: tuple[Any, ...] = (
             candidates, draft, target, uniforms(noise, (PROBE_SIZE, scenario.k + 1))
@@ -317,8 +254,8 @@ def sampled_audit(
     scenarios: Sequence[PositionScenario | TreeScenario],
     progress: Progress | None = None,
 ) -> AuditReport:
-    """Sample every scenario, test, check determinism, decide by Holm (module docstring); the
-    options are checked before (``AuditOptions``, ``Subject.check``).
+    """Sample every scenario on the one scheduler, test, check determinism, decide by Holm
+    (module docstring); the options are checked before (``AuditOptions``, ``Subject.check``).
 
     Exceptions raised by the rule propagate; an output that is not an emitted token or block
     raises ``InvalidOutputError``.
@@ -332,22 +269,25 @@ def sampled_audit(
         e_processes=False,  # a fixed sample: all of false_fail_rate to Holm's L1 and G tests
     )
     target_tv, minimum = power_of(options, batched=True)
-    results = []
-    for index, scenario in enumerate(scenarios):
-        if target_tv is None:
-            n = options.samples or 0
-        else:
-            cells = scenario_cells(scenario)
-            n = min_sample_size_by_l1(cells, target_tv, budget.test_level, budget.false_pass_rate)
-        data, noise = _generators(options.seed, index)
-        if isinstance(scenario, PositionScenario):
-            counts = sample_position_counts(rule, scenario, draw, n, data, noise)
-        else:
-            counts = sample_tree_counts(rule, scenario, draw, n, data, noise)
-        same = is_deterministic(rule, scenario, draw, seed=options.seed, index=index)
-        results.append(_scenario_result(scenario, counts, same, budget, minimum))
-        if progress is not None:
-            progress(f"[{index + 1}/{len(scenarios)}] {scenario.name}: n={n}")
+    sizes = [
+        (options.samples or 0)
+        if target_tv is None
+        else min_sample_size_by_l1(
+            scenario_cells(s), target_tv, budget.test_level, budget.false_pass_rate
+        )
+        for s in scenarios
+    ]
+    drawn = _drawn(subject, options, scenarios, sizes, progress)
+    results = [
+        _scenario_result(
+            scenario,
+            counts,
+            is_deterministic(rule, scenario, draw, seed=options.seed, index=index),
+            budget,
+            minimum,
+        )
+        for index, (scenario, counts) in enumerate(zip(scenarios, drawn, strict=True))
+    ]
     decided = decide_by_holm(results, budget)
     decision = sampled_decision(decided, options, (target_tv, minimum))
     return AuditReport.of(subject, options, decided, decision, seconds=time.perf_counter() - start)

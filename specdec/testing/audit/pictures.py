@@ -4,7 +4,7 @@ r"""The audit's pictures, as PNG files: its reports drawn with ``specdec.plots``
 can draw them too:
 
 * ``panel_from_evidence``: a ``LawPanel`` of one scenario's whole pooled law, from its plan and
-  the evidence ``run.collect_evidence`` drew;
+  the evidence a scenario's chunks drew (``run.ScenarioEvidence``);
 * ``panel_from_result``: a ``LawPanel`` of a reported scenario's most deviant cells (what an
   ``AuditReport`` keeps); ``specdec.plots.plot_law_panels`` draws either kind side by side;
 * ``plot_exact_distances``: the exact audit's total variation per scenario against the float64
@@ -106,7 +106,7 @@ def panel_from_evidence(
 
     Args:
         plan: the scenario's plan (its pooled cells and exact law).
-        evidence: what ``specdec.testing.audit.run.collect_evidence`` drew.
+        evidence: what the scenario's chunks drew (``run.ScenarioEvidence``).
         title: the panel's title.
         lossy: the verdict to colour it by.
         note: a line under the title.

@@ -61,7 +61,7 @@ from typing import Any
 
 from specdec.testing.audit.branches import BranchRates, format_rates
 from specdec.testing.audit.coverage import CodeCoverage
-from specdec.testing.audit.decision import STREAM_STATISTICS_MODES, Decision
+from specdec.testing.audit.decision import Decision
 from specdec.testing.audit.invariance_results import InvarianceResult
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.plan import MIN_POWER_TV
@@ -197,13 +197,6 @@ class AuditReport:
     invariance: InvarianceResult | None = None
     dtype: str | None = None
     stream_mode: str | None = None
-
-    def __post_init__(self) -> None:
-        # converted at merge: stream_large still passes its stream mode as ``mode``; remove
-        # once it builds through ``AuditReport.of`` (``stream_mode``)
-        if self.mode in STREAM_STATISTICS_MODES:
-            object.__setattr__(self, "stream_mode", self.mode)
-            object.__setattr__(self, "mode", "statistical")
 
     @classmethod
     def of(

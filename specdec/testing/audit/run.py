@@ -1,14 +1,14 @@
 """Drawing: calling the audited function on a scenario and completing what it emits.
 
-For one scenario ``collect_evidence`` draws chunks of emitted blocks (a ``DrawBlocks``: draft blocks
-from the toy draft handed to the audited verifier, or the audited step run on the toy logits),
-checks that each is an emitted block, completes it to ``k+1`` tokens by sampling the target (a
-``Complete``), counts the completions per pooled cell and watches the e-process after every
-chunk. It then calls the function twice more on the same 64 inputs with the same generator seed,
-to check determinism.
+A ``DrawBlocks`` draws a chunk of emitted blocks (draft blocks from the toy draft handed to the
+audited verifier, or the audited step run on the toy logits) and checks that each is an emitted
+block; a ``Complete`` completes it to ``k+1`` tokens by sampling the target. The chunks are
+counted per pooled cell and merged into the e-process by ``specdec.testing.audit.cells`` on the
+one scheduler (``shard.run_chunks``); ``is_deterministic`` calls the function twice more on the
+same 64 inputs with the same generator seed.
 
 Randomness comes from two generators per chunk, both seeded from the audit's ``seed``, the
-scenario's index and the chunk's index (``specdec.testing.audit.shard``): ``data`` for the
+scenario's index and the chunk's index (``drawer.seeded``): ``data`` for the
 audit's own draws (drafts, completions) and ``noise``, the only one the audited function sees
 (on the audit's ``device``). Separate streams keep the function's uniforms independent of the
 drafts it verifies. The ``data`` generator is always on the CPU, so the drafts are the same
@@ -35,6 +35,7 @@ from torch import Tensor
 from specdec._checks import check_emitted_block, check_emitted_blocks
 from specdec.models.toy import ToyModel
 from specdec.testing.audit.blame import blamed, origin, passed_invalid_rows, refuses_options
+from specdec.testing.audit.drawer import DETERMINISM_CHUNK, seeded
 from specdec.testing.audit.plan import CellPlan, ScenarioPlan
 from specdec.testing.audit.ragged import ragged_rows
 from specdec.testing.audit.scenario import Scenario, scenario_logits, warped_rows
@@ -50,7 +51,6 @@ __all__ = [
     "Inputs",
     "InvalidOutputError",
     "ScenarioEvidence",
-    "collect_evidence",
     "complete_step",
     "complete_verifier",
     "is_deterministic",
@@ -295,8 +295,8 @@ def probe_options(
         draw(
             plan,
             1,
-            torch.Generator().manual_seed(1),
-            torch.Generator(device=device or "cpu").manual_seed(2),
+            seeded(0, 0, DETERMINISM_CHUNK, "probe data"),
+            seeded(0, 0, DETERMINISM_CHUNK, "probe noise", device),
         )
     except InvalidOutputError:
         raise
@@ -334,46 +334,6 @@ def complete_step(plan: ScenarioPlan, blocks: Tensor, data: torch.Generator) -> 
 P = TypeVar("P", bound=CellPlan)
 
 
-def collect_evidence(
-    plan: P,
-    draw: Callable[[P, int, torch.Generator, torch.Generator], Tensor],
-    complete: Callable[[P, Tensor, torch.Generator], Tensor],
-    *,
-    index: int,
-    seed: int,
-    chunks: tuple[int, ...],
-    e_log_threshold: float,
-    device: torch.device | None = None,
-) -> ScenarioEvidence:
-    """DrawBlocks ``chunks``, stopping once ``log E_t`` reaches ``e_log_threshold``; re-draw twice.
-
-    Each chunk draws from generators seeded by the audit's ``seed``, the scenario's ``index``
-    and the chunk's index alone (``shard.draw_chunk``), and is merged in order
-    (``shard.merge_chunk``): the evidence of ``run_chunks`` on any number of workers. The
-    function's generator lives on ``device`` (default CPU), as engines on it expect; a
-    ``DrawBlocks`` and a ``Complete`` for a ``ScenarioPlan``, or a stream's for its plan.
-    """
-    from specdec.testing.audit.shard import draw_chunk, is_finished, merge_chunk, start_state
-
-    state = start_state(plan.pooled)
-    while not is_finished(state, chunks):
-        drawn = draw_chunk(
-            plan,
-            draw,
-            complete,
-            seed=seed,
-            index=index,
-            chunk=state.chunks_done,
-            size=chunks[state.chunks_done],
-            device=device,
-        )
-        state = merge_chunk(state, drawn, plan.pooled, e_log_threshold)
-    deterministic = is_deterministic(plan, draw, index=index, seed=seed, device=device)
-    return ScenarioEvidence(
-        state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
-    )
-
-
 def is_deterministic(
     plan: P,
     draw: Callable[[P, int, torch.Generator, torch.Generator], Tensor],
@@ -382,14 +342,14 @@ def is_deterministic(
     seed: int,
     device: torch.device | None = None,
 ) -> bool:
-    """Whether the function gives the same 64 blocks twice under the same generator seeds."""
-    on = device or torch.device("cpu")
+    """Whether the function gives the same 64 blocks twice under the same generator seeds
+    (``drawer.seeded`` at the probe's chunk, ``DETERMINISM_CHUNK``)."""
     again = [
         draw(
             plan,
             64,
-            torch.Generator().manual_seed(seed + 7),
-            torch.Generator(device=on).manual_seed(index + 11),
+            seeded(seed, index, DETERMINISM_CHUNK, "data"),
+            seeded(seed, index, DETERMINISM_CHUNK, "noise", device),
         )
         for _ in range(2)
     ]

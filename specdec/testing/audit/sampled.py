@@ -7,12 +7,28 @@ warps and verifies on its own. The criterion, the tests and the error-rate split
 the package docstring and ``specdec.testing.audit.plan``.
 """
 
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from specdec.testing.audit.checkpoint import audit_identity, read_checkpoint, write_checkpoint
+from specdec.testing.audit.cells import (
+    CellDrawer,
+    CellJob,
+    ChunkDraw,
+    EvidenceState,
+    draw_chunk,
+    draws_of,
+    pickle_plan,
+    start_state,
+)
+from specdec.testing.audit.checkpoint import (
+    EXECUTOR_WINDOW,
+    audit_identity,
+    resumed,
+    run_resumable,
+)
 from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
 from specdec.testing.audit.decision import sampled_decision
 from specdec.testing.audit.options import AuditOptions, Progress
@@ -47,26 +63,10 @@ from specdec.testing.audit.run import (
     probe_options,
 )
 from specdec.testing.audit.scenario import Scenario
-from specdec.testing.audit.shard import (
-    ChunkDraw,
-    ChunkJob,
-    EvidenceState,
-    draw_chunk,
-    draws_of,
-    function_reference,
-    merge_chunk,
-    pickle_plan,
-    run_chunks,
-    start_state,
-)
+from specdec.testing.audit.shard import function_reference
 from specdec.testing.audit.subject import Subject
 
 S = TypeVar("S")
-
-EXECUTOR_WINDOW = 128
-"""Jobs in flight on a caller's executor (its number of workers is not known): enough to
-keep 64 workers busy; a job (``shard.job_groups``) is about 150,000 samples, its cells about
-150 kB (one byte each for at most 256 cells)."""
 
 __all__ = [
     "EXECUTOR_WINDOW",
@@ -172,11 +172,37 @@ def sample_audit(
     identity = audit_identity(
         subject, options, [(p.scenario.name, n, p.pooled.numel()) for n, p in sized]
     )
-    states = (
-        read_checkpoint(options.resume, identity, chunks)
-        if options.resume is not None
-        else [start_state(plan.pooled) for _, plan in sized]
+
+    def job(index: int) -> bytes:
+        return pickle.dumps(
+            CellJob(
+                function=reference,
+                level=subject.level,
+                form=subject.form,
+                batched=subject.batched,
+                inputs=inputs,
+                plan=pickle_plan(sized[index][1]),
+                seed=options.seed,
+            )
+        )
+
+    def local(index: int, chunk: int, size: int) -> ChunkDraw:
+        plan = sized[index][1]
+        return draw_chunk(
+            plan,
+            draw,
+            complete,
+            seed=options.seed,
+            index=index,
+            chunk=chunk,
+            size=size,
+            device=inputs.device,
+        )
+
+    drawer = CellDrawer(
+        [plan.pooled for _, plan in sized], chunks, budget.e_log_threshold, local, job
     )
+    states = resumed(options, identity, drawer, [start_state(plan.pooled) for _, plan in sized])
     results: dict[int, ScenarioResult] = {}
     for index, (_, plan) in enumerate(sized):
         rejected = rejected_by(plan, draw, (index, len(sized)), inputs, progress) if step else None
@@ -202,54 +228,7 @@ def sample_audit(
         if progress is not None:
             progress(progress_line(index, len(sized), result))
 
-    pickled: dict[int, bytes] = {}  # each scenario's plan, pickled once for all its jobs
-
-    def job(index: int, group: tuple[int, ...]) -> ChunkJob:
-        if index not in pickled:
-            pickled[index] = pickle_plan(sized[index][1])
-        return ChunkJob(
-            function=reference,
-            level=subject.level,
-            form=subject.form,
-            batched=subject.batched,
-            inputs=inputs,
-            plan=pickled[index],
-            seed=options.seed,
-            index=index,
-            chunks=group,
-            sizes=tuple(chunks[index][chunk] for chunk in group),
-            num_threads=options.num_threads,
-        )
-
-    def local(index: int, chunk: int) -> ChunkDraw:
-        plan = sized[index][1]
-        return draw_chunk(
-            plan,
-            draw,
-            complete,
-            seed=options.seed,
-            index=index,
-            chunk=chunk,
-            size=chunks[index][chunk],
-            device=inputs.device,
-        )
-
-    target = options.checkpoint or options.resume
-    run_chunks(
-        chunks,
-        states,
-        lambda i, state, drawn: merge_chunk(
-            state, drawn, sized[i][1].pooled, budget.e_log_threshold
-        ),
-        local=local,
-        job=job,
-        executor=options.executor,
-        workers=options.workers,
-        num_threads=options.num_threads,
-        window=EXECUTOR_WINDOW if options.executor is not None else 2 * options.workers,
-        after=None if target is None else lambda now: write_checkpoint(target, identity, now),
-        done=done,
-    )
+    run_resumable(drawer, chunks, states, options, identity, done=done)
     ordered = [results[index] for index in range(len(sized))]
     decided = decide_battery(
         ordered,

@@ -31,18 +31,22 @@ B is tested against specdec's warped law (the one-sample L1 test at the same lev
 rejection says the engine's warping differs from ``warp_probs``, with
 the estimated TV (half the observed L1 distance).
 
-Randomness: the step's generator as in the other audits, and a separate generator for the
-sampler (seeded from the audit's ``seed`` and the scenario's index, on the audit's device).
+Randomness: each chunk's generators from the one seed rule (``drawer.seeded``): the step's
+as in the other audits, and a separate one for the sampler (``"sampler"``, on the audit's
+device); the chunks run on the one scheduler (``shard.run_chunks``), in the audit's process.
 """
 
+import pickle
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from specdec.testing.audit.blame import blamed
+from specdec.testing.audit.drawer import seeded
 from specdec.testing.audit.options import AuditOptions, Progress, SamplerFn
 from specdec.testing.audit.plan import (
     ScenarioPlan,
@@ -64,6 +68,7 @@ from specdec.testing.audit.run import (
 )
 from specdec.testing.audit.sampled import inputs_of, power_of, rejected_by, sampled_report
 from specdec.testing.audit.scenario import Scenario, scenario_logits
+from specdec.testing.audit.shard import run_chunks
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import (
     encode_sequences,
@@ -173,6 +178,81 @@ def samples_for_tv_two_sample(
     )
 
 
+@dataclass(frozen=True)
+class _PairState:
+    """A scenario's two samples' counts per cell after ``chunks_done`` chunks."""
+
+    step: Tensor
+    reference: Tensor
+    emitted: int = 0
+    chunks_done: int = 0
+
+
+@dataclass(frozen=True)
+class _PairDrawer:
+    """The two-sample step audit's chunks as a ``drawer.Drawer``, drawn in the audit's
+    process (the sampler is the engine's, its state its own): chunk ``c`` draws the step's
+    blocks from ``drawer.seeded(seed, index, c, "data" / "noise")``, completes them and draws
+    the reference blocks with the sampler's ``"sampler"`` generator."""
+
+    plan: ScenarioPlan
+    draw_blocks: DrawBlocks
+    sampler: SamplerFn
+    seed: int
+    index: int
+    device: torch.device | None
+    chunks: tuple[int, ...]
+    name: str = ""
+
+    def arguments(self, index: int) -> bytes:
+        raise ValueError("target_sampler's two-sample audit runs in one process.")
+
+    def draw(self, index: int, chunk: int, size: int) -> tuple[Tensor, Tensor, int]:
+        plan, at = self.plan, (self.seed, self.index, chunk)
+        own = seeded(*at, "sampler", self.device)
+        blocks = self.draw_blocks(
+            plan, size, seeded(*at, "data"), seeded(*at, "noise", self.device)
+        )
+        cells = int(plan.mapping.max()) + 1
+        counts = [
+            torch.bincount(plan.mapping[encode_sequences(drawn, plan.vocab)], minlength=cells)
+            for drawn in (
+                _complete(self.sampler, plan, blocks, own, self.device),
+                _reference(self.sampler, plan, size, own, self.device),
+            )
+        ]
+        return counts[0], counts[1], int((blocks >= 0).sum())
+
+    def pack(self, evidence: Sequence[tuple[Tensor, Tensor, int]]) -> bytes:
+        return pickle.dumps(list(evidence))
+
+    def unpack(self, data: bytes) -> list[tuple[Tensor, Tensor, int]]:
+        return list(pickle.loads(data))
+
+    def merge(
+        self, index: int, state: _PairState, evidence: tuple[Tensor, Tensor, int]
+    ) -> _PairState:
+        step, reference, emitted = evidence
+        return _PairState(
+            state.step + step,
+            state.reference + reference,
+            state.emitted + emitted,
+            state.chunks_done + 1,
+        )
+
+    def finished(self, index: int, state: _PairState) -> bool:
+        return state.chunks_done >= len(self.chunks)
+
+    def chunks_done(self, state: _PairState) -> int:
+        return state.chunks_done
+
+    def save(self, state: _PairState) -> dict[str, Any]:
+        raise ValueError("target_sampler's two-sample audit takes no checkpoint.")
+
+    def load(self, index: int, saved: Any) -> _PairState:
+        raise ValueError("target_sampler's two-sample audit takes no checkpoint.")
+
+
 def _scenario(
     plan: ScenarioPlan,
     n: int,
@@ -186,24 +266,11 @@ def _scenario(
     false_pass_rate: float,
     device: torch.device | None,
 ) -> ScenarioResult:
-    on = device or torch.device("cpu")
-    data = torch.Generator().manual_seed(1_000_003 * seed + 3 * index + 1)
-    noise = torch.Generator(device=on).manual_seed(1_000_003 * seed + 3 * index + 2)
-    own = torch.Generator(device=on).manual_seed(1_000_003 * seed + 3 * index + 3)
+    drawer = _PairDrawer(plan, draw, sampler, seed, index, device, chunk_sizes(n, is_batch))
     cells = int(plan.mapping.max()) + 1
-    step_counts = torch.zeros(cells, dtype=torch.int64)
-    reference_counts = torch.zeros(cells, dtype=torch.int64)
-    emitted = 0
-    chunks = chunk_sizes(n, is_batch)
-    for size in chunks:
-        blocks = draw(plan, size, data, noise)
-        emitted += int((blocks >= 0).sum())
-        for counts, drawn in (
-            (step_counts, _complete(sampler, plan, blocks, own, device)),
-            (reference_counts, _reference(sampler, plan, size, own, device)),
-        ):
-            codes = plan.mapping[encode_sequences(drawn, plan.vocab)]
-            counts += torch.bincount(codes, minlength=cells)
+    empty = torch.zeros(cells, dtype=torch.int64)
+    [state] = run_chunks(drawer, [drawer.chunks], [_PairState(empty, empty)])
+    step_counts, reference_counts, emitted = state.step, state.reference, state.emitted
     deviation = (step_counts - reference_counts).to(torch.float64) / n
     distance = float(deviation.abs().sum())
     p_value = l1_two_sample_p_value(distance, cells, n)

@@ -15,10 +15,11 @@ by teacher forcing: one forward pass over every ``(n-1)``-token head after the p
 (``SamplingOptions.probs``: specdec's ``warp_probs``), and the law is their product. Each
 prompt is one scenario (``prompt-<i>``) and is judged like every sampled audit: its ``n``-token
 outcomes are pooled by expected count (``plan``), drawn in chunks with the e-process watched
-(``run.collect_evidence``), an outcome the target forbids is a certain rejection, the L1 and G
-tests are decided by Holm across the prompts (``results``), and the sample size is the one
-``detect_tv`` needs on the pooled cells (default 0.01 batched, 0.05 single), or ``samples``
-fixed with the power it bought printed. The same generator seed must give the same tokens
+(``cells``, on the one scheduler ``shard.run_chunks``: workers, executors, checkpoints), an
+outcome the target forbids is a certain rejection, the L1 and G tests are decided by Holm
+across the prompts (``results``), and the sample size is the one ``detect_tv`` needs on the
+pooled cells (default 0.01 batched, 0.05 single), or ``samples`` fixed with the power it
+bought printed. The same generator seed must give the same tokens
 (``nondeterministic`` otherwise, unless allowed).
 
 What a verdict covers: the first ``new_tokens`` tokens after the given prompts, with the
@@ -49,7 +50,6 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -57,7 +57,10 @@ from torch import Tensor
 
 from specdec._checks import check_positive_int
 from specdec.models.base import CausalLM, empty_context, extend
-from specdec.testing.audit.blame import blamed, calling
+from specdec.testing.audit.blame import calling
+from specdec.testing.audit.cells import CellDrawer, ChunkDraw, EvidenceState, start_state
+from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
+from specdec.testing.audit.drawer import DETERMINISM_CHUNK
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
     chunk_sizes,
@@ -71,9 +74,16 @@ from specdec.testing.audit.results import (
     progress_line,
     scenario_result,
 )
-from specdec.testing.audit.run import InvalidOutputError, collect_evidence
+from specdec.testing.audit.run import ScenarioEvidence
 from specdec.testing.audit.sampled import decide_battery, power_of, sampled_report
 from specdec.testing.audit.scenario import StreamScenario
+from specdec.testing.audit.stream_drawer import (
+    STREAM_BATCH,
+    Given,
+    first_tokens,
+    stream_drawing,
+    stream_identity,
+)
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import encode_sequences, pool_law_by_expected_count
 from specdec.warp import SamplingOptions
@@ -85,16 +95,12 @@ __all__ = [
     "as_causal_lm",
     "first_tokens",
     "stream_audit",
-    "stream_draw",
     "stream_law",
     "stream_scenarios",
 ]
 
 EXACT_LAW_SEQUENCES = 1 << 16
 """The most ``n``-token continuations (``V^n``) exact-law mode enumerates per prompt."""
-
-STREAM_BATCH = 4096
-"""Sequences per teacher-forced forward pass, and prompts per call of a batched sampler."""
 
 
 def as_causal_lm(target: object) -> CausalLM:
@@ -273,74 +279,6 @@ def _planner(laws: dict[str, Tensor]) -> Callable[[StreamScenario, int], StreamP
     return plan
 
 
-def first_tokens(
-    out: object, rows: int, n: int, vocab: int, eos: int | None = None
-) -> Int[Tensor, "rows n"]:
-    """The first ``n`` tokens of each of ``rows`` generations, checked.
-
-    With ``eos``, ``vocab`` counts the stop symbol (``vocab - 1``): rows may be shorter,
-    ``-1`` or EOS after the first EOS read as stop, other tokens after it are kept.
-    """
-    if not isinstance(out, Tensor) or out.dtype not in (torch.int64, torch.int32):
-        raise InvalidOutputError(f"expected an integer tensor of new tokens, got {out!r:.80}.")
-    tokens = out.cpu().long()
-    if eos is not None and tokens.dim() == 2 and tokens.shape[0] == rows:
-        stop = vocab - 1
-        padded = torch.full((rows, max(n, tokens.shape[1])), -1, dtype=torch.int64)
-        padded[:, : tokens.shape[1]] = tokens  # a generation that stopped: -1 after it
-        tokens = padded[:, :n]
-        if bool((tokens >= stop).any() or (tokens < -1).any()):
-            raise InvalidOutputError(f"new tokens must be ids in [0, {stop}) or -1 padding.")
-        is_eos = (tokens == eos).long()
-        after = is_eos.cumsum(1) - is_eos > 0  # strictly after the first EOS
-        if bool((~after & (tokens == -1)).any()):
-            raise InvalidOutputError(
-                f"a generation stopped before {n} new tokens without an EOS ({eos}) first."
-            )
-        return torch.where(after & ((tokens == -1) | (tokens == eos)), stop, tokens)
-    if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.shape[1] < n:
-        raise InvalidOutputError(
-            f"expected {rows} generation(s) of at least {n} new tokens, got shape "
-            f"{tuple(tokens.shape)} (an engine that stopped early must still return new_tokens "
-            "tokens for the audited prompts)."
-        )
-    first = tokens[:, :n]
-    if bool((first < 0).any() or (first >= vocab).any()):
-        raise InvalidOutputError(
-            f"new tokens must be ids in [0, {vocab}) (no -1 padding within the first {n})."
-        )
-    return first
-
-
-def stream_draw(
-    sample: Callable[..., Any], is_batch: bool
-) -> Callable[[StreamPlan, int, torch.Generator, torch.Generator], Tensor]:
-    """Run the engine ``size`` times on the plan's prompt: ``[size, n]`` new tokens."""
-
-    def draw(plan: StreamPlan, size: int, data: torch.Generator, noise: torch.Generator) -> Tensor:
-        del data  # the engine draws everything itself, from noise
-        s, vocab, eos = plan.scenario, plan.vocab, plan.scenario.eos_token_id
-        prompt = torch.tensor(s.prompt, dtype=torch.int64)
-        if not is_batch:
-            rows = [first_tokens(sample(prompt.clone(), noise)[None], 1, s.new_tokens, vocab, eos)
-                    for _ in range(size)]  # fmt: skip
-            return torch.cat(rows)
-        parts = []
-        for start in range(0, size, STREAM_BATCH):
-            count = min(STREAM_BATCH, size - start)
-            out = sample(prompt.expand(count, -1).clone(), noise)
-            parts.append(first_tokens(out, count, s.new_tokens, vocab, eos))
-        return torch.cat(parts)
-
-    return draw
-
-
-def _as_drawn(plan: StreamPlan, tokens: Tensor, data: torch.Generator) -> Tensor:
-    """A stream's outcome is its ``n`` tokens as drawn: nothing to complete."""
-    del plan, data
-    return tokens
-
-
 def stream_audit(
     subject: Subject,
     options: AuditOptions,
@@ -348,6 +286,11 @@ def stream_audit(
     progress: Progress | None = None,
 ) -> AuditReport:
     """Judge every prompt's stream against the target's exact law (module docstring).
+
+    Each prompt is a scenario of the one scheduler (``shard.run_chunks``): its chunks of
+    continuations are generated here or on workers (``options.workers``, ``executor``; the
+    engine imported by reference) as sequence codes, mapped to pooled cells and merged in
+    order here, with checkpoints and resume like any audit.
 
     Exceptions raised by the engine propagate; an output that is not ``n`` new token ids
     raises ``InvalidOutputError``.
@@ -359,30 +302,58 @@ def stream_audit(
     target_tv, minimum = power_of(options, subject.batched)
     with calling("target"):  # the target model is the user's: its errors are its own
         plan = _planner({s.name: stream_law(s) for s in scenarios})
-    draw = stream_draw(blamed(subject.fn, "function"), subject.batched)  # ``blame``
-    results: list[ScenarioResult] = []
     sized = plan_battery(
         plan,
         scenarios,
         options.samples,
         lambda s: samples_for_tv(plan, s, target_tv or 0.0, budget),
     )
-    for index, (n, planned) in enumerate(sized):
-        evidence = collect_evidence(
-            planned,
-            draw,
-            _as_drawn,
-            index=index,
-            seed=options.seed,
-            chunks=chunk_sizes(n, subject.batched),
-            e_log_threshold=budget.e_log_threshold,
+    chunks = [chunk_sizes(n, subject.batched) for n, _ in sized]
+    given: list[Given] = [(subject.fn, subject.batched, None, "noise", "function")]
+    tokens, arguments = stream_drawing(
+        given, scenarios, options.seed, round_robin=False, codes=True
+    )
+    identity = audit_identity(
+        subject,
+        options,
+        [(p.scenario.name, n, p.pooled.numel()) for n, p in sized],
+        drawn=stream_identity(scenarios, "exact", given),
+    )
+
+    def cells_of(index: int, drawn: ChunkDraw) -> ChunkDraw:
+        cells = sized[index][1].mapping[drawn.cells.long()]  # sequence code -> pooled cell
+        return ChunkDraw(cells.to(torch.int32), drawn.emitted)
+
+    drawer = CellDrawer(
+        [p.pooled for _, p in sized],
+        chunks,
+        budget.e_log_threshold,
+        tokens.draw,
+        lambda index: arguments(),
+        cells_of,
+        name="stream-codes",
+    )
+    states = resumed(options, identity, drawer, [start_state(p.pooled) for _, p in sized])
+    results: dict[int, ScenarioResult] = {}
+
+    def done(index: int, state: EvidenceState) -> None:
+        probe = [tokens.draw_engines(index, DETERMINISM_CHUNK, 64)[0].tokens for _ in range(2)]
+        evidence = ScenarioEvidence(
+            state.counts,
+            state.samples,
+            state.emitted,
+            state.peak,
+            state.stopped,
+            torch.equal(probe[0], probe[1]),
         )
-        result = scenario_result(planned, evidence, budget)
-        results.append(replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None))
+        result = scenario_result(sized[index][1], evidence, budget)
+        results[index] = replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None)
         if progress is not None:
-            progress(progress_line(index, len(scenarios), results[-1]))
+            progress(progress_line(index, len(scenarios), results[index]))
+
+    run_resumable(drawer, chunks, states, options, identity, done=done, job_samples=1)
     decided = decide_battery(
-        results,
+        [results[index] for index in range(len(sized))],
         scenarios,
         budget,
         minimum,

@@ -94,7 +94,7 @@ _JUDGED = ("allow_nondeterministic", "blocks_span_steps")
 _ENGINE = ("reserved_ids", "dtype", "device")
 _STEP = ("model_interface", "target_warp", "target_sampler")
 _SCALE = ("workers", "executor", "checkpoint", "resume")
-_STREAM = ("seed", "num_threads", "allow_nondeterministic", "stream", *_STATISTICAL)
+_STREAM = ("seed", "num_threads", "allow_nondeterministic", "stream", *_STATISTICAL, *_SCALE)
 
 APPLICABLE: dict[str, frozenset[str]] = {
     "rule": frozenset(
@@ -111,8 +111,8 @@ APPLICABLE: dict[str, frozenset[str]] = {
         (*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", "invariance", *_SCALE)
     ),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", *_SCALE)),
-    "multi-draft rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage")),
-    "tree rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage")),
+    "multi-draft rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage", *_SCALE)),
+    "tree rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage", *_SCALE)),
     "batched stream sampler": frozenset((*_STREAM,)),
     "stream sampler": frozenset((*_STREAM,)),
 }
