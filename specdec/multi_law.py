@@ -263,7 +263,7 @@ def cell_law(
     Raises:
         ValueError: the output changes inside a cell.
     """
-    from specdec._cuts import cell_outputs  # the declared cuts checked (not at the top: merges)
+    from specdec._cuts import cell_outputs  # here, not at the top: multi_law's imports move
 
     edges = [sorted({ZERO, ONE, *(c for c in cut if 0 < c < 1)}) for cut in cuts]
     cells = list(itertools.product(*(list(itertools.pairwise(e)) for e in edges)))

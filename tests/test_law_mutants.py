@@ -253,12 +253,12 @@ def test_a_mutant_with_its_own_cuts_gets_its_own_lossy_law_and_discovery_agrees(
     the mutant's decisions alone, and it is lossy."""
     mutant = scaled(specdec.verify_tokens, scale)
     own = block_law(
-        mutant, SMALL.target, SMALL.draft, PREFIX, 2, breakpoints=scaled_rejection(scale)
+        mutant, SMALL.target, SMALL.draft, PREFIX, 1, breakpoints=scaled_rejection(scale)
     )
-    assert not lossless(own, SMALL.target, PREFIX, 2)
-    found = discover_block_law(mutant, SMALL.target, SMALL.draft, PREFIX, 2)
+    assert not lossless(own, SMALL.target, PREFIX, 1)
+    found = discover_block_law(mutant, SMALL.target, SMALL.draft, PREFIX, 1)
     assert found.law is not None and law_total_variation(found.law, own) <= ROUNDING_BOUND
-    step = step_block_law(SMALL.target, SMALL.draft, PREFIX, 2, rule=mutant)
+    step = step_block_law(SMALL.target, SMALL.draft, PREFIX, 1, rule=mutant)
     assert step.law is not None and law_total_variation(step.law, own) <= ROUNDING_BOUND
     rows = BlockRows((1,), (HALF,), (QUARTERS, THIRDS))
     alone = discover_rows_law(mutant, rows)
