@@ -9,12 +9,15 @@ outcomes omitted), compared with ``==``, never with a tolerance:
   probabilities; for each draft block the unit cube of uniforms ``[0, 1)^(k+1)`` is cut, one
   coordinate at a time, at rational *breakpoints* (the thresholds at which the rule's decisions
   can change: acceptance ratios, inverse-CDF steps). The rule is constant on each cell, so it is
-  evaluated once per cell, at an interior point, and the cell's exact volume is its weight.
-  With ``check_cells=True`` the rule is also evaluated at 1/16 and 15/16 of every cell (in every
-  coordinate at once) and the engine raises if any output differs from the one at the centre: a
-  decision the breakpoints missed is caught whenever its threshold lies in the middle 7/8 of its
-  cell. This is a guard, not a proof; the proof is that the breakpoints are derived from the
-  rule's definition.
+  evaluated once per cell, at its centre, and the cell's exact volume is its weight. With
+  ``check_cells=True`` (the default) the breakpoints are checked against the rule's own
+  decisions: it is also evaluated at every cell's corners on the ``2^-53`` grid of
+  ``specdec.uniforms``, ``2^-40`` inside its cuts (``specdec._cuts``), and the engine raises,
+  naming the draft block, the uniform, the cuts and the rule's outputs beside them, if one
+  differs from the centre. For an interval-decided rule (claim 14) agreeing corners make the
+  rule constant between them, so a rule that decides elsewhere (``u < 0.999 min(1, p/q)``: a
+  cut moved by ``t / 1000``) raises instead of getting the law of the rule it was declared to
+  be; the law returned is the rule's own up to the ``2^-40`` slabs beside the cuts.
 * ``completion_law``: the emitted block completed to ``k+1`` tokens with the target; a rule is
   lossless iff this equals ``target_law(..., k + 1)`` (the correctness criterion,
   ``proofs/theory.md`` claim 2: by induction over steps the whole stream then has the law of
@@ -23,10 +26,10 @@ outcomes omitted), compared with ``==``, never with a tolerance:
 A draft with another vocabulary enters through ``restricted_draft``: the exact law
 ``specdec.models.MappedDraft`` samples from, as a toy model on the target's vocabulary.
 
-The float rule sees float64 views of rational rows, so its thresholds sit within about 1e-16 of
-the rational ones; interior points are at least 1/16 of a cell away from every breakpoint, so
-the decisions there are those of exact arithmetic whenever cells are wider than about 1e-12
-(always, for toy denominators).
+The float rule sees float64 views of rational rows, so its thresholds sit a few grid steps
+from the rational ones, far inside the ``2^-40`` margin of the check, and the centres, far from
+every breakpoint, see the decisions of exact arithmetic whenever cells are wider than about
+``2^-39`` (always, for toy denominators).
 """
 
 import itertools
@@ -38,6 +41,7 @@ from fractions import Fraction
 import torch
 
 from specdec._checks import check_int, check_positive_int, check_same_vocabulary
+from specdec._cuts import bound, cell_outputs
 from specdec.models.toy import ToyModel
 from specdec.models.vocabulary import VocabularyMap
 from specdec.types import VerifyRule
@@ -218,35 +222,14 @@ def _block_rule_law(
     total = math.prod(denominators)
     index = torch.cartesian_prod(*(torch.arange(len(n)) for n in numerators))  # [cells, k+1]
     index = index.reshape(-1, len(numerators))
-
-    def uniforms_at(fraction: Fraction) -> torch.Tensor:
-        points = [
-            torch.tensor(
-                [float(left + fraction * (right - left)) for left, right in itertools.pairwise(e)],
-                dtype=torch.float64,
-            )
-            for e, _ in grids
-        ]
-        stacked = torch.stack([points[c][index[:, c]] for c in range(len(points))], dim=-1)
-        return stacked.clamp(max=1.0 - 2.0**-53)  # a cell narrower than float spacing near 1
-
-    cells = index.shape[0]
-    vocab = len(rows.target_rows[0])
-    draft_tokens = torch.tensor(rows.draft_tokens, dtype=torch.int64).expand(cells, -1)
-    draft_probs = torch.tensor(
-        [[float(v) for v in r] for r in rows.draft_rows], dtype=torch.float64
-    ).expand(cells, -1, vocab)
-    target_probs = torch.tensor(
-        [[float(v) for v in r] for r in rows.target_rows], dtype=torch.float64
-    ).expand(cells, -1, vocab)
-    tokens = rule(draft_tokens, draft_probs, target_probs, uniforms_at(Fraction(1, 2))).tokens
-    for probe in (Fraction(1, 16), Fraction(15, 16)) if check_cells else ():
-        again = rule(draft_tokens, draft_probs, target_probs, uniforms_at(probe)).tokens
-        if not torch.equal(tokens, again):
-            raise ValueError(
-                "the rule's output changes inside a cell: the breakpoints miss one of its "
-                f"decisions for draft block {rows.draft_tokens}; pass breakpoints that cover it."
-            )
+    draft_tokens = torch.tensor(rows.draft_tokens, dtype=torch.int64)  # [k]
+    draft_probs, target_probs = (
+        torch.tensor([[float(v) for v in r] for r in side], dtype=torch.float64)  # [k(+1), V]
+        for side in (rows.draft_rows, rows.target_rows)
+    )
+    evaluate = bound(rule, draft_tokens, draft_probs, target_probs)
+    where = f"draft block {rows.draft_tokens}"
+    tokens = cell_outputs(evaluate, [edges for edges, _ in grids], check=check_cells, where=where)
     if total < 2**62:  # every partial sum of cell numerators is at most total
         weights = numerators[0][index[:, 0]]
         for c in range(1, len(numerators)):
@@ -293,14 +276,18 @@ def block_law(
         breakpoints: where the rule's decisions can change (``rejection_breakpoints`` for
             token-level rejection, ``inverse_cdf_breakpoints`` for exact-match,
             ``all_breakpoints`` by default).
-        check_cells: probe each cell at 1/16 and 15/16 too and raise if the rule changes.
+        check_cells: check the breakpoints against the rule's own decisions (every cell's
+            grid corners ``2^-40`` inside its cuts give its centre's output) and raise if not;
+            ``False`` trusts them (the law of the declared decisions, unchecked).
 
     Returns:
         A ``Law`` over emitted blocks (tuples of length ``1..k+1``); its values sum to 1.
 
     Raises:
         TypeError: ``k`` not an int.
-        ValueError: ``k < 1``, mismatched vocabularies, or a rule not constant on a cell.
+        ValueError: ``k < 1``, mismatched vocabularies, or (``check_cells``) a rule whose output
+            changes inside a cell: it decides more than ``2^-40`` from the breakpoints (a
+            ×0.999 or ×1.001 threshold), named with its draft block, uniform and cut.
 
     Example:
         >>> import specdec
@@ -346,14 +333,14 @@ def rows_law(
         rows: the drafted tokens and the exact rows the rule sees (``k`` draft rows, ``k+1``
             target rows).
         breakpoints: where the rule's decisions can change (as in ``block_law``).
-        check_cells: probe each cell at 1/16 and 15/16 too and raise if the rule changes.
+        check_cells: check the breakpoints against the rule's own decisions (as ``block_law``).
 
     Returns:
         A ``Law`` over emitted blocks; its values sum to 1.
 
     Raises:
-        ValueError: breakpoints that do not give ``k+1`` coordinate lists, or a rule not
-            constant on a cell.
+        ValueError: breakpoints that do not give ``k+1`` coordinate lists, or (``check_cells``)
+            a rule deciding more than ``2^-40`` from them.
 
     Example:
         >>> import specdec

@@ -11,8 +11,9 @@ claim 16):
 * ``output_law``: the exact law of (accepted index, emitted token) for a rule and a draw;
   ``token_law`` its token marginal (equal to ``p`` for a lossless rule).
 * ``rule_law``: the exact law of a *torch* multi-draft rule for one candidate tuple, by cutting
-  the cube of its ``k+1`` uniforms at the thresholds above (the rule is constant on each cell,
-  evaluated at the centre and, as a guard, near two corners), in one batched call.
+  the cube of its ``k+1`` uniforms at the thresholds above (the rule is evaluated at each
+  cell's centre and, to check that it decides where the thresholds say, at the cell's corners
+  on the ``2^-53`` grid beside its cuts), in batched calls.
 
 The largest acceptance any rule can reach from a candidate law (claim 16 (e), (g)) is in
 ``specdec.optimal_acceptance``.
@@ -244,27 +245,29 @@ def acceptance_probability(law: OutputLaw) -> Fraction:
 
 
 def cell_law(
-    evaluate: Callable[[Tensor], Tensor], cuts: Sequence[Sequence[Fraction]], check: bool = True
+    evaluate: Callable[[Tensor], Tensor],
+    cuts: Sequence[Sequence[Fraction]],
+    check: bool = True,
+    *,
+    where: str = "",
 ) -> dict[tuple[int, ...], Fraction]:
     """The exact law of ``evaluate``'s output over uniform ``[0, 1)^d``, given its cut points.
 
     ``evaluate`` maps float64 uniforms ``[n, d]`` to integer outputs ``[n, w]`` and must be
     constant between consecutive cuts in every coordinate; it is called once at every cell's
-    centre and, with ``check``, at 1/16 and 15/16 of every cell (raising if an output differs).
+    centre and, with ``check``, at every cell's corners on the ``2^-53`` grid, ``2^-40`` inside
+    its cuts (``specdec._cuts``), raising if one differs from the centre: a decision moved from
+    its declared cut by more than ``2^-40`` (a ×0.999 or ×1.001 threshold) raises, naming the
+    cut (``where`` names the scenario), instead of being given the declared rule's law.
+
+    Raises:
+        ValueError: the output changes inside a cell.
     """
+    from specdec._cuts import cell_outputs  # here, not at the top: multi_law's imports move
+
     edges = [sorted({ZERO, ONE, *(c for c in cut if 0 < c < 1)}) for cut in cuts]
     cells = list(itertools.product(*(list(itertools.pairwise(e)) for e in edges)))
-
-    def points(fraction: Fraction) -> Tensor:
-        return torch.tensor(
-            [[float(lo + fraction * (hi - lo)) for lo, hi in cell] for cell in cells],
-            dtype=torch.float64,
-        ).clamp(max=1.0 - 2.0**-53)
-
-    outputs = evaluate(points(Fraction(1, 2)))
-    for probe in (Fraction(1, 16), Fraction(15, 16)) if check else ():
-        if not torch.equal(outputs, evaluate(points(probe))):
-            raise ValueError("the rule's output changes inside a cell: a decision was missed.")
+    outputs = cell_outputs(evaluate, edges, check=check, where=where)
     law: dict[tuple[int, ...], Fraction] = {}
     for cell, output in zip(cells, outputs.tolist(), strict=True):
         volume = math.prod((hi - lo for lo, hi in cell), start=ONE)
@@ -283,7 +286,13 @@ def rule_law(
     """The exact law of a torch multi-draft rule for one candidate tuple.
 
     The cuts are ``steps``' thresholds (one per candidate coordinate) and the CDF steps of its
-    final row (the last coordinate): the decisions of the rule ``steps`` describes.
+    final row (the last coordinate): the decisions of the rule ``steps`` describes. They are
+    checked against ``rule``'s own decisions on the grid beside them (``cell_law``), so the law
+    is ``rule``'s: a rule deciding elsewhere (``u < 0.999 min(1, p/q)``) raises.
+
+    Raises:
+        ValueError: ``rule`` decides more than ``2^-40`` from a cut of ``steps`` (the message
+            names the candidate tuple, the uniform, the cuts and the rule's outputs beside them).
     """
     thresholds, final = steps(candidates)
     cuts = [[a] for a in thresholds] + [cdf_steps(final)]
@@ -298,5 +307,5 @@ def rule_law(
         )
         return torch.stack([out.accepted, out.token], dim=-1)
 
-    law = cell_law(evaluate, cuts)
+    law = cell_law(evaluate, cuts, where=f"candidates {tuple(candidates)}")
     return {(key[0], key[1]): prob for key, prob in law.items()}

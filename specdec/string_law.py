@@ -28,23 +28,27 @@ References:
     for Heterogeneous Vocabularies", ICML 2025; ``proofs/theory.md``, claim 22.
 """
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import torch
+from torch import Tensor
 
 from specdec._checks import check_instance, check_positive_int
+from specdec._cuts import bound
 from specdec.exact import Law, cdf_steps, completion_law, law_total_variation, target_law
 from specdec.models.tokenizers import ToyTokenizer
 from specdec.models.toy import ToyModel, make_toy_model
+from specdec.multi_law import cell_law
+from specdec.types import Verification
 from specdec.verify.strings import pad_proposals, retokenize, verify_string_exact_match
 
 __all__ = [
     "ProposalFn",
     "RowFn",
     "StringPair",
+    "StringRule",
     "canonical_proposal",
     "draft_context",
     "exact_match_block_law",
@@ -219,35 +223,32 @@ def slem_step_law(
     return law
 
 
-def slem_torch_law(pair: StringPair, context: Sequence[int], *, m: int, k: int) -> Law:
-    """The exact law of ``verify_string_exact_match`` on SLEM's proposals, cell by cell.
+StringRule = Callable[[Tensor, Tensor, Tensor, Tensor], Verification]
+"""``verify_string_exact_match``'s signature (tokens, lengths, target rows, uniforms)."""
 
-    For each proposal ``x`` of length ``n``, the uniforms ``u_1 .. u_{n+1}`` are cut at the
-    inverse-CDF breakpoints of their rows; the torch rule runs once on a batch holding every
-    cell's midpoint, and each cell weighs its volume (``u_{n+2} ..`` are never read)."""
+
+def slem_torch_law(
+    pair: StringPair, context: Sequence[int], *, m: int, k: int, rule: StringRule | None = None
+) -> Law:
+    """The exact law of a torch string-level exact-match ``rule`` (``verify_string_exact_match``
+    by default) on SLEM's proposals, cell by cell: for a proposal ``x`` of ``n`` tokens,
+    ``u_1 .. u_{n+1}`` are cut at their rows' inverse-CDF steps (``u_{n+2} ..`` at none), and
+    ``specdec.multi_law.cell_law`` runs ``rule`` at every cell's centre, checking its corners
+    beside the cuts: a rule deciding elsewhere (``u`` scaled by 0.999) raises ``ValueError``
+    naming the proposal and the cut, instead of getting this law."""
     law: Law = {}
     target = pair.target
+    uniform_row = [1.0 / target.vocab_size] * target.vocab_size
     for x, weight in slem_proposal_law(pair, context, m=m, k=k).items():
-        n = len(x)
-        rows = [target.probs((*context, *x[:i])) for i in range(n + 1)]
-        cells = []
-        for row in rows:
-            edges = [Fraction(0), *cdf_steps(row)]
-            cells.append([(a, b) for a, b in itertools.pairwise(edges) if b > a])
-        grid = list(itertools.product(*cells))
-        uniform_row = [1.0 / target.vocab_size] * target.vocab_size
-        float_rows = [[float(v) for v in row] for row in rows]
-        float_rows += [uniform_row] * (k + 1 - len(float_rows))
-        probs = torch.tensor([float_rows] * len(grid), dtype=torch.float64)
-        mids = [[float((a + b) / 2) for a, b in cell] + [0.5] * (k - n) for cell in grid]
-        block, lengths = pad_proposals([x] * len(grid), k)
-        out = verify_string_exact_match(block, lengths, probs, torch.tensor(mids))
-        for cell, tokens in zip(grid, out.tokens.tolist(), strict=True):
-            emitted = tuple(t for t in tokens if t >= 0)
-            volume = Fraction(1)
-            for a, b in cell:
-                volume *= b - a
-            law[emitted] = law.get(emitted, ZERO) + weight * volume
+        rows = [target.probs((*context, *x[:i])) for i in range(len(x) + 1)]
+        float_rows = [[float(v) for v in row] for row in rows] + [uniform_row] * (k - len(x))
+        probs = torch.tensor(float_rows, dtype=torch.float64)  # [k+1, V]
+        block, lengths = pad_proposals([x], k)  # [1, k], [1]
+        evaluate = bound(rule or verify_string_exact_match, block[0], lengths[0], probs)
+        cuts = [cdf_steps(row) for row in rows] + [[] for _ in range(k - len(x))]
+        for output, prob in cell_law(evaluate, cuts, where=f"proposal {x}").items():
+            emitted = tuple(t for t in output if t >= 0)
+            law[emitted] = law.get(emitted, ZERO) + weight * prob
     return law
 
 

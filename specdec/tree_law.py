@@ -10,7 +10,9 @@ For a ``TokenTree`` drafted after ``prefix`` from a toy draft and verified again
   the target row at a leaf), by ``specdec.multi_law.recursive_steps`` in exact arithmetic.
 * ``tree_block_law``: the exact law of the emitted tokens, from those steps (no torch).
 * ``tree_rule_law``: the exact law of a torch tree rule (``verify_tree`` or a zoo variant), by
-  cutting its ``n+1`` uniforms at the steps' thresholds and final rows' CDF steps.
+  cutting its ``n+1`` uniforms at the steps' thresholds and final rows' CDF steps, checked
+  against the rule's own decisions beside every cut (``specdec.multi_law.cell_law``): a rule
+  deciding elsewhere raises instead of getting the law of the rule the steps describe.
 * ``mixed_over_drafts`` and ``rule_law_at_steps``: the two loops every tree rule's law shares
   (``specdec.traversal_law`` uses them with its own steps).
 
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from specdec._cuts import bound
 from specdec.exact import Law, cdf_steps, target_law
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, cell_law, recursive_steps, top_tokens
@@ -237,7 +240,12 @@ def tree_rule_law(
 
     Each drafted tree's cube of ``n+1`` uniforms is cut at the node thresholds of
     ``tree_steps(..., draw)`` and the CDF steps of every final row; the rule is evaluated at
-    each cell's centre (and at two probes per cell, raising if it changes inside one).
+    each cell's centre and, to check those cuts against its own decisions, at the cell's grid
+    corners ``2^-40`` inside them (``rule_law_at_steps``).
+
+    Raises:
+        ValueError: the rule decides more than ``2^-40`` from a cut (a ×0.999 or ×1.001
+            threshold), named with the tree's tokens, the uniform and the cut.
     """
 
     def steps_of(tokens: Sequence[int]) -> TreeSteps:
@@ -257,8 +265,9 @@ def rule_law_at_steps(
     """The exact law of a torch tree rule whose decisions sit where ``steps_of(tokens)`` puts
     them: each drafted tree's cube of ``n+1`` uniforms is cut at the steps' node thresholds
     (uniform ``i`` tests node ``i``) and at the CDF steps of every final row (the last uniform
-    draws the final token), and the rule is evaluated at each cell's centre (and at two probes
-    per cell, raising if it changes inside one: the rule decides somewhere else)."""
+    draws the final token), and the rule is evaluated at each cell's centre and at its grid
+    corners ``2^-40`` inside the cuts (``specdec.multi_law.cell_law``), raising ``ValueError``
+    where one differs: the rule decides somewhere else than the steps say."""
 
     def emitted(tokens: Sequence[int]) -> Law:
         steps = steps_of(tokens)
@@ -266,20 +275,9 @@ def rule_law_at_steps(
         cuts.append(sorted({c for row in steps.finals for c in cdf_steps(row)}))
         draft_probs, target_probs = tree_rows(tree, target, draft, prefix, tokens)
         ids = torch.tensor(list(tokens), dtype=torch.int64)
-
-        def evaluate(uniforms: Tensor) -> Tensor:
-            n = uniforms.shape[0]
-            out = rule(
-                tree,
-                ids.expand(n, -1),
-                draft_probs.expand(n, -1, -1),
-                target_probs.expand(n, -1, -1),
-                uniforms.contiguous(),
-            )
-            return out.tokens
-
+        evaluate = bound(rule, tree, ids, draft_probs, target_probs)
         law: Law = {}
-        for output, prob in cell_law(evaluate, cuts).items():
+        for output, prob in cell_law(evaluate, cuts, where=f"tree tokens {tuple(tokens)}").items():
             block = tuple(x for x in output if x >= 0)
             law[block] = law.get(block, ZERO) + prob
         return law
@@ -392,26 +390,21 @@ def paths_rule_law(
     paths: int,
     length: int,
 ) -> Law:
-    """The exact law of a torch paths rule (``verify_paths``), cell by cell."""
+    """The exact law of a torch paths rule (``verify_paths``), cell by cell: the uniforms are cut
+    at the trie walk's thresholds and final rows' CDF steps, and the cuts checked against the
+    rule's own decisions beside them (``specdec.multi_law.cell_law``).
+
+    Raises:
+        ValueError: the rule decides more than ``2^-40`` from a cut (a ×0.999 or ×1.001
+            threshold), named with the drawn paths, the uniform and the cut.
+    """
     law: Law = {}
     for drawn, weight in paths_draft_law(draft, prefix, paths, length).items():
         cuts: list[list[Fraction]] = [[] for _ in range(paths * length + 1)]
         _paths_walk(target, draft, prefix, drawn, 0, tuple(range(paths)), cuts)
         ids, draft_rows, target_rows = paths_rows(target, draft, prefix, drawn, length)
-
-        def evaluate(
-            uniforms: Tensor, ids: Tensor = ids, d: Tensor = draft_rows, t: Tensor = target_rows
-        ) -> Tensor:
-            n = uniforms.shape[0]
-            out = rule(
-                ids.expand(n, -1, -1),
-                d.expand(n, -1, -1, -1),
-                t.expand(n, -1, -1, -1),
-                uniforms.contiguous(),
-            )
-            return torch.as_tensor(out.tokens)
-
-        for output, prob in cell_law(evaluate, cuts).items():
+        evaluate = bound(rule, ids, draft_rows, target_rows)
+        for output, prob in cell_law(evaluate, cuts, where=f"paths {drawn}").items():
             block = tuple(x for x in output if x >= 0)
             law[block] = law.get(block, ZERO) + weight * prob
     return law
