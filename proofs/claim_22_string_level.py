@@ -20,6 +20,7 @@ at 0 on all. See ``proofs/theory.md``, claim 22.
 """
 
 import itertools
+import sys
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -285,7 +286,7 @@ def check_zoo_distances() -> int:
         assert result.lossy == entry.lossy, (name, result)
         found[name] = result.distance
     lossy = ", ".join(f"{n} {float(d):.3f}" for n, d in found.items() if d > 0)
-    print(f"  largest exact TV (k = {ZOO_K}, {len(every)} scenarios): {lossy}")
+    print(f"  largest exact TV (k = {ZOO_K}, {len(every)} scenarios): {lossy}", file=sys.stderr)
     return len(found) * len(every)
 
 

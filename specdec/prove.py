@@ -10,6 +10,12 @@ looked and exits 2.
 A case family is named by its check's docstring summary (its first paragraph, whole), and the
 command ends with one line: ``N claims, M case families, F failed``.
 
+What a script prints is its own: a check's (and the script's import's) writes to
+``sys.stdout`` are captured into its ``CheckResult.output`` (shown above the check's line, or
+kept in the JSON entry), and with ``--json`` whatever reaches the process's standard output
+while the scripts run (C code, a child process) is sent to stderr, so stdout holds the JSON
+report and nothing else.
+
 ``--quick`` sets ``$SPECDEC_PROVE_QUICK`` to ``1`` while the checks run: the slow case families
 (the engine that reads a rule's own decisions, over many draft blocks) then check a stated first
 part of their cases, each count printed as usual (``proofs/README.md`` lists them). Everything
@@ -27,6 +33,7 @@ Example:
 import argparse
 import contextlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -41,6 +48,7 @@ from types import ModuleType
 from specdec.folders import checkout_root, locate_folder
 
 __all__ = [
+    "INSTALL_HINT",
     "PROOFS_VARIABLE",
     "QUICK_VARIABLE",
     "CheckResult",
@@ -64,6 +72,9 @@ PROOFS_VARIABLE = "SPECDEC_PROOFS"
 QUICK_VARIABLE = "SPECDEC_PROVE_QUICK"
 """Set to ``1`` by ``specdec prove --quick``: the proof scripts (``proofs/_common.quick``) then
 run their slow case families on fewer cases."""
+
+INSTALL_HINT = "pip install 'specdec[proofs]'"
+"""How to install what the proof scripts import (z3-solver, sympy): the ``proofs`` extra."""
 
 DESCRIPTION = (
     "Run every check of proofs/claim_*.py (a checkout's, or the copy installed with specdec). "
@@ -110,6 +121,8 @@ class CheckResult:
         seconds: wall time.
         passed: whether every case held.
         error: the counter-example's message when it did not.
+        output: what the check wrote to ``sys.stdout`` (the first check's also holds what the
+            script's import wrote); captured, so it never mixes into the report.
     """
 
     claim: str
@@ -118,6 +131,7 @@ class CheckResult:
     seconds: float
     passed: bool
     error: str
+    output: str = ""
 
 
 def load_script(path: Path) -> ModuleType:
@@ -164,18 +178,24 @@ def run_proofs(
 def run_script(
     path: Path, *, progress: Callable[[CheckResult], None] | None = None
 ) -> list[CheckResult]:
-    """Run every check of one proof script; a failing check is recorded, not raised."""
+    """Run every check of one proof script; a failing check is recorded, not raised. What the
+    script writes to ``sys.stdout`` is captured into the results' ``output``."""
     claim = "claim " + path.stem.split("_")[1]
-    module = load_script(path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        module = load_script(path)
     results = []
     for check in getattr(module, "CHECKS", []):
         family = _family(check)
         start = time.perf_counter()
-        try:
-            cases, passed, error = int(check()), True, ""
-        except AssertionError as failure:
-            cases, passed, error = 0, False, str(failure) or "assertion failed"
-        result = CheckResult(claim, family, cases, time.perf_counter() - start, passed, error)
+        with contextlib.redirect_stdout(printed):
+            try:
+                cases, passed, error = int(check()), True, ""
+            except AssertionError as failure:
+                cases, passed, error = 0, False, str(failure) or "assertion failed"
+        seconds = time.perf_counter() - start
+        result = CheckResult(claim, family, cases, seconds, passed, error, printed.getvalue())
+        printed = io.StringIO()
         results.append(result)
         if progress is not None:
             progress(result)
@@ -260,12 +280,12 @@ def run(args: argparse.Namespace) -> int:
         print(lookup.missing("specdec prove", "claim_*.py scripts"), file=sys.stderr)
         return 2
     try:
-        with quick_mode(getattr(args, "quick", False)):
+        with quick_mode(getattr(args, "quick", False)), _stdout_to_stderr(args.json):
             results = _run_with_progress(lookup.folder, args)
     except ModuleNotFoundError as missing:  # a script's import: say what to install
         print(
             f"specdec prove: the proofs in {lookup.folder} import {missing.name!r}, which is not "
-            "installed; pip install 'specdec[test]' installs what they use (z3-solver, sympy).",
+            f"installed; {INSTALL_HINT} installs what they use (z3-solver, sympy).",
             file=sys.stderr,
         )
         return 2
@@ -274,6 +294,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(proofs_json(results) if args.json else summary_line(results))
     return 0 if all(r.passed for r in results) else 1
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Within the block (when ``enabled``) the process's standard output, file descriptor 1,
+    goes to stderr: what C code or a child process writes there cannot reach the JSON report.
+    Nothing changes where descriptor 1 cannot be duplicated (a closed or absent stdout)."""
+    try:
+        saved = os.dup(1) if enabled else None
+    except OSError:
+        saved = None
+    if saved is None:
+        yield
+        return
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _run_with_progress(folder: Path, args: argparse.Namespace) -> list[CheckResult]:
@@ -288,6 +330,8 @@ def _run_with_progress(folder: Path, args: argparse.Namespace) -> list[CheckResu
 
         def report(result: CheckResult) -> None:
             if not args.json:
+                if result.output:
+                    bar.echo(result.output.rstrip("\n"))
                 bar.echo(format_result(result))
 
         for path in scripts:

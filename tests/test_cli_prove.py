@@ -2,6 +2,7 @@
 from the command; a counter-example fails the command, an unknown benchmark is a usage error."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,44 @@ def test_prove_without_a_match_is_a_usage_error() -> None:
     assert main(["prove", "no_such_claim"]) == 2
 
 
+def test_prove_json_prints_the_json_only(capfd: pytest.CaptureFixture[str]) -> None:
+    """Claim 22 prints its largest distances; the whole of stdout still parses as JSON (the
+    file descriptor's, so nothing written below Python's ``sys.stdout`` is missed either)."""
+    assert main(["prove", "claim_10", "claim_22", "--json", "--quick"]) == 0
+    report = json.loads(capfd.readouterr().out)
+    assert [c["claim"] for c in report["claims"]] == ["claim 10", "claim 22"]
+
+
+PRINTING_SCRIPT = """
+import os
+print("printed by the import")
+def check_prints():
+    \"\"\"Prints as it checks.\"\"\"
+    print("printed by the check")
+    os.write(1, b"written to descriptor 1\\n")
+    return 1
+CHECKS = [check_prints]
+"""
+
+
+def test_what_a_proof_script_prints_stays_out_of_the_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A script's prints (at import and in a check) land in its entry's ``output``, and a write
+    to descriptor 1 goes to stderr; without ``--json`` the prints are shown above the line."""
+    (tmp_path / "claim_99_prints.py").write_text(PRINTING_SCRIPT)
+    monkeypatch.setenv("SPECDEC_PROOFS", str(tmp_path))
+    assert main(["prove", "--json"]) == 0
+    captured = capfd.readouterr()
+    (family,) = json.loads(captured.out)["claims"][0]["families"]
+    assert family["output"] == "printed by the import\nprinted by the check\n"
+    assert "written to descriptor 1" in captured.err
+    assert main(["prove", "--quiet"]) == 0
+    lines = [x for x in capfd.readouterr().out.splitlines() if x != "written to descriptor 1"]
+    assert lines[:2] == ["printed by the import", "printed by the check"]
+    assert lines[2].startswith("claim 99 | Prints as it checks: 1 cases")
+
+
 def test_a_module_the_proofs_import_missing_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -50,8 +89,24 @@ def test_a_module_the_proofs_import_missing_says_what_to_install(
     monkeypatch.setenv("SPECDEC_PROOFS", str(tmp_path))
     assert main(["prove", "--quiet"]) == 2
     assert (
-        "import 'no_such_module_for_specdec', which is not installed; pip install 'specdec[test]'"
-        in capsys.readouterr().err
+        "import 'no_such_module_for_specdec', which is not installed; pip install "
+        "'specdec[proofs]'" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("module", ["z3", "sympy"])
+def test_without_z3_or_sympy_prove_names_the_proofs_extra(
+    module: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """z3-solver or sympy not installed (simulated: ``None`` in ``sys.modules`` fails the
+    import): the real claim 05, which imports both, exits 2 naming the ``proofs`` extra."""
+    monkeypatch.setitem(sys.modules, module, None)
+    assert main(["prove", "--quiet", "--json", "claim_05"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (
+        f"import {module!r}, which is not installed; pip install 'specdec[proofs]' installs what "
+        "they use (z3-solver, sympy)" in captured.err
     )
 
 

@@ -4,16 +4,22 @@ installed into a fresh virtual environment, its commands run from a folder outsi
 The build runs on a copy of the checkout (so nothing is written into it) with ``python -m build
 --no-isolation``: the sdist first, then the wheel built from the unpacked sdist, as a release
 would; the installed setuptools builds it and nothing is downloaded. The virtual environment
-sees the system's packages (``--system-site-packages``: torch and transformers are reused, not
-downloaded) and gets the wheel with ``--no-deps``; its ``specdec`` must be the wheel's copy, not
-the checkout's. The proofs and the benchmark programs travel inside the package
-(``specdec/_shipped/``, found by ``specdec.folders``), so ``specdec prove`` and ``specdec
-bench`` run there without a checkout. About 15 s on the suite's 2-core machine.
+sees the packages of the environment running the tests (a ``.pth`` file adds its site folders:
+torch and transformers are reused, not downloaded; ``--system-site-packages`` would show the
+base interpreter's instead, which from inside a virtual environment lacks them) and gets the
+wheel with its ``proofs`` extra from no index (every requirement is already there); its
+``specdec`` must be the wheel's copy, not the checkout's. The proofs and the benchmark
+programs travel inside the package (``specdec/_shipped/``, found by ``specdec.folders``), so
+``specdec prove`` (its ``--json`` report read whole as JSON, from an empty folder) and
+``specdec bench`` run there without a checkout. About 40 s on the suite's 2-core machine.
 """
 
+import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tarfile
@@ -52,12 +58,58 @@ COMMANDS = (  # each command, and a text its output must hold
 )
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
+def _run(command: list[str], cwd: Path, env: dict[str, str], *, stdout_only: bool = False) -> str:
+    """The command's stdout and stderr (its stdout alone with ``stdout_only``); it must exit 0."""
     done = subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stdout}{done.stderr}"
-    return done.stdout + done.stderr
+    return done.stdout if stdout_only else done.stdout + done.stderr
+
+
+def this_environments_site_folders() -> list[str]:
+    """The folders this interpreter's installed packages are in: its site-packages (a virtual
+    environment's own, and the base's where it sees them) and the user's, where it uses it."""
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return [folder for folder in dict.fromkeys(folders) if os.path.isdir(folder)]
+
+
+def _has_pip() -> bool:
+    """Whether pip is installed here (read from the installed distributions: ``find_spec("pip")``
+    would run setuptools' distutils hook, which swaps ``distutils`` in this process)."""
+    try:
+        importlib.metadata.distribution("pip")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _venv_seeing_this_environment(venv: Path, cwd: Path, env: dict[str, str]) -> Path:
+    """A fresh virtual environment that also sees this environment's packages; its python.
+
+    ``venv --system-site-packages`` would show the base interpreter's packages, which are not
+    this environment's when the tests run inside a virtual environment (the README's commands
+    in a fresh ``python -m venv`` have torch there only). Instead a ``.pth`` file in the new
+    site-packages adds each of ``this_environments_site_folders`` with ``site.addsitedir``
+    (their own ``.pth`` files then apply as they do here), after the venv's own folder, so what
+    is installed into the venv comes first. The venv gets no pip of its own where this
+    environment has one (``--without-pip``): its ``python -m pip`` is then this environment's,
+    and no older setuptools of its own (``ensurepip`` adds one on Python 3.11) hides the one
+    torch requires."""
+    own_pip = ["--without-pip"] if _has_pip() else []
+    _run([sys.executable, "-m", "venv", *own_pip, str(venv)], cwd, env)
+    python = venv / "bin" / "python"
+    purelib = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        cwd,
+        env,
+        stdout_only=True,
+    ).strip()
+    adds = "; ".join(f"site.addsitedir({folder!r})" for folder in this_environments_site_folders())
+    (Path(purelib) / "_specdec_test_environment.pth").write_text(f"import site; {adds}\n")
+    return python
 
 
 def _clean_environment() -> dict[str, str]:
@@ -101,6 +153,16 @@ def test_the_listed_packages_are_the_package_folders() -> None:
     assert set(listed) == folders | {"specdec._shipped.proofs", "specdec._shipped.benchmarks"}
 
 
+def test_the_test_extra_holds_the_proofs_extra() -> None:
+    """``pip install -e '.[test]'`` (the README's test command) installs what ``specdec prove``
+    needs: every requirement of ``proofs`` is one of ``test``'s, and ``proofs`` is z3 and sympy."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {r.split(">=")[0] for r in extras["proofs"]} == {"sympy", "z3-solver"}
+    assert set(extras["proofs"]) <= set(extras["test"])
+
+
 @pytest.mark.slow
 def test_the_wheel_and_the_sdist_hold_the_package_its_data_and_its_metadata(
     built: tuple[Path, Path],
@@ -124,9 +186,12 @@ def test_the_wheel_and_the_sdist_hold_the_package_its_data_and_its_metadata(
     assert metadata["Version"] == specdec.__version__
     assert metadata["License-Expression"] == "Apache-2.0"
     assert "Typing :: Typed" in metadata.get_all("Classifier", [])
-    assert set(metadata.get_all("Provides-Extra", [])) == {"plot", "models", "bench", "test"}
+    extras = {"plot", "models", "bench", "proofs", "test"}
+    assert set(metadata.get_all("Provides-Extra", [])) == extras
     requires = metadata.get_all("Requires-Dist", [])
     assert any(r.startswith("transformers") and "<5.40" in r for r in requires), requires
+    for name in ("sympy", "z3-solver"):
+        assert any(r.startswith(name) and 'extra == "proofs"' in r for r in requires), requires
     with tarfile.open(sdist) as archive:
         members = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for name in ("proofs/theory.md", "benchmarks/README.md", "docs/stability.md", "CHANGELOG.md"):
@@ -142,24 +207,28 @@ def test_the_installed_wheel_runs_every_command_outside_the_checkout(
     venv, elsewhere = tmp_path / "venv", tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = _clean_environment()
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path, env)
-    python, command = venv / "bin" / "python", venv / "bin" / "specdec"
+    python = _venv_seeing_this_environment(venv, tmp_path, env)
+    command = venv / "bin" / "specdec"
     _run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        [str(python), "-m", "pip", "install", "-q", "--no-index", f"{wheel}[proofs]"],
         tmp_path,
         env,
     )
-    site = Path(
+    package = Path(
         _run([str(python), "-c", "import specdec; print(specdec.__file__)"], elsewhere, env).strip()
     ).parent
-    assert site.is_relative_to(venv), f"the venv imports specdec from {site}, not the wheel"
+    assert package.is_relative_to(venv), f"the venv imports specdec from {package}, not the wheel"
     folders = (
         "from specdec import bench, prove; print(prove.proofs_folder(), bench.benchmarks_folder())"
     )
     found = _run([str(python), "-c", folders], elsewhere, env).split()
-    assert found == [str(site / "_shipped" / "proofs"), str(site / "_shipped" / "benchmarks")]
+    assert found == [str(package / "_shipped" / "proofs"), str(package / "_shipped" / "benchmarks")]
+    assert not list(elsewhere.iterdir())  # prove --json from an empty folder
+    prove = [str(command), "prove", "--json", "--quick", "claim_05", "claim_22"]
+    report = json.loads(_run(prove, elsewhere, env, stdout_only=True))
+    assert report["passed"] and [c["claim"] for c in report["claims"]] == ["claim 05", "claim 22"]
     for arguments, expected in COMMANDS:
         printed = _run([str(command), *arguments], elsewhere, env)
         assert expected in printed, f"specdec {' '.join(arguments)}:\n{printed}"
     assert (elsewhere / "specdec-bench-out" / "bench_verify.json").is_file()
-    assert not (site / "_shipped" / "benchmarks" / "out").exists()  # nothing written into site
+    assert not (package / "_shipped" / "benchmarks" / "out").exists()  # nothing written into site
