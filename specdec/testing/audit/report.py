@@ -54,7 +54,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
-from specdec.testing.audit.branches import BranchRates, format_rates
+from specdec.testing.audit.branch_record import BranchRates, format_rates
 from specdec.testing.audit.coverage import CodeCoverage
 from specdec.testing.audit.invariance_results import InvarianceResult
 from specdec.testing.audit.plan import MIN_POWER_TV
