@@ -39,6 +39,7 @@ from pathlib import Path
 from types import ModuleType
 
 from specdec.folders import checkout_root, locate_folder
+from specdec.progressbar import progress as progress_bar
 
 __all__ = [
     "PROOFS_VARIABLE",
@@ -279,12 +280,10 @@ def run(args: argparse.Namespace) -> int:
 def _run_with_progress(folder: Path, args: argparse.Namespace) -> list[CheckResult]:
     """Every matching script's checks, a line each on stdout (not with --json) and a bar over
     the scripts on stderr (off with --quiet and --json)."""
-    from specdec.progressbar import progress
-
     scripts = proof_scripts(folder, only=args.claims)
     results: list[CheckResult] = []
     quiet = args.json or getattr(args, "quiet", False)
-    with progress(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
+    with progress_bar(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
 
         def report(result: CheckResult) -> None:
             if not args.json:
