@@ -35,16 +35,13 @@ from specdec.testing.zoo._multi_registry import MULTI_ZOO, MultiDraftEntry, Mult
 from specdec.testing.zoo._multi_tree import (
     BONUS_TEMPERATURE,
     tree_bonus_wrong_temperature,
-    tree_flat,
     tree_iid,
     tree_iid_rule_on_distinct_siblings,
     tree_point_mass,
     tree_point_mass_scored_with_q,
     tree_without_replacement,
 )
-from specdec.verify.multi import (
-    MultiDraftVerification,
-)
+from specdec.verify.multi import MultiDraftVerification
 from specdec.verify.optimal import verify_multi_optimal
 from specdec.verify.optimal_select import verify_multi_optimal_select
 from specdec.verify.spechub import verify_multi_spechub
@@ -55,8 +52,6 @@ __all__ = [
     "MultiDraftEntry",
     "MultiDraftRegistry",
     "draft_not_renormalised",
-    "emitted",
-    "flat_inputs",
     "iid_rule_on_distinct_drafts",
     "multi_iid",
     "multi_kseq",
@@ -73,7 +68,6 @@ __all__ = [
     "spechub_hub_not_capped",
     "spechub_residual_of_single_draft",
     "tree_bonus_wrong_temperature",
-    "tree_flat",
     "tree_iid",
     "tree_iid_rule_on_distinct_siblings",
     "tree_point_mass",
