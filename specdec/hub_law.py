@@ -17,7 +17,8 @@ Example:
 from collections.abc import Sequence
 from fractions import Fraction
 
-from specdec.multi_law import OutputLaw, Row, candidate_law, top_tokens
+from specdec.draw_law import Row, candidate_law, top_tokens
+from specdec.multi_law import OutputLaw
 
 __all__ = ["spechub_output_law", "spechub_parts", "spechub_steps"]
 

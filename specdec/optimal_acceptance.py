@@ -33,7 +33,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from specdec._checks import check_positive_int, check_probs_pair
-from specdec.multi_law import CandidateLaw, Row
+from specdec.draw_law import CandidateLaw, Row
 
 __all__ = [
     "iid_optimal_acceptance",

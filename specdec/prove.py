@@ -46,6 +46,7 @@ from pathlib import Path
 from types import ModuleType
 
 from specdec.folders import checkout_root, locate_folder
+from specdec.progressbar import progress as progress_bar
 
 __all__ = [
     "INSTALL_HINT",
@@ -321,12 +322,10 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 def _run_with_progress(folder: Path, args: argparse.Namespace) -> list[CheckResult]:
     """Every matching script's checks, a line each on stdout (not with --json) and a bar over
     the scripts on stderr (off with --quiet and --json)."""
-    from specdec.progressbar import progress
-
     scripts = proof_scripts(folder, only=args.claims)
     results: list[CheckResult] = []
     quiet = args.json or getattr(args, "quiet", False)
-    with progress(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
+    with progress_bar(len(scripts), "prove", enabled=not quiet, unit="script") as bar:
 
         def report(result: CheckResult) -> None:
             if not args.json:

@@ -35,6 +35,7 @@ from specdec._checks import check_int, check_positive_int, check_same_vocabulary
 from specdec._grid import GRID, BatchEvaluator, box_volumes, explore
 from specdec.discover import Discovery
 from specdec.exact import Law
+from specdec.generate import generate_speculative  # the loop under audit
 from specdec.models.base import CausalLM
 from specdec.models.toy import ToyModel
 from specdec.models.toy_lm import ToyLM
@@ -190,8 +191,6 @@ class _Generation(BatchEvaluator):
 
     def alone(self, indices: Tensor) -> Tensor:
         """The generated tokens at ``indices``, one ``generate_speculative`` call on ``n`` rows."""
-        from specdec.generate import generate_speculative  # the loop under audit
-
         n = indices.shape[0]
         self.evaluations += n
         with Supply(indices.to(torch.float64) / GRID, rows=n):

@@ -23,11 +23,11 @@ generator, at the dtype the code asked for:
 diagonal of its clocks, which the grid's axis-parallel boxes never cut. With ``races``, the
 clocks (``exponential_``, ``rand`` / ``uniform_``, ``randint`` over ``2^24`` values or more) are
 followed through the race's ops by ``specdec.races.RaceTracker`` and the race's ``argmax`` is
-replaced by its law at one more value of the supply (``race_uniforms``), an axis-parallel
-decision; the clocks' values are given back (``rewind``) when they were the last taken, and a
-clock used both in a race and otherwise is refused. The limit on values (and the values given,
-without ``extend``) is then checked when the call ends (``finish``), since a race may give
-values back.
+replaced by its law at one more value of the supply's tape (``specdec.value_tape``), an
+axis-parallel decision; the clocks' values are given back (``ValueTape.rewind``) when they were
+the last taken, and a clock used both in a race and otherwise is refused. The limit on values
+(and the values given, without ``extend``) is then checked when the call ends (``finish``),
+since a race may give values back.
 
 Any other random op (normal, other integer ranges, several multinomial samples, ...) raises
 ``NotEnumerableError``. ``specdec.step_law.generation_law`` runs the generation loop under it;
@@ -53,7 +53,6 @@ Example:
 """
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -61,16 +60,13 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from specdec.races import RaceTracker
+from specdec.value_tape import NotEnumerableError, ValueTape
 
 __all__ = ["MoreValuesNeeded", "NotEnumerableError", "Supply"]
 
 _ATEN = torch.ops.aten
 _BITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
 _RANDOM_WORDS = ("rand", "normal", "exponential", "bernoulli", "multinomial", "random", "uniform")
-
-
-class NotEnumerableError(RuntimeError):
-    """The function used randomness the capture cannot feed (or a varying amount of it)."""
 
 
 class MoreValuesNeeded(Exception):  # noqa: N818 (a request, not an error)
@@ -90,6 +86,8 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
     ``refusal`` keeps the last refusal, ``layout`` whether it was a random op whose leading
     dimension is not the batch of ``rows`` rows. ``races``: exponential and Gumbel races
     substituted by their law (module docstring; ``races`` is then the ``RaceTracker``).
+    The values and the cursor over them are the ``tape`` (``specdec.value_tape.ValueTape``),
+    which the race tracker reads too; the tracker alone keeps the followed tensors.
     """
 
     def __init__(
@@ -102,81 +100,33 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         races: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.races = RaceTracker(self) if races else None
-        self.values = None if values is None else values.reshape(rows, -1)
-        self.rows = rows
-        self.limit = limit
-        self.extend = extend
-        self.used = 0  # values consumed per row
-        self.refusal: NotEnumerableError | None = None
-        self.layout = False  # the refusal was an op whose leading dimension is not the batch
-        self.over: str | None = None  # with races: the limit passed (checked in ``finish``)
+        self.tape = ValueTape(values, rows, limit=limit, extend=extend, deferred=races)
+        self.races = RaceTracker(self.tape) if races else None
 
-    def refuse(self, message: str, *, layout: bool = False) -> NotEnumerableError:
-        """Record a refusal (``refusal``) and return the error to raise."""
-        self.refusal = NotEnumerableError(message)
-        self.layout = self.layout or layout
-        return self.refusal
+    @property
+    def values(self) -> Tensor | None:
+        """The given values, ``[rows, given]`` (``None``: recording)."""
+        return self.tape.values
 
-    def _take(self, count: int) -> Tensor:
-        """``count`` values in the op's row-major order: with ``rows`` rows, the op's leading
-        dimension is the batch, and each row takes its next ``count / rows`` values. Past the
-        given values: ``1/2`` when ``extend`` (counted in ``used``), else a refusal."""
-        if count % self.rows:
-            raise self.refuse(
-                f"a random op drew {count} values for {self.rows} rows: its leading dimension "
-                "is not the batch",
-                layout=True,
-            )
-        per_row = count // self.rows
-        if self.limit is not None and self.used + per_row > self.limit and self.races is not None:
-            self.over = (  # a race may give the values back (``rewind``): checked at the end
-                f"the function draws more than {self.limit} random values per call; the exact "
-                f"engine enumerates at most {self.limit}"
-            )
-        elif self.limit is not None and self.used + per_row > self.limit:
-            raise self.refuse(
-                f"the function draws more than {self.limit} random values per call; the exact "
-                f"engine enumerates at most {self.limit}"
-            )
-        given = 0 if self.values is None else self.values.shape[1]
-        if (
-            self.values is not None
-            and self.used + per_row > given
-            and not self.extend
-            and self.races is None  # with races: checked in ``finish`` (a race may rewind)
-        ):
-            raise self.refuse(
-                f"the function drew more than the {given} random values per row "
-                "it drew when recorded: the amount of randomness depends on its inputs"
-            )
-        out = torch.full((self.rows, per_row), 0.5, dtype=torch.float64)
-        if self.values is not None:
-            supplied = self.values[:, self.used : self.used + per_row]
-            out[:, : supplied.shape[1]] = supplied
-        self.used += per_row
-        return out.reshape(-1)
+    @property
+    def used(self) -> int:
+        """The values consumed per row."""
+        return self.tape.used
 
-    def rewind(self, start: int) -> None:
-        """Give back the values taken from ``start`` on (a race consumed the source that took
-        them: ``specdec.races``)."""
-        self.used = start
+    @property
+    def refusal(self) -> NotEnumerableError | None:
+        """The last refusal, if any."""
+        return self.tape.refusal
 
-    def race_uniforms(self, races: int) -> Tensor:
-        """One value per race row (``races`` rows, the op's leading dimension the batch)."""
-        return self._take(races)
+    @property
+    def layout(self) -> bool:
+        """Whether a refusal was a random op whose leading dimension is not the batch."""
+        return self.tape.layout
 
     def finish(self) -> None:
         """After the call: with races, a limit passed and not given back is refused, and so
         are values past those given (without ``extend``)."""
-        if self.over is not None and self.limit is not None and self.used > self.limit:
-            raise self.refuse(self.over)
-        given = None if self.values is None else self.values.shape[1]
-        if given is not None and self.used > given and not self.extend:
-            raise self.refuse(
-                f"the function drew more than the {given} random values per row "
-                "it drew when recorded: the amount of randomness depends on its inputs"
-            )
+        self.tape.finish()
 
     def __exit__(self, *args: Any) -> None:
         super().__exit__(*args)  # type: ignore[no-untyped-call]
@@ -185,10 +135,10 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def _uniform(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         if dtype not in _BITS:
-            raise self.refuse(f"uniform values of dtype {dtype} are not modelled")
+            raise self.tape.refuse(f"uniform values of dtype {dtype} are not modelled")
         scale = 2.0 ** _BITS[dtype]
-        start = self.used
-        values = torch.floor(self._take(math.prod(shape)) * scale) / scale  # the dtype's grid
+        start = self.tape.used
+        values = torch.floor(self.tape.take(math.prod(shape)) * scale) / scale  # the dtype's grid
         drawn = values.reshape(shape).to(dtype)
         if self.races is not None:
             self.races.uniform_source(drawn, start, _BITS[dtype])
@@ -220,12 +170,13 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
             low = float(args[1]) if len(args) > 1 else float(kwargs.get("from", 0.0))
             high = float(args[2]) if len(args) > 2 else float(kwargs.get("to", 1.0))
             tensor = args[0]
-            start = self.used
+            start = self.tape.used
             drawn = self._uniform(tuple(tensor.shape), tensor.dtype)
             out = tensor.copy_(low + (high - low) * drawn)
             if self.races is not None and high > low:
-                self.races.uniform_source(out, start, _BITS[tensor.dtype])
-                self.races.forms[out] = replace(self.races.forms[out], scale=high - low, offset=low)
+                self.races.uniform_source(
+                    out, start, _BITS[tensor.dtype], scale=high - low, offset=low
+                )
             return out
         if packet is _ATEN.exponential_:
             return self._exponential(args, kwargs)
@@ -234,13 +185,13 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if packet is _ATEN.bernoulli:
             probs = args[0] if len(args) < 2 or not isinstance(args[1], float) else None
             if probs is None:
-                raise self.refuse("bernoulli with a scalar p is not modelled")
-            drawn = self._take(probs.numel()).reshape(probs.shape)
+                raise self.tape.refuse("bernoulli with a scalar p is not modelled")
+            drawn = self.tape.take(probs.numel()).reshape(probs.shape)
             return (drawn < probs.double()).to(probs.dtype)
         if packet is _ATEN.randint:
             return self._randint(func._overloadname, args, kwargs)
         if any(word in packet.__name__ for word in _RANDOM_WORDS):
-            raise self.refuse(f"the random op {packet.__name__} cannot be enumerated")
+            raise self.tape.refuse(f"the random op {packet.__name__} cannot be enumerated")
         return func(*args, **kwargs)
 
     def _exponential(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
@@ -248,9 +199,9 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         tensor: Tensor = args[0]
         rate = float(args[1]) if len(args) > 1 else float(kwargs.get("lambd", 1.0))
         if tensor.dtype not in _BITS:
-            raise self.refuse(f"exponential values of dtype {tensor.dtype} are not modelled")
-        start = self.used
-        middle = self._take(tensor.numel()) + 2.0**-54  # in (0, 1): E > 0
+            raise self.tape.refuse(f"exponential values of dtype {tensor.dtype} are not modelled")
+        start = self.tape.used
+        middle = self.tape.take(tensor.numel()) + 2.0**-54  # in (0, 1): E > 0
         drawn = -torch.log1p(-middle) / rate  # increasing in the value
         out = tensor.copy_(drawn.reshape(tensor.shape).to(tensor.dtype))
         if self.races is not None:  # E = Z / rate, rounded to the dtype (its eps)
@@ -266,26 +217,25 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         )
         span = int(high) - int(low)
         if span < 1 or span & (span - 1) or span > 2**53:
-            raise self.refuse(
+            raise self.tape.refuse(
                 f"randint over {span} values is not modelled exactly (only powers of two up to "
                 "2^53)"
             )
-        start = self.used
-        drawn = torch.floor(self._take(math.prod(size)) * span).to(torch.int64) + int(low)
+        start = self.tape.used
+        drawn = torch.floor(self.tape.take(math.prod(size)) * span).to(torch.int64) + int(low)
         out = drawn.reshape(tuple(size)).to(kwargs.get("dtype") or torch.int64)
         if self.races is not None and span >= 2**24:  # low + span U, on a grid of 1 / span
-            self.races.uniform_source(out, start, span.bit_length() - 1)
-            self.races.forms[out] = replace(self.races.forms[out], scale=float(span),
-                                            offset=float(low))  # fmt: skip
+            bits = span.bit_length() - 1
+            self.races.uniform_source(out, start, bits, scale=float(span), offset=float(low))
         return out
 
     def _multinomial(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
         probs: Tensor = args[0]
         samples = args[1] if len(args) > 1 else kwargs["num_samples"]
         if samples != 1:
-            raise self.refuse("multinomial with more than one sample is not modelled")
+            raise self.tape.refuse("multinomial with more than one sample is not modelled")
         rows = probs.double().reshape(-1, probs.shape[-1])
         cdf = rows.cumsum(dim=-1)
-        threshold = (self._take(rows.shape[0]) * cdf[:, -1])[:, None]
+        threshold = (self.tape.take(rows.shape[0]) * cdf[:, -1])[:, None]
         index = (cdf <= threshold).sum(dim=-1).clamp(max=rows.shape[-1] - 1)
         return index.reshape(*probs.shape[:-1], 1)

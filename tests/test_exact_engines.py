@@ -1,4 +1,4 @@
-"""The exact audit on verifiers written in the style of engines (``tests/_engine_style.py``).
+"""The exact audit on verifiers written in the style of engines (``benchmarks/_engine_style.py``).
 
 Each engine style (draws per row, only on the branch that needs it, by an exponential or
 Gumbel race, from per-row generators or inside TorchScript) gets a decided exact verdict: its
@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 import specdec
+from benchmarks import _engine_style as engines
 from specdec.cli import main
 from specdec.discover import ROUNDING_BOUND, UNIT_ROUNDOFF, discover_rows_law, rounding_bound
 from specdec.exact import BlockRows
@@ -36,7 +37,6 @@ from specdec.testing.audit import (
     verifier_scenarios,
 )
 from specdec.types import Verification
-from tests import _engine_style as engines
 
 # V = 2, k = 1 (zeros, p == q at one position) and V = 3, k = 2 (one-hot rows)
 SCENARIOS = search_scenarios(2)

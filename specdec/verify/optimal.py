@@ -17,7 +17,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._kernels import inverse_cdf
-from specdec.multi_law import candidate_law
+from specdec.draw_law import candidate_law
 from specdec.optimal_coupling import Coupling, coupling_steps, optimal_coupling
 from specdec.verify.multi import MultiDraftVerification, check_drawable, check_multi
 

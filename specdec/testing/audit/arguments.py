@@ -8,12 +8,17 @@ parsing, from the subject's table (``specdec.testing.audit.subject.APPLICABLE``,
 
 import argparse
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specdec._checks import check_finite, check_int
+from specdec._checks import (
+    check_int,
+    check_positive_int,
+    check_rate,
+)
+from specdec.testing.audit.argument_types import checked_type
 from specdec.testing.audit.options import SEARCHED_PAIRS
+from specdec.testing.audit.stream_arguments import add_stream_options
 from specdec.testing.audit.subject import DRAWS
 
 __all__ = ["EPILOG", "add_parser"]
@@ -89,7 +94,7 @@ def add_parser(
     )
     audit.add_argument(
         "--search",
-        type=_option(lambda name, value: check_int(name, value, minimum=0), int),
+        type=checked_type(lambda name, value: check_int(name, value, minimum=0), int),
         default=None,
         help=f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
         f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join "
@@ -125,7 +130,7 @@ def add_parser(
         "drawn DRAW: as --multi-draft (--scenarios two-then-one, two-branches)",
     )
     _add_audit_options(audit)
-    _add_stream_options(audit)
+    add_stream_options(audit)
     _add_engine_options(audit)
     _add_audit_plot(audit)
     _add_scale_options(audit)
@@ -135,26 +140,8 @@ def add_parser(
     return audit
 
 
-def _option(check: Callable[[str, Any], object], convert: Callable[[str], Any]) -> Any:
-    """An argparse ``type``: ``convert`` the text (argparse reports "invalid int value" on
-    failure), then ``check("value", value)``; a failed check is argparse's usage error too
-    ("argument --samples: must be >= 1, got 0."; exit 2, before anything runs)."""
-
-    def parse(text: str) -> Any:
-        value = convert(text)
-        try:
-            check("value", value)
-        except (TypeError, ValueError) as error:
-            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
-        return value
-
-    parse.__name__ = convert.__name__  # argparse names the type in "invalid int value"
-    return parse
-
-
 def _add_audit_options(audit: argparse.ArgumentParser) -> None:
     """Power, verdict-class and CI options of ``specdec audit`` (each checked by argparse)."""
-    from specdec._checks import check_positive_int, check_rate
 
     def rate(name: str, value: float) -> float:
         return check_rate(name, value)
@@ -184,14 +171,14 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
     size = group.add_mutually_exclusive_group()
     size.add_argument(
         "--samples",
-        type=_option(check_positive_int, int),
+        type=checked_type(check_positive_int, int),
         default=None,
         help="fixed samples per scenario (>= 1); the report states the power it bought "
         "(instead of --detect-tv)",
     )
     size.add_argument(
         "--detect-tv",
-        type=_option(distance, float),
+        type=checked_type(distance, float),
         default=None,
         metavar="X",
         help="size each scenario to detect a deviation of total variation >= X with the "
@@ -200,7 +187,7 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--min-power-tv",
-        type=_option(distance, float),
+        type=checked_type(distance, float),
         default=None,
         metavar="X",
         help="INCONCLUSIVE when a scenario cannot detect TV X (default 0.05, or --detect-tv "
@@ -208,13 +195,13 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--false-fail-rate",
-        type=_option(rate, float),
+        type=checked_type(rate, float),
         default=1e-6,
         help="family-wise rate of calling a lossless function lossy, in (0, 1) (default 1e-6)",
     )
     group.add_argument(
         "--false-pass-rate",
-        type=_option(rate, float),
+        type=checked_type(rate, float),
         default=1e-3,
         help="rate of missing a deviation of the printed detectable TV, in (0, 1) (default 1e-3)",
     )
@@ -259,6 +246,8 @@ class _ListScenarios(argparse.Action):
     """``--list-scenarios``: print the catalogue of both levels and exit (like ``--version``)."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        # imported on use: the parser is built for every command, the catalogue loads the audit
+        from specdec.testing.audit.branches import listing
         from specdec.testing.audit.catalogue import scenario_catalogue
 
         headings = {
@@ -267,8 +256,6 @@ class _ListScenarios(argparse.Action):
             "position": "--multi-draft scenarios (all in the default battery):",
             "tree": "--tree scenarios (all in the default battery):",
         }
-        from specdec.testing.audit.branches import listing
-
         print(BRANCHES_NOTE)
         for level, heading in headings.items():
             print(heading)
@@ -286,93 +273,6 @@ and, in the default battery, the expected number of samples taking it at the def
 size (detect-tv 0.05 for verifiers and steps, 0.01 for --multi-draft and --tree); 'rare':
 below 20, so a bug living only there may go unseen.
 """
-
-
-def _add_stream_options(audit: argparse.ArgumentParser) -> None:
-    """``--stream`` and what it needs: the target, the prompts, the claimed sampling law."""
-    from specdec._checks import check_positive_int, check_probability_threshold
-
-    def temperature(name: str, value: float) -> float:
-        if not 0 <= check_finite(name, value):
-            raise ValueError(f"{name} must be >= 0, got {value}.")
-        return value
-
-    group = audit.add_argument_group(
-        "streams (--stream)",
-        "FUNCTION is an engine's whole generation, sample(prompt[L], generator) -> new tokens "
-        "(--batched: prompts[N,L] -> [N,n]); the first --new-tokens tokens after each prompt "
-        "are judged against the law --target gives them under the sampling options, "
-        "enumerated by teacher forcing (exact-law mode: V ** new-tokens at most 65536; above, "
-        "large-vocabulary mode, see --stream-mode). One scenario per prompt (prompt-0, ...). "
-        "Takes --batched, --samples, --detect-tv, --min-power-tv, --false-fail-rate, "
-        "--false-pass-rate, --seed, "
-        "--allow-nondeterministic, --json, --quiet.",
-    )
-    group.add_argument("--stream", action="store_true", help="FUNCTION is a stream sampler")
-    group.add_argument(
-        "--target",
-        default=None,
-        metavar="FILE:MODEL",
-        help="the target: a specdec CausalLM or transformers causal LM, or a function of no "
-        "arguments returning one",
-    )
-    group.add_argument(
-        "--prompts",
-        default=None,
-        help="ID,...;ID,... the prompts, token ids separated by commas, prompts by semicolons",
-    )
-    group.add_argument(
-        "--new-tokens",
-        type=_option(check_positive_int, int),
-        default=None,
-        metavar="N",
-        help="new tokens judged after each prompt (default 2)",
-    )
-    group.add_argument(
-        "--temperature",
-        type=_option(temperature, float),
-        default=None,
-        help="the claimed law's temperature (default 1; 0: greedy)",
-    )
-    group.add_argument(
-        "--top-k", type=_option(check_positive_int, int), default=None, help="its top-k"
-    )
-    group.add_argument(
-        "--top-p", type=_option(check_probability_threshold, float), default=None, help="its top-p"
-    )
-    group.add_argument(
-        "--min-p", type=_option(check_probability_threshold, float), default=None, help="its min-p"
-    )
-    group.add_argument(
-        "--stream-mode",
-        choices=("auto", "exact", "large", "two-sample"),
-        default=None,
-        help="auto (default): exact-law when V ** new-tokens <= 65536, else large-vocabulary "
-        "(each token's PIT and surprisal against its target row, anytime-valid); two-sample: "
-        "against --reference",
-    )
-    group.add_argument(
-        "--reference",
-        default=None,
-        metavar="FILE:SAMPLE",
-        help="(--stream-mode two-sample) the engine without speculation, in FUNCTION's form",
-    )
-    group.add_argument(
-        "--position-kinds",
-        default=None,
-        metavar="FILE:KINDS",
-        help="(large and two-sample modes) kinds(prompts [N, L], tokens [N, n]) -> [N, n] labels "
-        "0 accepted draft, 1 corrected, 2 bonus: each kind reported apart, bonus positions "
-        "also judged alone",
-    )
-    group.add_argument(
-        "--eos-token-id",
-        type=_option(lambda name, value: check_int(name, value, minimum=0), int),
-        default=None,
-        metavar="ID",
-        help="judge the first --new-tokens tokens or until this EOS (EOS absorbing: an engine "
-        "may stop there, -1 padded; a token after it is a forbidden outcome; exact-law mode only)",
-    )
 
 
 def _add_engine_options(audit: argparse.ArgumentParser) -> None:
@@ -463,15 +363,13 @@ def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
 def _add_scale_options(audit: argparse.ArgumentParser) -> None:
     """Where the statistical audit of a verifier or step draws, and its checkpoints
     (``specdec.testing.audit.shard``, ``checkpoint``); docs/scale.md."""
-    from specdec._checks import check_positive_int
-
     group = audit.add_argument_group(
         "scale (statistical verifier and step audits)",
         "Chunks are seeded by their index: the report is the same for any --workers.",
     )
     group.add_argument(
         "--workers",
-        type=_option(check_positive_int, int),
+        type=checked_type(check_positive_int, int),
         default=None,
         metavar="N",
         help="draw the chunks on N local processes (FUNCTION is imported by name in each); "

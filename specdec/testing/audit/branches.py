@@ -40,24 +40,34 @@ Example:
     (1.0, 0.0, True)
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 
 from specdec.hub_law import spechub_parts, spechub_steps
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, candidate_law
+from specdec.testing.audit.branch_record import BRANCHES, VISIBLE, BranchRates, format_rates
+from specdec.testing.audit.catalogue import scenario_catalogue
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.multi_sampled import scenario_cells
+from specdec.testing.audit.plan import (
+    DETECT_TV_BATCHED,
+    DETECT_TV_SINGLE,
+    plan_step_scenario,
+    plan_verifier_scenario,
+    samples_for_tv,
+    split_error_rate,
+)
+from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.scenario import Scenario, warped_rows
+from specdec.testing.stats import min_sample_size_by_l1
 from specdec.tree_law import tree_draft_law
 from specdec.verify._recursive import ChildDraw
 from specdec.verify.tree import TokenTree
-
-if TYPE_CHECKING:  # the report imports this module for its field's type
-    from specdec.testing.audit.report import AuditReport
 
 __all__ = [
     "BRANCHES",
@@ -73,79 +83,7 @@ __all__ = [
     "with_branches",
 ]
 
-VISIBLE = 20.0
-"""Expected count at which a branch counts as visible: taken at least once except with
-probability ``<= e^-20``."""
-
-BRANCHES = (
-    "accept draft i",
-    "reject draft i",
-    "bonus",
-    "residual",
-    "zero-mass residual",
-    "ratio tie",
-    "forbidden draft",
-    "accept candidate j",
-    "child j accepted",
-    "depth d",
-)
-"""The branch names (``i``, ``j``, ``d`` numbered from 1, depths from 0)."""
-
 Number = Fraction | float
-
-
-@dataclass(frozen=True)
-class BranchRates:
-    """One scenario's branch rates.
-
-    Attributes:
-        scenario: the scenario's name.
-        rates: ``(branch, probability per sample)`` in a fixed order; a branch the scenario
-            cannot take at all has rate 0 and is listed.
-        samples: the sample size the expected counts are for (``None``: exact mode, or not
-            known).
-    """
-
-    scenario: str
-    rates: tuple[tuple[str, float], ...]
-    samples: int | None = None
-
-    def rate(self, branch: str) -> float:
-        """The rate of ``branch`` (0 for one the scenario does not list)."""
-        return dict(self.rates).get(branch, 0.0)
-
-    def expected(self, samples: int | None = None) -> dict[str, float]:
-        """Each branch's expected count at ``samples`` (default ``self.samples``).
-
-        Raises:
-            ValueError: no sample size given or stored.
-        """
-        n = self.samples if samples is None else samples
-        if n is None:
-            raise ValueError(f"{self.scenario}: no sample size to count branches at.")
-        return {branch: rate * n for branch, rate in self.rates}
-
-    def reached(self) -> tuple[str, ...]:
-        """The branches the scenario takes with positive probability."""
-        return tuple(branch for branch, rate in self.rates if rate > 0)
-
-    def document(self) -> dict[str, Any]:
-        """The rates as JSON-ready values: ``scenario``, ``rates``, ``samples``, ``expected``
-        (``None`` without a sample size) and ``rare`` (reached, expected below ``VISIBLE``)."""
-        known = self.samples is not None
-        return {
-            "scenario": self.scenario,
-            "rates": dict(self.rates),
-            "samples": self.samples,
-            "expected": self.expected() if known else None,
-            "rare": list(self.unseen()) if known else [],
-        }
-
-    def unseen(self, samples: int | None = None) -> tuple[str, ...]:
-        """The branches taken with positive probability but below ``VISIBLE`` expected
-        samples at ``samples`` (default ``self.samples``)."""
-        counts = self.expected(samples)
-        return tuple(b for b, rate in self.rates if 0 < rate and counts[b] < VISIBLE)
 
 
 def _add(rates: dict[str, Number], branch: str, amount: Number) -> None:
@@ -387,8 +325,8 @@ def branch_rates(
 
 
 def with_branches(
-    report: "AuditReport", scenarios: Sequence[Any], *, draw: str | None = None
-) -> "AuditReport":
+    report: AuditReport, scenarios: Sequence[Any], *, draw: str | None = None
+) -> AuditReport:
     """``report`` with each of its scenarios' branch rates (found by name among
     ``scenarios``), counted at the sample size the scenario drew when it was sampled.
 
@@ -413,17 +351,6 @@ def default_samples(level: str, scenarios: Sequence[Any]) -> list[int]:
     smallest default power for verifiers and steps (``detect_tv`` 0.05, a single-sequence
     function's; a batched one draws more), at 0.01 for multi-draft and tree rules (always
     batched); false-fail 1e-6 over the battery, false-pass 1e-3 (``plan``)."""
-    from specdec.testing.audit.multi_sampled import scenario_cells
-    from specdec.testing.audit.plan import (
-        DETECT_TV_BATCHED,
-        DETECT_TV_SINGLE,
-        plan_step_scenario,
-        plan_verifier_scenario,
-        samples_for_tv,
-        split_error_rate,
-    )
-    from specdec.testing.stats import min_sample_size_by_l1
-
     alpha, beta = 1e-6, 1e-3
     if level in ("position", "tree"):
         level_alpha = alpha / len(scenarios)  # Holm's first level
@@ -440,8 +367,6 @@ def listing(level: str) -> dict[str, list[str]]:
     """``--list-scenarios``' lines under each scenario of ``level``'s catalogue: its branch
     rates, with expected counts at the default sample size for the default battery's (a
     scenario chosen by name draws what the battery it joins gives it)."""
-    from specdec.testing.audit.catalogue import scenario_catalogue
-
     catalogue = scenario_catalogue(level)
     battery = [scenario for scenario, default in catalogue.values() if default]
     sizes = dict(zip([s.name for s in battery], default_samples(level, battery), strict=True))
@@ -451,28 +376,3 @@ def listing(level: str) -> dict[str, list[str]]:
         )
         for name, (scenario, _) in catalogue.items()
     }
-
-
-def format_rates(rates: BranchRates, *, indent: str = "    ") -> list[str]:
-    """Lines naming each branch's rate (and expected count when the sample size is known);
-    the branches a scenario cannot take are left out, those taken too rarely to be seen
-    are marked ``(rare)``."""
-    known = rates.samples is not None
-    counts: Mapping[str, float] = rates.expected() if known else {}
-    parts = []
-    for branch, rate in rates.rates:
-        if rate <= 0:
-            continue
-        text = f"{branch} {rate:.3g}"
-        if known:
-            text += f" (~{counts[branch]:.0f}{', rare' if counts[branch] < VISIBLE else ''})"
-        parts.append(text)
-    lines, line = [], indent
-    for part in parts:
-        if len(line) + len(part) > 96 and line.strip():
-            lines.append(line.rstrip("; "))
-            line = indent
-        line += part + "; "
-    if line.strip():
-        lines.append(line.rstrip("; "))
-    return lines

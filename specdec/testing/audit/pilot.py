@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specdec.testing.audit.audits import audit
+from specdec.testing.audit.multi_sampled import scenario_cells
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.plan import (
     DETECT_TV_BATCHED,
@@ -47,6 +49,7 @@ from specdec.testing.audit.plan import (
     split_error_rate,
 )
 from specdec.testing.audit.subject import Subject
+from specdec.testing.stats import min_sample_size_by_l1
 
 __all__ = ["PilotEstimate", "format_estimate", "pilot_estimate", "planned_samples"]
 
@@ -114,9 +117,6 @@ def planned_samples(
         return [options.samples or 0 for _ in scenarios]
     alpha, beta = options.false_fail_rate, options.false_pass_rate
     if subject.level in ("position", "tree"):
-        from specdec.testing.audit.multi_sampled import scenario_cells
-        from specdec.testing.stats import min_sample_size_by_l1
-
         level = alpha / len(scenarios)
         return [min_sample_size_by_l1(scenario_cells(s), tv, level, beta) for s in scenarios]
     budget = split_error_rate(alpha, beta, num_scenarios=len(scenarios))
@@ -146,8 +146,6 @@ def pilot_estimate(
         raise ValueError("the pilot estimates statistical verifier, step, multi-draft and tree "
                          "audits only.")  # fmt: skip
     if run is None:
-        from specdec.testing.audit.audits import audit
-
         run = audit
     batched = subject.batched or subject.level in ("position", "tree")
     tv = None

@@ -59,7 +59,7 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
-from specdec.testing.audit.branches import BranchRates, format_rates
+from specdec.testing.audit.branch_record import BranchRates, format_rates
 from specdec.testing.audit.coverage import CodeCoverage
 from specdec.testing.audit.decision import Decision
 from specdec.testing.audit.invariance_results import InvarianceResult

@@ -15,7 +15,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from specdec.testing.zoo._multi_draft import MULTI_ZOO, _tree_flat
+from specdec.testing.zoo._multi_draft import MULTI_ZOO
+from specdec.testing.zoo._multi_tree import tree_flat
 from specdec.verify._recursive import remove_token
 from specdec.verify.traversal import verify_traversal, walk_traversal
 from specdec.verify.tree import TokenTree, TreeVerification
@@ -44,7 +45,7 @@ def _traversal_with(
     uniforms: Tensor,
 ) -> TreeVerification:
     """Traversal verification (siblings without replacement) with ``update`` at each deletion."""
-    ids, draft, target, noise = _tree_flat(tree, draft_tokens, draft_probs, target_probs, uniforms)
+    ids, draft, target, noise = tree_flat(tree, draft_tokens, draft_probs, target_probs, uniforms)
     assert draft is not None  # the entries are judged on sampled children
     rows, n = ids.shape
     thresholds = torch.zeros(rows, n, dtype=torch.float64)
