@@ -25,13 +25,10 @@ LONG_MODULES_BEING_SPLIT = frozenset(
         "specdec/testing/audit/audits.py",
         "specdec/testing/audit/command.py",
         "specdec/testing/audit/report.py",
-        "specdec/testing/audit/shard.py",
         "specdec/testing/audit/stream_large.py",
     }
 )
-CYCLES_BEING_REMOVED = frozenset(
-    {frozenset({"specdec.testing.audit.run", "specdec.testing.audit.shard"})}
-)
+CYCLES_BEING_REMOVED: frozenset[frozenset[str]] = frozenset()
 
 Edges = dict[str, dict[str, str]]
 """``module -> {imported module: "path:line" of the first import}``."""
