@@ -1,5 +1,8 @@
 """The audit: is *your* speculative decoder lossless?
 
+How it is built, in one picture: ``docs/architecture.md`` (one door, ``audit``; one
+``Drawer`` protocol and seed rule; one scheduler; one report).
+
 ``audit_verifier`` and ``audit_step`` run a fixed battery of toy scenarios (``battery``). For
 each they draw draft blocks, run the audited function, complete each emitted block to ``k+1``
 tokens by sampling the target, and compare the completions with the target's exact joint law of
