@@ -1,14 +1,14 @@
-"""Claim 24 (Ville's inequality for the KT e-processes): the Krichevsky–Trofimov mixture
-against a null law ``P_0`` is a non-negative supermartingale with ``E_0 = 1`` (a martingale when
-``P_0`` has no zero cell), so ``P(sup_t E_t >= c) <= 1/c`` for every ``c >= 1``; a stream of
-``B`` equal bins gets the same process in closed form from its counts; ``m`` processes stopped
-at ``ln(m / alpha)`` cross together with probability ``<= alpha``.
+"""Claim 24 (Ville's inequality for the KT e-processes): the Krichevsky–Trofimov mixture against a
+null law ``P_0`` is a non-negative supermartingale with ``E_0 = 1`` (a martingale when ``P_0``
+has no zero cell), so ``P(sup_t E_t >= c) <= 1/c`` for every ``c >= 1``; a stream of ``B`` equal
+bins gets the same process in closed form from its counts; ``m`` processes stopped at ``ln(m /
+alpha)`` cross together with probability ``<= alpha``.
 
-Checked exactly (Fractions, ``==`` and ``<=``): the one-step identity ``E[E_t | past] =
-E_{t-1} (1 - KT's mass on the zero cells)`` at every count vector reached; ``P(sup_{t <= n} E_t >= c)`` by a dynamic
-program over count vectors (the process is a function of them) for several null laws and
-levels, against ``1/c``, and the same probability by enumerating every sequence on the smallest
-case; ``specdec.testing.stats.kt_log_e_values`` (in one call and in chunks) and
+Checked exactly (Fractions, ``==`` and ``<=``): the one-step identity ``E[E_t | past] = E_{t-1}
+(1 - KT's mass on the zero cells)`` at every count vector reached; ``P(sup_{t <= n} E_t >= c)``
+by a dynamic program over count vectors (the process is a function of them) for several null
+laws and levels, against ``1/c``, and the same probability by enumerating every sequence on the
+smallest case; ``specdec.testing.stats.kt_log_e_values`` (in one call and in chunks) and
 ``kt_uniform_log_e`` against the exact logarithms on every enumerated sequence (float64 within
 ``1e-12``); ``e_value_log_threshold``. Negative control: a predictive that counts the current
 draw (look-ahead) breaks the identity and Ville's bound, and the check says so. See

@@ -83,9 +83,7 @@ def check_uniform_in_every_order() -> int:
         for row in quick(simplex_grid(vocab, denominator), 20):
             for order in [decreasing(row), *orders(vocab)]:
                 intervals = sorted(
-                    (below(row, order, x), below(row, order, x) + m)
-                    for x, m in enumerate(row)
-                    if m
+                    (below(row, order, x), below(row, order, x) + m) for x, m in enumerate(row) if m
                 )
                 assert intervals[0][0] == 0 and intervals[-1][1] == 1, (row, order)
                 assert all(a[1] == b[0] for a, b in itertools.pairwise(intervals)), (row, order)
