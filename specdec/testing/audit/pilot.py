@@ -116,8 +116,9 @@ def planned_samples(
     if tv is None:
         return [options.samples or 0 for _ in scenarios]
     alpha, beta = options.false_fail_rate, options.false_pass_rate
-    if subject.level in ("position", "tree"):
-        level = alpha / len(scenarios)
+    if subject.level in ("position", "tree"):  # Holm over L1 and G: multi_sampled's level
+        fixed = split_error_rate(alpha, beta, num_scenarios=len(scenarios), e_processes=False)
+        level = fixed.test_level
         return [min_sample_size_by_l1(scenario_cells(s), tv, level, beta) for s in scenarios]
     budget = split_error_rate(alpha, beta, num_scenarios=len(scenarios))
     plan = plan_step_scenario if subject.level == "step" else plan_verifier_scenario
