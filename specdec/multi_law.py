@@ -27,6 +27,7 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
+from specdec._cuts import cell_outputs
 from specdec.draw_law import CandidateLaw, Draw, Row, candidate_law, top_tokens
 from specdec.exact import cdf_steps
 from specdec.verify.multi import MultiDraftRule
@@ -205,8 +206,6 @@ def cell_law(
     Raises:
         ValueError: the output changes inside a cell.
     """
-    from specdec._cuts import cell_outputs  # here, not at the top: multi_law's imports move
-
     edges = [sorted({ZERO, ONE, *(c for c in cut if 0 < c < 1)}) for cut in cuts]
     cells = list(itertools.product(*(list(itertools.pairwise(e)) for e in edges)))
     outputs = cell_outputs(evaluate, edges, check=check, where=where)

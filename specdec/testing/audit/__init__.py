@@ -30,20 +30,20 @@ One design under every form and mode. What is audited becomes one ``Subject`` at
 (``subject.as_subject``: a rule, a verifier or a step, batched or not, a multi-draft or tree
 rule); what the caller chooses is one frozen ``AuditOptions`` (``options``), validated when
 built; ``audits.audit(subject, options)`` picks the scenarios (``catalogue``) and one drawing
-engine, and every engine returns one ``AuditReport`` (``report``; per-scenario results and
-the decision in ``results``) with one exit-code table (``ExitCode``). The engines:
-``sampled`` (the statistical audit of verifiers and steps: ``plan`` fixes sample sizes, cells
-and the error-rate split, ``run`` calls the function and completes its blocks, ``shard``
-draws the chunks in this process, on local workers or on any executor with the same report,
-``checkpoint`` saves and resumes them), ``sampler``
-(a step against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's
-law from its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree
-rules, exactly or by sampling), ``stream`` (an engine's whole generation against the target's
-law enumerated by teacher forcing: exact-law mode), ``stream_large`` (the same for a large
+engine, and every engine returns one ``AuditReport`` (``report``, written as text by
+``report_text``; per-scenario results and the decision in ``results``) with one exit-code table
+(``ExitCode``). The engines: ``sampled`` (the statistical audit of verifiers and steps:
+``plan`` fixes sample sizes, cells and the error-rate split, ``run`` calls the function and
+completes its blocks, ``shard`` draws the chunks in this process, on local workers or on any
+executor with the same report, ``checkpoint`` saves and resumes them), ``sampler`` (a step
+against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's law from
+its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree rules,
+exactly or by sampling), ``stream`` (an engine's whole generation against the target's law
+enumerated by teacher forcing: exact-law mode), ``stream_large`` (the same for a large
 vocabulary: each token's PITs and surprisal against its row, anytime-valid; and two engines
-compared). ``audit_verifier``, ``audit_step``,
-``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are ``audit`` for one level;
-``command`` is ``specdec audit``.
+compared; both drawn round-robin on the scheduler by ``stream_rounds``). ``audit_verifier``,
+``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are ``audit`` for
+one level; ``command`` is ``specdec audit``.
 
 For real engines: ``conventions`` (the engine's warping against specdec's, dtypes, devices),
 ``reserved`` (token ids kept out of the toy vocabularies), ``large`` (vocabularies in the

@@ -8,9 +8,10 @@ method: ``"statistical"`` or ``"exact"``), a stream's ``stream_mode`` (``"large"
 rule, ``"tree"``, ``"stream"``), the audited function, and one result per scenario
 (``specdec.testing.audit.results``: a ``ScenarioResult`` when sampled, an
 ``ExactScenarioResult`` when exact; ``stream_results.StreamStatisticsResult`` for a stream's
-large and two-sample modes). One ``headline``, one ``format``, one ``to_json`` and one exit
-mapping serve them all. The verdicts, each with its
-own exit code (``ExitCode``, ``VERDICT_EXIT``):
+large and two-sample modes). One ``headline``, one ``format`` (their text is written by
+``report_text``, which reads the record and imports nothing of this module), one ``to_json``
+and one exit mapping serve them all. The verdicts, each with its own exit code (``ExitCode``,
+``VERDICT_EXIT``):
 
 * ``"lossy"`` (1): some scenario's completion law differs from the target's;
 * ``"invalid-output"`` (5): none does, but some scenario emits more tokens per call than any
@@ -59,22 +60,26 @@ from enum import IntEnum
 from fractions import Fraction
 from typing import Any
 
-from specdec.testing.audit.branch_record import BranchRates, format_rates
+from specdec.testing.audit import report_text
+from specdec.testing.audit.branch_record import BranchRates
 from specdec.testing.audit.coverage import CodeCoverage
 from specdec.testing.audit.decision import Decision
 from specdec.testing.audit.invariance_results import InvarianceResult
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.plan import MIN_POWER_TV
-from specdec.testing.audit.results import (
-    ExactScenarioResult,
-    ScenarioResult,
-    convention_lines,
-    evidence_lines,
-)
+from specdec.testing.audit.report_text import UNREACHED_SHOWN, coverage_lines
+from specdec.testing.audit.results import ExactScenarioResult, ScenarioResult
 from specdec.testing.audit.stream_results import StreamStatisticsResult
 from specdec.testing.audit.subject import Subject
 
-__all__ = ["VERDICT_EXIT", "AuditReport", "ExitCode", "Result"]
+__all__ = [  # UNREACHED_SHOWN and coverage_lines: at home in report_text, re-exported
+    "UNREACHED_SHOWN",
+    "VERDICT_EXIT",
+    "AuditReport",
+    "ExitCode",
+    "Result",
+    "coverage_lines",
+]
 
 Result = ScenarioResult | ExactScenarioResult | StreamStatisticsResult
 """One scenario's result, of any mode (the result protocol ``decision`` reads)."""
@@ -336,273 +341,15 @@ class AuditReport:
 
     def headline(self) -> str:
         """The verdict in one line, with the power it was reached at (statistical) or what was
-        enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited."""
-        line = self._exact_line() if self.mode == "exact" else self._verdict_line()
-        if self.stream_mode is not None:
-            line = self._stream_line()
-        if self.coverage is not None:  # what the verdict covered, never more
-            line += f"; {self.coverage.headline()}"
-        if self.invariance is not None:
-            line = (
-                f"BATCH-DEPENDENT: {self.invariance.summary()}"
-                if self.verdict == "batch-dependent"
-                else f"{line}; {self.invariance.summary()}"
-            )
-        rejected = self.not_audited
-        if not rejected:
-            return line
-        return (
-            f"{line}; {len(rejected)} of {len(self.scenarios)} scenario(s) NOT "
-            f"AUDITED (options rejected: {', '.join(rejected)})"
-        )
-
-    def _where(self) -> str:
-        """For a multi-draft or tree rule: what it was judged on."""
-        where = f"on {len(self.scenarios)} {self.level} scenario(s)"
-        return where + (f", candidates drawn {self.draw}" if self.draw is not None else "")
-
-    def _exact_line(self) -> str:
-        where = self._where()
-        if self.verdict == "lossy":
-            distances = ", ".join(
-                f"{s.name} TV {float(s.total_variation or 0):.4g}"
-                for s in self._exact()
-                if s.lossless is False
-            )
-            return f"LOSSY (exact {where}): {distances}"
-        if self.verdict == "cannot decide":
-            undecided = [s.name for s in self._exact() if s.lossless is None]
-            return f"CANNOT DECIDE (exact {where}): no law for {', '.join(undecided)}"
-        if self.up_to_rounding and self.dtype not in (None, "float64"):
-            return (
-                f"{self.verdict.upper()} up to {self.dtype} rounding (exact {where}): largest "
-                f"TV {float(self.rounding_tv or 0):.3g} within the {self.dtype} rounding bound"
-            )
-        return f"{self.verdict.upper()} (exact {where})"
-
-    def _stream_line(self) -> str:
-        """Large-vocabulary and two-sample stream modes: the verdict, what it is about."""
-        title = {"large": "large-vocabulary", "two-sample": "two-sample"}[str(self.stream_mode)]
-        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
-        tokens = sum(s.tokens for s in streams)
-        kinds = [kind for s in streams for kind in s.kinds]  # kinds judged alone
-        if self.verdict == "lossy":
-            pooled = any(s.forbidden or s.deciding_test in {e.name for e in s.e_processes}
-                         for s in streams)  # fmt: skip
-            on_kind = next((kind for kind in kinds if kind.lossy), None)
-            if on_kind is not None and not pooled:  # found on one kind's positions alone
-                return f"{on_kind.summary()} ({title}; {tokens} tokens in all)"
-            decided = ", ".join(str(s.deciding_test) for s in streams if s.lossy)
-            return f"LOSSY ({title}): rejected by {decided} after {tokens} tokens"
-        sizes = "; ".join(f"{text} >= {value:.4g}" for s in streams for text, value in s.detectable)
-        rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
-        alone = "".join(f"; {kind.summary()}" for kind in kinds)
-        if self.verdict == "lossless":
-            return (
-                f"LOSSLESS ({title}): no deviation of {sizes} found ({rates}; {tokens} tokens)"
-                + alone
-            )
-        if self.verdict == "nondeterministic":
-            return self._verdict_line()
-        return f"{self.verdict.upper()} ({title}): {self.reason.split('; ')[0]}{alone}"
-
-    def _verdict_line(self) -> str:
-        rates = f"false-fail {self.false_fail_rate:g}, false-pass {self.false_pass_rate:g}"
-        where = self._where() if self.draw is not None else ""
-        sampled = self._sampled()
-        if self.verdict == "lossy":
-            lossy = [s for s in sampled if s.lossy]
-            tests = ", ".join(
-                f"{s.name} by {s.deciding_test} (p = {s.deciding_p_value:.3g})" for s in lossy
-            )
-            return f"LOSSY: {len(lossy)} scenario(s): {tests}" + (f" ({where})" if where else "")
-        if self.verdict == "invalid-output":
-            above = [s for s in sampled if s.above_optimum]
-            tokens = ", ".join(
-                f"{s.name} {s.mean_tokens or 0:.2f} > {s.max_tokens or s.optimal_tokens or 0:.2f}"
-                for s in above
-            )
-            return (
-                f"INVALID-OUTPUT: {len(above)} scenario(s) emit more tokens per call than any "
-                f"lossless single step can on average ({tokens}, beyond Hoeffding's margin): the "
-                "blocks are not one step's output, so one step was not audited; if they are "
-                "meant to span steps, --blocks-span-steps / blocks_span_steps=True judges the "
-                "law alone"
-            )
-        if self.verdict == "nondeterministic":
-            return (
-                "NONDETERMINISTIC: the same generator seed gave different blocks; its law was not "
-                "judged (--allow-nondeterministic / allow_nondeterministic=True judges the law)"
-            )
-        if self.verdict == "inconclusive":
-            weak = [s for s in sampled if not s.rejected and s.detectable_tv > self.min_power_tv]
-            return (
-                f"INCONCLUSIVE: no deviation found, but {len(weak)} scenario(s) detect only "
-                f"TV >= {max(s.detectable_tv for s in weak):.4f}, above the minimum "
-                f"{self.min_power_tv:g}; {max(s.samples_to_decide for s in weak)} samples per "
-                f"scenario would decide (--detect-tv {self.min_power_tv:g}) ({rates}"
-                + (f"; {where})" if where else ")")
-            )
-        suffix = ", suboptimal" if self.verdict == "lossless, suboptimal" else ""
-        found = f"no deviation of TV >= {self.detectable_tv:.4f} found ({rates})"
-        return f"LOSSLESS{suffix}: {found}" + (f" {where}" if where else "")
+        enumerated (exact); never a bare LOSSLESS; ending with the scenarios not audited
+        (``report_text.headline``)."""
+        return report_text.headline(self)
 
     def format(self) -> str:
         """A human-readable report: the headline, one row per scenario, the evidence of what
-        failed, each scenario's branch rates, and the time taken (the last line)."""
-        lines = [f"specdec audit {self._title()} of {self.function}: {self.headline()}"]
-        if self.stream_mode is not None:
-            return "\n".join(lines + self._stream_lines())
-        lines += self._exact_lines() if self.mode == "exact" else self._sampled_lines()
-        invariance = self.invariance.lines() if self.invariance is not None else []
-        lines = [
-            *lines[:-1], *coverage_lines(self.coverage), *invariance, *self._branch_lines(),
-            lines[-1],
-        ]  # fmt: skip
-        return "\n".join(lines)  # time last
-
-    def _branch_lines(self) -> list[str]:
-        """Each scenario's branch rates (``branches``), after the rest."""
-        if not self.branches:
-            return []
-        counted = "; expected samples taking it, 'rare' below 20" if self.mode != "exact" else ""
-        lines = [
-            "",
-            f"  branches of the rule each scenario reaches (probability per sample{counted}):",
-        ]
-        for rates in self.branches:
-            lines += [f"  {rates.scenario}:", *format_rates(rates, indent="    ")]
-        return lines
-
-    def _stream_lines(self) -> list[str]:
-        streams = [s for s in self.scenarios if isinstance(s, StreamStatisticsResult)]
-        watched = sum(len(s.e_processes) + sum(len(k.e_processes) for k in s.kinds)
-                      for s in streams)  # fmt: skip
-        lines = [
-            f"  family-wise false-fail rate <= {self.false_fail_rate:g} (Bonferroni over the "
-            f"{watched} e-processes, Ville); detectable sizes at false-pass rate "
-            f"{self.false_pass_rate:g}",
-            *([f"  run as: {self.signature}"] if self.signature else []),
-            f"  cannot see: {self.reason.rpartition('; ')[2]}",
-        ]
-        for s in streams:
-            lines += s.lines()
-        drawn = sum(s.continuations for s in streams), sum(s.tokens for s in streams)
-        return [
-            *lines,
-            f"\n  {drawn[0]} continuation(s), {drawn[1]} tokens in {self.seconds:.1f} s",
-        ]
-
-    def _title(self) -> str:
-        if self.stream_mode is not None:
-            return f"--stream-mode {self.stream_mode}"
-        option = {"position": " --multi-draft", "tree": " --tree"}.get(self.level, "")
-        draw = f" {self.draw}" if self.draw is not None else ""
-        if self.mode == "exact":
-            return f"--exact{option}{draw}"
-        return f"{option.strip()}{draw}" if option else f"({self.level})"
-
-    def _sampled_lines(self) -> list[str]:
-        lines = [
-            f"  family-wise false-fail rate <= {self.false_fail_rate:g}; each scenario detects "
-            f"a total-variation distance >= its 'detects' value with false-pass rate "
-            f"<= {self.false_pass_rate:g}"
-            + (f" (samples chosen to detect {self.detect_tv:g})" if self.detect_tv else ""),
-            *([f"  run as: {self.signature}"] if self.signature else []),
-            "",
-            f"  {'scenario':<20} {'n':>9} {'cells':>5} {'detects':>8} {'test':>17} "
-            f"{'p-value':>9} {'tokens/opt':>11}  result",
-        ]
-        for s in self._sampled():
-            lines.append(self._sampled_row(s))
-        lines.append(
-            "  (test: what decided a LOSSY scenario; in parentheses, the test closest to "
-            "rejecting one that passed)"
-        )
-        for s in self._sampled():
-            if s.lossy:
-                lines += evidence_lines(s)
-        lines += convention_lines(self._sampled(), blocks_span_steps=self.blocks_span_steps)
-        total = sum(s.samples for s in self._sampled())
-        lines.append(f"\n  {total} samples in {self.seconds:.1f} s")
-        return lines
-
-    def _sampled_row(self, s: ScenarioResult) -> str:
-        result = "LOSSY" if s.lossy else ("suboptimal" if s.suboptimal else "ok")
-        if s.impossible_outcomes:
-            result += f" ({s.impossible_outcomes} outcome(s) the target forbids)"
-        if s.above_optimum:
-            result += ", ABOVE OPTIMUM" + (" (allowed)" if self.blocks_span_steps else "")
-        if not s.lossy and not s.rejected and s.detectable_tv > self.min_power_tv:
-            result += f", underpowered (needs {s.samples_to_decide})"
-        if s.rejected:
-            result = "OPTIONS REJECTED (not audited)"
-        if not s.deterministic:
-            result += ", NONDETERMINISTIC" + (" (allowed)" if self.allow_nondeterministic else "")
-        test = s.deciding_test if s.lossy else f"({s.deciding_test})"
-        tokens = (
-            "-".center(11)
-            if s.mean_tokens is None or s.optimal_tokens is None
-            else f"{s.mean_tokens:>5.2f}/{s.optimal_tokens:<5.2f}"
-        )
-        return (
-            f"  {s.name:<20} {s.samples:>9} {s.num_cells:>5} {s.detectable_tv:>8.4f} "
-            f"{test:>17} {s.deciding_p_value:>9.3g} {tokens}  {result}"
-        )
-
-    def _exact_lines(self) -> list[str]:
-        dtype = self.dtype or "float64"
-        lines = [
-            *([f"  run as: {self.signature}"] if self.signature else []),
-            f"  exact laws on the uniforms' 2^-53 grid; lossy iff an outcome the target forbids "
-            f"occurs (at any probability) or TV > the {dtype} rounding bound (at most "
-            f"{float(self.rounding_bound or 0):.3g} here)",
-        ]
-        if self.up_to_rounding:
-            lines.append(
-                f"  LOSSLESS up to {dtype} rounding: largest exact TV "
-                f"{float(self.rounding_tv or 0):.3g}, within each scenario's {dtype} rounding "
-                "bound (specdec.discover.rounding_bound); no outcome the target forbids"
-            )
-        if self.reason:
-            lines.append(f"  cannot decide: {self.reason}")
-        if self.scenarios:
-            lines += [
-                "",
-                f"  {'scenario':<28} {'exact TV':>10} {'forbidden':>10} {'tokens/opt':>13}  result",
-            ]
-        for s in self._exact():
-            if s.lossless is None:
-                lines.append(f"  {s.name:<28} {'-':>10} {'-':>10} {'-':>13}  {s.status}")
-                continue
-            result = "LOSSY" if not s.lossless else ("suboptimal" if s.suboptimal else "ok")
-            if s.up_to_rounding:
-                result += f" (up to {dtype} rounding)"
-            tokens = "-"
-            if s.mean_tokens is not None and s.optimal_tokens is not None:
-                tokens = f"{float(s.mean_tokens):.3f}/{float(s.optimal_tokens):.3f}"
-            lines.append(
-                f"  {s.name:<28} {float(s.total_variation or 0):>10.3g} "
-                f"{float(s.forbidden_mass or 0):>10.3g} {tokens:>13}  {result}"
-            )
-        worst = self.worst()
-        lossy = [s for s in self._exact() if s.lossless is False]
-        if lossy and dtype == "float64" and not any(s.forbidden_mass for s in lossy):
-            largest = max(float(s.total_variation or 0) for s in lossy)
-            if largest < 1e-6:  # the size of float32 rounding, not of a decision misplaced
-                lines.append(
-                    f"  every lossy TV is below 1e-6 (largest {largest:.3g}) and no outcome the "
-                    "target forbids occurs: if the engine computes in float32 or narrower, "
-                    "--dtype (dtype=) judges it against that dtype's rounding bound"
-                )
-        if worst is not None:
-            lines += ["", f"  worst: {worst.name} ({worst.description or worst.evidence})"]
-            for outcome, excess in worst.worst:
-                lines.append(f"    {' '.join(map(str, outcome)):<16} excess {float(excess):.3g}")
-        for s in [s for s in self._exact() if s.lossless is None][:3]:
-            lines.append(f"  {s.name}: {s.evidence}")
-        lines.append(f"\n  {len(self.scenarios)} scenarios in {self.seconds:.1f} s")
-        return lines
+        failed, each scenario's branch rates, and the time taken (the last line;
+        ``report_text.format_report``)."""
+        return report_text.format_report(self)
 
     def _sampled(self) -> list[ScenarioResult]:
         return [s for s in self.scenarios if isinstance(s, ScenarioResult)]
@@ -630,39 +377,6 @@ def _jsonable(value: object) -> object:
     if isinstance(value, BranchRates):
         return value.document()
     return str(value)
-
-
-UNREACHED_SHOWN = 20
-"""Branch arcs never reached that ``format`` lists (the JSON lists them all)."""
-
-
-def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
-    """The report's coverage section: what ran of the function's own code, what the search
-    added, the branch arcs never reached (``file:line -> line``) and the limits."""
-    if coverage is None:
-        return []
-    lines = [
-        "",
-        f"  coverage: {coverage.line()} ({coverage.fraction:.0%} of branch arcs), in "
-        f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
-        f"    measured on {coverage.probe}",
-    ]
-    if coverage.searched:
-        found = ", ".join(coverage.found) or "none reached a new branch"
-        tried = coverage.searched
-        lines.append(f"    coverage-guided search: {tried} candidate pairs tried, kept {found}")
-    shown = coverage.unreached[:UNREACHED_SHOWN]
-    if shown:
-        lines.append("    never reached (a verdict says nothing about these branches):")
-        lines += [f"      {arc}" for arc in shown]
-        if len(coverage.unreached) > len(shown):
-            lines.append(f"      ... and {len(coverage.unreached) - len(shown)} more (--json)")
-    lines.append(
-        "    branches are Python branches across lines: a threshold inside vectorised code "
-        "(torch.where) is not one"
-    )
-    lines.append(f"    measuring and searching took {coverage.seconds:.1f} s")
-    return lines
 
 
 def _coverage_document(coverage: CodeCoverage | None) -> dict[str, Any] | None:

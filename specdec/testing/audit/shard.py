@@ -42,6 +42,7 @@ import torch
 
 from specdec.testing.audit.allocator import keep_freed_memory
 from specdec.testing.audit.drawer import Drawer, DrawerJob, chunk_seed, rebuild
+from specdec.testing.audit.loading import load_function
 from specdec.testing.audit.run import threads
 
 __all__ = [
@@ -126,9 +127,8 @@ def function_reference(fn: Callable[..., Any]) -> str:
 
 @functools.lru_cache(maxsize=8)
 def imported(reference: str) -> Callable[..., Any]:
-    """The function ``reference`` names, imported once per worker process."""
-    from specdec.testing.audit.loading import load_function  # the CLI's loader: same rules
-
+    """The function ``reference`` names, imported once per worker process (the CLI's loader,
+    ``loading.load_function``: the same rules)."""
     return load_function(reference)
 
 

@@ -78,25 +78,21 @@ void the bonus tests' false-fail guarantee. Rows per position and per prompt are
 descriptive.
 
 Memory: the statistics state (``StreamStatistics``) is a few counts and sums per group,
-independent of the number of tokens; continuations are dropped once scored.
+independent of the number of tokens; continuations are dropped once scored. Both modes draw
+the same way, round-robin on the one scheduler (``stream_rounds``); this module judges.
 """
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
-import torch
-from torch import Tensor
-
-from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
 from specdec.testing.audit.decision import stream_decision
-from specdec.testing.audit.drawer import DETERMINISM_CHUNK
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.scenario import StreamScenario
-from specdec.testing.audit.stream_drawer import Given, StreamTokens, stream_drawing, stream_identity
-from specdec.testing.audit.stream_evidence import LargeDrawer, RoundRobinDrawer, TwoSampleDrawer
+from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES, stream_audit
+from specdec.testing.audit.stream_drawer import Given
+from specdec.testing.audit.stream_evidence import LargeDrawer, TwoSampleDrawer
 from specdec.testing.audit.stream_options import STREAM_MODES, PositionKinds, StreamModeError
 from specdec.testing.audit.stream_results import (
     EProcessRow,
@@ -104,11 +100,11 @@ from specdec.testing.audit.stream_results import (
     StreamStatisticsResult,
     detects,
 )
+from specdec.testing.audit.stream_rounds import chunk_size, round_robin, run_rounds, same_streams
 from specdec.testing.audit.stream_statistics import (
     KINDS,
     MIXTURE_PRECISION,
     PIT_BINS,
-    ROW_ELEMENTS,
     StreamStatistics,
     add_tokens,
     detectable_sizes,
@@ -116,13 +112,10 @@ from specdec.testing.audit.stream_statistics import (
     group_names,
     group_rows,
     large_log_e,
-    seeded_order,
     token_statistics,
 )
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats.streaming import min_detectable_mean_shift, min_tokens_for_binned_tv
-
-S = TypeVar("S")
 
 __all__ = [
     "DECIDED_KINDS",
@@ -189,75 +182,6 @@ TWO_SAMPLE_BLIND_SPOTS = (
 )
 
 
-def _chunk(subject: Subject, scenario: StreamScenario) -> int:
-    """Continuations per prompt between looks: 256 batched (16 single), fewer for a large
-    ``n * V`` (at least 8), so the looks stay frequent and the rows small."""
-    cap = max(8, (4 * ROW_ELEMENTS) // (scenario.new_tokens * int(scenario.target.vocab_size)))
-    return min(256 if subject.batched else 16, cap)
-
-
-def _round_robin(
-    given: Sequence[Given],
-    scenarios: Sequence[StreamScenario],
-    options: AuditOptions,
-    chunk: int,
-    per_prompt: int,
-) -> tuple[StreamTokens, Callable[[], bytes], Sequence[StreamScenario], list[int], int, Tensor]:
-    """What a round-robin drawer (``stream_evidence``) is built from: the chunks drawn here
-    and a worker's arguments, the prompts, every chunk's size (round ``r`` of each prompt in
-    turn: ``chunk`` continuations, the last round fewer) and the seeded PIT order."""
-    tokens, arguments = stream_drawing(given, scenarios, options.seed, round_robin=True)
-    rounds = [min(chunk, per_prompt - start) for start in range(0, per_prompt, chunk)]
-    sizes = [size for size in rounds for _ in scenarios]
-    order = seeded_order(options.seed, int(scenarios[0].target.vocab_size))
-    return tokens, arguments, scenarios, sizes, options.seed, order
-
-
-def _run(
-    subject: Subject,
-    drawer: RoundRobinDrawer[S],
-    start: S,
-    mode: str,
-    given: Sequence[Given],
-    scenarios: Sequence[StreamScenario],
-    options: AuditOptions,
-    progress: Progress | None,
-) -> S:
-    """The round-robin chunks on the one scheduler (one scenario: every prompt's rounds in
-    turn), checkpointed and resumed as ``options`` say; a progress line after every round."""
-    identity = audit_identity(
-        subject,
-        options,
-        [("all prompts", sum(drawer.sizes), drawer.groups)],
-        drawn=stream_identity(scenarios, mode, given),
-    )
-    prompts = len(scenarios)
-    per_prompt = sum(drawer.sizes[::prompts])
-
-    def report(states: Sequence[Any]) -> None:
-        state = states[0]
-        if progress is None or not (state.stopped or state.chunks_done % prompts == 0):
-            return
-        drawn = sum(drawer.sizes[: math.ceil(state.chunks_done / prompts) * prompts : prompts])
-        largest = max(max(e) for e in state.log_e) if mode == "large" else max(state.log_e)
-        unit = "continuations" if mode == "large" else "pairs"
-        progress(f"[{mode}] {drawn}/{per_prompt} {unit} per prompt, "
-                 f"ln E {largest:.2f} of {drawer.level:.2f}")  # fmt: skip
-
-    [state] = resumed(options, identity, drawer, [start])
-    [final] = run_resumable(
-        drawer, [drawer.sizes], [state], options, identity, after=report, job_samples=1
-    )
-    return final
-
-
-def _deterministic(tokens: StreamTokens) -> bool:
-    """Whether the engine gives the same 8 continuations of the first prompt twice under one
-    generator seed (the probe's, ``drawer.DETERMINISM_CHUNK``)."""
-    again = [tokens.draw_at(0, DETERMINISM_CHUNK, 8)[0].tokens for _ in range(2)]
-    return torch.equal(again[0], again[1])
-
-
 def large_stream_audit(
     subject: Subject,
     options: AuditOptions,
@@ -289,14 +213,16 @@ def large_stream_audit(
     names = group_names(scenarios, position_kinds is not None)
     given: list[Given] = [(subject.fn, subject.batched, position_kinds, "noise", "function")]
     drawer = LargeDrawer(
-        *_round_robin(given, scenarios, options, _chunk(subject, scenarios[0]), per_prompt),
+        *round_robin(given, scenarios, options, chunk_size(subject, scenarios[0]), per_prompt),
         level=level,
         decided=tuple(decided),
         groups=len(names),
     )
-    final = _run(subject, drawer, drawer.start(), "large", given, scenarios, options, progress)
+    final = run_rounds(
+        subject, drawer, drawer.start(), "large", given, scenarios, options, progress
+    )
     state, log_e, peaks = final.statistics, final.log_e, final.peaks
-    deterministic = _deterministic(drawer.tokens)
+    deterministic = same_streams(drawer.tokens)
     judged = int(state.tokens[0])
     rows_of = [
         tuple(
@@ -375,13 +301,15 @@ def two_sample_stream_audit(
         (reference.fn, reference.batched, None, "reference", "reference"),
     ]
     drawer = TwoSampleDrawer(
-        *_round_robin(given, scenarios, options, _chunk(subject, scenarios[0]), per_prompt),
+        *round_robin(given, scenarios, options, chunk_size(subject, scenarios[0]), per_prompt),
         level=level,
         groups=len(names),
     )
-    final = _run(subject, drawer, drawer.start(), "two-sample", given, scenarios, options, progress)
+    final = run_rounds(
+        subject, drawer, drawer.start(), "two-sample", given, scenarios, options, progress
+    )
     log_e, peaks, pairs, squares = final.log_e, final.peaks, final.pairs, final.squares
-    deterministic = _deterministic(drawer.tokens)
+    deterministic = same_streams(drawer.tokens)
     rows = tuple(
         EProcessRow(name, value, peak, level)
         for name, value, peak in zip(TWO_SAMPLE_TESTS, log_e, peaks, strict=True)
@@ -431,8 +359,6 @@ def resolved_stream_mode(scenarios: Sequence[StreamScenario], mode: str) -> tupl
     """The mode ``mode`` stands for (``"auto"``: exact-law when every prompt has at most
     ``stream.EXACT_LAW_SEQUENCES`` continuations ``V ** new_tokens``, else large-vocabulary)
     and the largest number of continuations of a prompt."""
-    from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES
-
     sequences = max(int(s.target.vocab_size) ** s.new_tokens for s in scenarios)
     if mode != "auto":
         return mode, sequences
@@ -454,8 +380,6 @@ def judge_stream(
             exact-law mode (``"auto"`` on a small ``V ** n`` included: its outcome is a whole
             continuation, not positions), an ``eos_token_id`` the prompts were not built with.
     """
-    from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES, stream_audit
-
     stream = options.stream
     if stream.eos_token_id is not None:
         other = [s.name for s in scenarios if s.eos_token_id != stream.eos_token_id]
