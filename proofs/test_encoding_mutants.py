@@ -17,7 +17,9 @@ from types import ModuleType
 
 import pytest
 
-SOURCE = (Path(__file__).resolve().parent / "_machine.py").read_text()
+FOLDER = Path(__file__).resolve().parent
+SOURCE = (FOLDER / "_machine.py").read_text()
+TRAVERSAL_SOURCE = (FOLDER / "_machine_traversal.py").read_text()
 
 ONE_V = ("single_token", "completion_law", "multi_draft", "token_trees")  # claim 1's obligations
 ACCEPTANCE = (*ONE_V, "acceptance_rate", "block_verification")
@@ -302,3 +304,91 @@ def test_the_unmutated_copy_is_proved(tmp_path: Path) -> None:
 def test_the_readme_counts_these_mutants() -> None:
     readme = (Path(__file__).resolve().parent / "README.md").read_text()
     assert f"{len(MUTANTS)} mutants" in " ".join(readme.split())
+
+
+# claims 13 and 21 (``_machine_traversal.py``, which imports ``_machine``'s helpers unchanged)
+TRAVERSAL_MUTANTS: list[tuple[str, tuple[str, ...], str, str]] = [
+    (
+        "13: a rejected draft's mass 0.999 s (q - a)",
+        ("stopping_time",),
+        "lambda i: verified(i) * (r.q(i) - r.accepted(i))",
+        "lambda i: 0.999 * verified(i) * (r.q(i) - r.accepted(i))",
+    ),
+    (
+        "13: the stopped position's mass 1.001 (1 - s) q",
+        ("stopping_time",),
+        "lambda i: (1 - verified(i)) * r.q(i)",
+        "lambda i: 1.001 * (1 - verified(i)) * r.q(i)",
+    ),
+    (
+        "13: a stopped position emits 1.001 p",
+        ("stopping_time",),
+        "+ bonus.total(r.vocab) * r.p(y)",
+        "+ bonus.total(r.vocab) * 1.001 * r.p(y)",
+    ),
+    (
+        "21: the parent's residual max(0, 1.001 w p - q)",
+        ("traversal_verification",),
+        "z3_max(w * r.p(i) - r.q(i), z3.RealVal(0))",
+        "z3_max(1.001 * w * r.p(i) - r.q(i), z3.RealVal(0))",
+    ),
+    (
+        "21: the parent's new weight 1.001 Z / (Z + 1 - w)",
+        ("traversal_verification",),
+        "z3.RealVal(SCALE if mutant else 1) * total_z",
+        "z3.RealVal(SCALE if mutant else 1.001) * total_z",
+    ),
+    (
+        "21: the new weight's denominator Z + 1.001 - w",
+        ("traversal_verification",),
+        "denominator = total_z + 1 - w",
+        "denominator = total_z + 1.001 - w",
+    ),
+    (
+        "21: the tree left emits 0.999 h res(y)",
+        ("traversal_verification",),
+        "rest = z3.If(total_z > 0, weight * res(y), 0)",
+        "rest = z3.If(total_z > 0, 0.999 * weight * res(y), 0)",
+    ),
+]
+
+
+def mutated_traversal(old: str, new: str, folder: Path, tag: str) -> ModuleType:
+    """``_machine_traversal.py`` with ``old`` (found exactly once) replaced by ``new``,
+    imported from ``folder`` under its own name (its ``_machine`` imports unchanged)."""
+    count = TRAVERSAL_SOURCE.count(old)
+    assert count == 1, f"{old!r} occurs {count} times in _machine_traversal.py"
+    path = folder / f"_machine_traversal_{tag}.py"
+    path.write_text(TRAVERSAL_SOURCE.replace(old, new))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[path.stem]
+    return module
+
+
+@pytest.mark.parametrize(
+    ("label", "proofs", "old", "new"), TRAVERSAL_MUTANTS, ids=[m[0] for m in TRAVERSAL_MUTANTS]
+)
+def test_every_mutant_of_claims_13_and_21_encodings_is_refuted(
+    label: str, proofs: tuple[str, ...], old: str, new: str, tmp_path: Path
+) -> None:
+    tag = f"mutant_{TRAVERSAL_MUTANTS.index((label, proofs, old, new))}"
+    module = mutated_traversal(old, new, tmp_path, tag)
+    survived = [name for name in proofs if not refuted(module, name)]
+    assert survived == [], (label, "proved by", survived)
+
+
+def test_the_unmutated_traversal_copy_is_proved(tmp_path: Path) -> None:
+    """The control: the identity substitution proves both proofs."""
+    module = mutated_traversal("SCALE if mutant", "SCALE if mutant", tmp_path, "identity")
+    assert [name for name in module.PROOFS if refuted(module, name)] == []
+
+
+def test_the_readme_counts_the_traversal_mutants() -> None:
+    readme = (FOLDER / "README.md").read_text()
+    assert f"{len(TRAVERSAL_MUTANTS)} mutants of `_machine_traversal.py`" in " ".join(readme.split())
