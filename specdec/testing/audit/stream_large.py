@@ -84,6 +84,7 @@ independent of the number of tokens; continuations are dropped once scored.
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any, TypeVar
 
 import torch
@@ -244,10 +245,13 @@ def _run(
         progress(f"[{mode}] {drawn}/{per_prompt} {unit} per prompt, "
                  f"ln E {largest:.2f} of {drawer.level:.2f}")  # fmt: skip
 
-    [state] = resumed(options, identity, drawer, [start])
-    [final] = run_resumable(
-        drawer, [drawer.sizes], [state], options, identity, after=report, job_samples=1
-    )
+    [final] = resumed(options, identity, drawer, [start])
+    events = run_resumable(drawer, [drawer.sizes], [final], options, identity, job_samples=1)
+    with closing(events):
+        for event in events:  # the progress line here, between the scheduler's yields
+            final = event.state
+            if event.merged:
+                report(event.states)
     return final
 
 
