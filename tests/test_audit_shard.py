@@ -164,19 +164,19 @@ def test_the_audit_draws_the_last_jobs_itself_while_its_workers_start(
     """Six jobs, four submitted from a thread whose first submit takes a second: meanwhile
     the audit's own process draws the last two jobs (three chunks), and the report is the
     in-process one."""
-    import specdec.testing.audit.sampled as sampled
+    import specdec.testing.audit.cells as cells  # draws a chunk (cells.CellWorker.draw)
 
     monkeypatch.setattr(shard, "JOB_SAMPLES", 5_000)  # jobs (0, 1), (2,), (3,) per scenario
     monkeypatch.setattr(shard, "local_pool", lambda workers, num_threads=1: _SlowStart(1.0))
     here: list[tuple[int, int]] = []
-    draw_chunk = sampled.draw_chunk
+    draw_chunk = cells.draw_chunk
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread() is threading.main_thread():
             here.append((kwargs["index"], kwargs["chunk"]))
         return draw_chunk(*args, **kwargs)
 
-    monkeypatch.setattr(sampled, "draw_chunk", counted)
+    monkeypatch.setattr(cells, "draw_chunk", counted)
     fn = specdec.verify_tokens if kind == "lossless" else accept_all_rule
     report = audit_verifier(fn, workers=2, **SMALL)
     assert sorted(here) == [(1, 2), (1, 3)]

@@ -18,8 +18,8 @@ step's drawing side from a ``CellJob`` (registered as ``"cells"``).
 import functools
 import pickle
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import torch
 from jaxtyping import Float, Int
@@ -44,6 +44,8 @@ __all__ = [
     "DRAWS",
     "CellDrawer",
     "CellJob",
+    "CellSide",
+    "CellWorker",
     "ChunkDraw",
     "EvidenceState",
     "draw_chunk",
@@ -302,14 +304,25 @@ def _drawing(
 
 
 @dataclass(frozen=True)
-class _CellWorker:
-    """A verifier's or a step's chunks, drawn in a worker as in the audit's process."""
+class CellWorker:
+    """A verifier's or a step's chunks of one scenario, drawn alike in the audit's process
+    (held by ``CellDrawer``) and in a worker (rebuilt from its ``CellJob``).
+
+    Attributes:
+        plan: the scenario's plan.
+        draw_blocks: how the function's blocks are drawn (``draws_of``).
+        complete: how they are completed.
+        seed: the audit's seed.
+        device: where the function's generator lives.
+        job: what a worker rebuilds this from, less the plan (``None``: in a worker).
+    """
 
     plan: ScenarioPlan
     draw_blocks: DrawBlocks
     complete: Complete
     seed: int
     device: torch.device | None
+    job: CellJob | None = None
 
     def draw(self, index: int, chunk: int, size: int) -> ChunkDraw:
         return draw_chunk(
@@ -326,9 +339,15 @@ class _CellWorker:
     def pack(self, evidence: Sequence[ChunkDraw]) -> bytes:
         return pack_draws(evidence)
 
+    def arguments(self, index: int) -> bytes:
+        """The pickled ``CellJob`` a worker rebuilds this from."""
+        if self.job is None:
+            raise ValueError("a worker's CellWorker has no job to send.")
+        return pickle.dumps(replace(self.job, plan=pickle_plan(self.plan)))
+
 
 @register("cells")
-def _rebuild(arguments: bytes) -> _CellWorker:
+def _rebuild(arguments: bytes) -> CellWorker:
     job = pickle.loads(arguments)
     if not isinstance(job, CellJob):
         raise TypeError(f"a cells drawer's arguments must be a CellJob, got {type(job)}.")
@@ -336,7 +355,17 @@ def _rebuild(arguments: bytes) -> _CellWorker:
     if not isinstance(plan, ScenarioPlan):
         raise TypeError(f"a CellJob's plan must be a pickled ScenarioPlan, got {type(plan)}.")
     draw, complete = _drawing(job.function, job.level, job.form, job.batched, job.inputs)
-    return _CellWorker(plan, draw, complete, job.seed, job.inputs.device)
+    return CellWorker(plan, draw, complete, job.seed, job.inputs.device)
+
+
+class CellSide(Protocol):
+    """A scenario's drawing side in the audit's process: its chunks (``draw``, ``pack``)
+    and what a worker rebuilds it from (``arguments``): a ``CellWorker``, or a stream's
+    ``stream_drawer.StreamTokens`` (sequence codes)."""
+
+    def draw(self, index: int, chunk: int, size: int) -> ChunkDraw: ...
+
+    def arguments(self, index: int) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -348,26 +377,25 @@ class CellDrawer:
         pooled: each scenario's pooled law.
         chunks: each scenario's chunk sizes.
         e_log_threshold: the e-process's stopping level.
-        local: ``local(index, chunk, size)`` draws a chunk in this process.
-        job: ``job(index)``: what a worker rebuilds scenario ``index``'s drawing from.
-        cells_of: maps what a chunk drew to pooled cells before merging (``None``: drawn as
-            cells); a stream's workers send token codes, mapped here.
+        sides: each scenario's drawing side (``CellSide``): draws its chunks in this process
+            and says what a worker rebuilds it from.
+        mappings: each scenario's map from what a chunk drew to its pooled cells, applied
+            before merging (``None``: drawn as cells); a stream draws sequence codes.
         name: the registered worker drawer.
     """
 
     pooled: Sequence[Tensor]
     chunks: Sequence[Sequence[int]]
     e_log_threshold: float
-    local: Callable[[int, int, int], ChunkDraw]
-    job: Callable[[int], bytes]
-    cells_of: Callable[[int, ChunkDraw], ChunkDraw] | None = None
+    sides: Sequence[CellSide]
+    mappings: Sequence[Tensor] | None = None
     name: str = "cells"
 
     def arguments(self, index: int) -> bytes:
-        return self.job(index)
+        return self.sides[index].arguments(index)
 
     def draw(self, index: int, chunk: int, size: int) -> ChunkDraw:
-        return self.local(index, chunk, size)
+        return self.sides[index].draw(index, chunk, size)
 
     def pack(self, evidence: Sequence[ChunkDraw]) -> bytes:
         return pack_draws(evidence)
@@ -376,7 +404,10 @@ class CellDrawer:
         return unpack_draws(data)
 
     def merge(self, index: int, state: EvidenceState, evidence: ChunkDraw) -> EvidenceState:
-        drawn = evidence if self.cells_of is None else self.cells_of(index, evidence)
+        drawn = evidence
+        if self.mappings is not None:  # sequence code -> pooled cell
+            cells = self.mappings[index][evidence.cells.long()]
+            drawn = ChunkDraw(cells.to(torch.int32), evidence.emitted)
         return merge_chunk(state, drawn, self.pooled[index], self.e_log_threshold)
 
     def finished(self, index: int, state: EvidenceState) -> bool:

@@ -25,14 +25,15 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Generator, Sequence
+from contextlib import closing
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import specdec
 from specdec.testing.audit.cells import DRAWS
-from specdec.testing.audit.drawer import Drawer
+from specdec.testing.audit.drawer import ChunkEvent, Drawer
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.shard import run_chunks
 from specdec.testing.audit.subject import Subject
@@ -236,30 +237,25 @@ def run_resumable(
     options: AuditOptions,
     identity: dict[str, Any],
     *,
-    done: Callable[[int, S], None] | None = None,
-    after: Callable[[Sequence[S]], None] | None = None,
     job_samples: int | None = None,
-) -> list[S]:
-    """``shard.run_chunks`` where ``options`` say (``workers``, ``executor``,
+) -> Generator[ChunkEvent[S], None, None]:
+    """``shard.run_chunks``'s events where ``options`` say (``workers``, ``executor``,
     ``num_threads``), the states written to ``options.checkpoint`` (or the ``resume`` file)
-    after every merged chunk, then ``after`` called with them."""
+    after every merged chunk, before its event is yielded. Closing it closes the scheduler."""
     target = options.checkpoint or options.resume
-
-    def saved(now: Sequence[S]) -> None:
-        if target is not None:
-            write_checkpoint(target, identity, now, drawer)
-        if after is not None:
-            after(now)
-
-    return run_chunks(
-        drawer,
-        chunks,
-        states,
-        executor=options.executor,
-        workers=options.workers,
-        num_threads=options.num_threads,
-        window=EXECUTOR_WINDOW if options.executor is not None else 2 * options.workers,
-        job_samples=job_samples,
-        after=None if target is None and after is None else saved,
-        done=done,
-    )
+    with closing(
+        run_chunks(
+            drawer,
+            chunks,
+            states,
+            executor=options.executor,
+            workers=options.workers,
+            num_threads=options.num_threads,
+            window=EXECUTOR_WINDOW if options.executor is not None else 2 * options.workers,
+            job_samples=job_samples,
+        )
+    ) as events:
+        for event in events:
+            if target is not None and event.merged:
+                write_checkpoint(target, identity, event.states, drawer)
+            yield event

@@ -23,9 +23,10 @@ verdict's evidence:
 
 The one scheduler (``specdec.testing.audit.shard.run_chunks``) runs any drawer: in this
 process, on local worker processes or on any ``concurrent.futures.Executor``, with
-checkpoints and resume. A worker runs a ``DrawerJob`` (plain data: the drawer's name, its
-arguments and the chunks): ``rebuild`` imports the module that registered the name
-(``DRAWER_MODULES``) and builds the drawing side (``WorkerDraw``) from the arguments.
+checkpoints and resume, yielding a ``ChunkEvent`` after each merged chunk. A worker runs a
+``DrawerJob`` (plain data: the drawer's name, its arguments and the chunks): ``rebuild``
+imports the module that registered the name (``DRAWER_MODULES``) and builds the drawing side
+(``WorkerDraw``) from the arguments.
 """
 
 import functools
@@ -33,13 +34,14 @@ import hashlib
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
 __all__ = [
     "DETERMINISM_CHUNK",
     "DRAWER_MODULES",
+    "ChunkEvent",
     "Drawer",
     "DrawerJob",
     "WorkerDraw",
@@ -163,6 +165,31 @@ class DrawerJob:
     chunks: tuple[int, ...]
     sizes: tuple[int, ...]
     num_threads: int | None = 1
+
+
+@dataclass(frozen=True)
+class ChunkEvent(Generic[S]):
+    """What the scheduler (``shard.run_chunks``) yields: scenario ``index`` after a merged
+    chunk (``merged``), or found finished before any draw (``merged`` false: resumed, or
+    nothing to draw). The caller acts on it in its own frame (a checkpoint written, a
+    finished scenario judged): the scheduler calls nothing of the caller's back.
+
+    Attributes:
+        index: the scenario.
+        states: every scenario's state now (what a checkpoint writes).
+        merged: whether a chunk of scenario ``index`` was just merged.
+        finished: whether scenario ``index`` draws no more chunks (its result can be judged).
+    """
+
+    index: int
+    states: tuple[S, ...]
+    merged: bool
+    finished: bool
+
+    @property
+    def state(self) -> S:
+        """Scenario ``index``'s state."""
+        return self.states[self.index]
 
 
 DRAWER_MODULES = {

@@ -25,7 +25,7 @@ from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.drawer import register, seeded
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.run import InvalidOutputError
-from specdec.testing.audit.shard import imported
+from specdec.testing.audit.shard import function_reference, imported
 from specdec.testing.simulate import complete_blocks
 from specdec.testing.simulate_tree import draft_candidates, draft_tree_batch
 from specdec.testing.stats import encode_sequences
@@ -207,7 +207,6 @@ class MultiDrawer:
         scenarios: the battery.
         chunks: each scenario's chunk sizes.
         seed: the audit's seed.
-        reference: the rule's reference for workers (``None``: drawn here only).
     """
 
     rule: Callable[..., Any]
@@ -215,16 +214,16 @@ class MultiDrawer:
     scenarios: Sequence[PositionScenario | TreeScenario]
     chunks: Sequence[Sequence[int]]
     seed: int
-    reference: Callable[[], str]
     name: str = "multi-counts"
 
     def start(self, cells: int) -> MultiState:
         return MultiState(torch.zeros(cells, dtype=torch.int64))
 
     def arguments(self, index: int) -> bytes:
-        return pickle.dumps(
-            MultiJob(self.reference(), self.draw_kind, self.scenarios[index], self.seed)
-        )
+        """The pickled ``MultiJob``: the rule by reference (``shard.function_reference``,
+        which raises for a rule a worker cannot import)."""
+        reference = function_reference(self.rule)
+        return pickle.dumps(MultiJob(reference, self.draw_kind, self.scenarios[index], self.seed))
 
     def draw(self, index: int, chunk: int, size: int) -> Tensor:
         scenario = self.scenarios[index]

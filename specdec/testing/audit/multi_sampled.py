@@ -40,6 +40,7 @@ and this draw.
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any, cast
 
 import torch
@@ -56,7 +57,6 @@ from specdec.testing.audit.drawer import DETERMINISM_CHUNK, seeded
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.multi_drawer import (
     MultiDrawer,
-    MultiState,
     rows_of,
     sample_position_counts,
     sample_tree_counts,
@@ -66,7 +66,6 @@ from specdec.testing.audit.plan import ErrorBudget, chunk_sizes, split_error_rat
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ScenarioResult, decide_by_holm
 from specdec.testing.audit.sampled import power_of
-from specdec.testing.audit.shard import function_reference
 from specdec.testing.audit.subject import Subject
 from specdec.testing.simulate_tree import draft_candidates, draft_tree_batch
 from specdec.testing.stats import (
@@ -119,25 +118,18 @@ def _drawn(
     scheduler (``multi_drawer.MultiDrawer``: workers, executor, checkpoints as ``options``
     say)."""
     chunks = [chunk_sizes(n, is_batch=True) for n in sizes]
-    drawer = MultiDrawer(
-        subject.fn,
-        cast(Draw, subject.draw),
-        scenarios,
-        chunks,
-        options.seed,
-        lambda: function_reference(subject.fn),
-    )
+    drawer = MultiDrawer(subject.fn, cast(Draw, subject.draw), scenarios, chunks, options.seed)
     cells = [scenario_cells(s) for s in scenarios]
     identity = audit_identity(
         subject, options, [(s.name, n, m) for s, n, m in zip(scenarios, sizes, cells, strict=True)]
     )
-    states = resumed(options, identity, drawer, [drawer.start(m) for m in cells])
-
-    def done(index: int, state: MultiState) -> None:
-        if progress is not None:
-            progress(f"[{index + 1}/{len(scenarios)}] {scenarios[index].name}: n={sizes[index]}")
-
-    final = run_resumable(drawer, chunks, states, options, identity, done=done)
+    final = resumed(options, identity, drawer, [drawer.start(m) for m in cells])
+    with closing(run_resumable(drawer, chunks, final, options, identity)) as events:
+        for event in events:  # a finished scenario reported here, between the scheduler's yields
+            final = list(event.states)
+            if event.finished and progress is not None:
+                name, size = scenarios[event.index].name, sizes[event.index]
+                progress(f"[{event.index + 1}/{len(scenarios)}] {name}: n={size}")
     return [state.counts for state in final]
 
 

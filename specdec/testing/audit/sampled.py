@@ -7,20 +7,18 @@ warps and verifies on its own. The criterion, the tests and the error-rate split
 the package docstring and ``specdec.testing.audit.plan``.
 """
 
-import pickle
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import replace
 from typing import TypeVar
 
 from specdec.testing.audit.cells import (
     CellDrawer,
     CellJob,
-    ChunkDraw,
+    CellWorker,
     EvidenceState,
-    draw_chunk,
     draws_of,
-    pickle_plan,
     start_state,
 )
 from specdec.testing.audit.checkpoint import (
@@ -172,36 +170,13 @@ def sample_audit(
     identity = audit_identity(
         subject, options, [(p.scenario.name, n, p.pooled.numel()) for n, p in sized]
     )
-
-    def job(index: int) -> bytes:
-        return pickle.dumps(
-            CellJob(
-                function=reference,
-                level=subject.level,
-                form=subject.form,
-                batched=subject.batched,
-                inputs=inputs,
-                plan=pickle_plan(sized[index][1]),
-                seed=options.seed,
-            )
-        )
-
-    def local(index: int, chunk: int, size: int) -> ChunkDraw:
-        plan = sized[index][1]
-        return draw_chunk(
-            plan,
-            draw,
-            complete,
-            seed=options.seed,
-            index=index,
-            chunk=chunk,
-            size=size,
-            device=inputs.device,
-        )
-
-    drawer = CellDrawer(
-        [plan.pooled for _, plan in sized], chunks, budget.e_log_threshold, local, job
+    job = CellJob(
+        reference, subject.level, subject.form, subject.batched, inputs, b"", options.seed
     )
+    sides = [
+        CellWorker(plan, draw, complete, options.seed, inputs.device, job) for _, plan in sized
+    ]
+    drawer = CellDrawer([plan.pooled for _, plan in sized], chunks, budget.e_log_threshold, sides)
     states = resumed(options, identity, drawer, [start_state(plan.pooled) for _, plan in sized])
     results: dict[int, ScenarioResult] = {}
     for index, (_, plan) in enumerate(sized):
@@ -209,26 +184,13 @@ def sample_audit(
         if rejected is not None:
             results[index] = rejected
             states[index] = replace(states[index], stopped=True)  # nothing to draw
-
-    def done(index: int, state: EvidenceState) -> None:
-        plan = sized[index][1]
-        if index in results:  # rejected: reported already
-            return
-        deterministic = is_deterministic(
-            plan, draw, index=index, seed=options.seed, device=inputs.device
-        )
-        evidence = ScenarioEvidence(
-            state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
-        )
-        result = scenario_result(plan, evidence, budget)
-        if options.target_warp is not None:
-            tv = warping_distance(plan.scenario, options.target_warp)
-            result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
-        results[index] = result
-        if progress is not None:
-            progress(progress_line(index, len(sized), result))
-
-    run_resumable(drawer, chunks, states, options, identity, done=done)
+    with closing(run_resumable(drawer, chunks, states, options, identity)) as events:
+        for event in events:  # a finished scenario judged here, between the scheduler's yields
+            index, plan = event.index, sized[event.index][1]
+            if event.finished and index not in results:  # a rejected one: reported already
+                results[index] = _judged(index, plan, event.state, draw, inputs, options, budget)
+                if progress is not None:
+                    progress(progress_line(index, len(sized), results[index]))
     ordered = [results[index] for index in range(len(sized))]
     decided = decide_battery(
         ordered,
@@ -245,6 +207,30 @@ def sample_audit(
         power=(target_tv, minimum),
         signature=subject.signature,
     )
+
+
+def _judged(
+    index: int,
+    plan: ScenarioPlan,
+    state: EvidenceState,
+    draw: DrawBlocks,
+    inputs: Inputs,
+    options: AuditOptions,
+    budget: ErrorBudget,
+) -> ScenarioResult:
+    """Scenario ``index``'s result from its merged ``state``: the determinism probe run
+    (``run.is_deterministic``), the tests, and the warping distance with ``target_warp``."""
+    deterministic = is_deterministic(
+        plan, draw, index=index, seed=options.seed, device=inputs.device
+    )
+    evidence = ScenarioEvidence(
+        state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
+    )
+    result = scenario_result(plan, evidence, budget)
+    if options.target_warp is not None:
+        tv = warping_distance(plan.scenario, options.target_warp)
+        result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)
+    return result
 
 
 def decide_battery(

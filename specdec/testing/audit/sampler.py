@@ -33,21 +33,19 @@ the estimated TV (half the observed L1 distance).
 
 Randomness: each chunk's generators from the one seed rule (``drawer.seeded``): the step's
 as in the other audits, and a separate one for the sampler (``"sampler"``, on the audit's
-device); the chunks run on the one scheduler (``shard.run_chunks``), in the audit's process.
+device); the chunks (``pair_drawer.PairDrawer``) run on the one scheduler
+(``shard.run_chunks``), in the audit's process.
 """
 
-import pickle
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import torch
-from torch import Tensor
 
 from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.drawer import seeded
 from specdec.testing.audit.options import AuditOptions, Progress, SamplerFn
+from specdec.testing.audit.pair_drawer import PairDrawer, PairState
 from specdec.testing.audit.plan import (
     ScenarioPlan,
     cell_sequence,
@@ -59,19 +57,16 @@ from specdec.testing.audit.plan import (
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ScenarioResult
 from specdec.testing.audit.run import (
-    SLICE_ENTRIES,
     DrawBlocks,
-    InvalidOutputError,
     is_deterministic,
     step_draw,
     threads,
 )
 from specdec.testing.audit.sampled import inputs_of, power_of, rejected_by, sampled_report
-from specdec.testing.audit.scenario import Scenario, scenario_logits
+from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.shard import run_chunks
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import (
-    encode_sequences,
     l1_p_value,
     l1_two_sample_p_value,
     l1_two_sample_threshold,
@@ -80,73 +75,6 @@ from specdec.testing.stats import (
 )
 
 __all__ = ["SamplerFn", "audit_with_sampler", "samples_for_tv_two_sample"]
-
-
-def _sample(
-    sampler: SamplerFn,
-    scenario: Scenario,
-    contexts: Tensor,
-    generator: torch.Generator,
-    device: torch.device | None,
-) -> Tensor:
-    """The sampler's tokens after ``contexts [n, L]``, in slices; checked."""
-    vocab, parts = scenario.pair.target.vocab_size, []
-    most = max(1, SLICE_ENTRIES // vocab)
-    for start in range(0, contexts.shape[0], most):
-        rows = contexts[start : start + most]
-        logits = scenario_logits(scenario.pair.target, scenario, rows).to(device)
-        out = sampler(
-            logits,
-            generator,
-            temperature=scenario.temperature,
-            top_k=scenario.top_k,
-            top_p=scenario.top_p,
-        )
-        if not isinstance(out, Tensor) or out.dtype not in (torch.int64, torch.int32):
-            raise InvalidOutputError(f"the sampler must return an integer tensor, got {out!r}.")
-        tokens = out.reshape(-1).long().cpu()
-        if tokens.numel() != rows.shape[0] or bool(((tokens < 0) | (tokens >= vocab)).any()):
-            raise InvalidOutputError(
-                f"the sampler must return {rows.shape[0]} token ids in [0, {vocab}), got "
-                f"shape {tuple(out.shape)}."
-            )
-        parts.append(tokens)
-    return torch.cat(parts)
-
-
-def _complete(
-    sampler: SamplerFn,
-    plan: ScenarioPlan,
-    blocks: Tensor,
-    generator: torch.Generator,
-    device: torch.device | None,
-) -> Tensor:
-    """Each block's ``-1`` padding replaced by the sampler's tokens, left to right."""
-    s = plan.scenario
-    completed = blocks.clone()
-    prefix = torch.tensor(s.prefix, dtype=torch.int64).expand(blocks.shape[0], -1)
-    for position in range(s.k + 1):
-        need = completed[:, position] < 0
-        if bool(need.any()):
-            contexts = torch.cat([prefix[need], completed[need, :position]], dim=1)
-            completed[need, position] = _sample(sampler, s, contexts, generator, device)
-    return completed
-
-
-def _reference(
-    sampler: SamplerFn,
-    plan: ScenarioPlan,
-    size: int,
-    generator: torch.Generator,
-    device: torch.device | None,
-) -> Tensor:
-    """``size`` blocks of ``k+1`` tokens from the sampler alone."""
-    s = plan.scenario
-    context = torch.tensor(s.prefix, dtype=torch.int64).expand(size, -1)
-    for _ in range(s.k + 1):
-        token = _sample(sampler, s, context, generator, device)
-        context = torch.cat([context, token[:, None]], dim=1)
-    return context[:, len(s.prefix) :]
 
 
 def samples_for_tv_two_sample(
@@ -178,81 +106,6 @@ def samples_for_tv_two_sample(
     )
 
 
-@dataclass(frozen=True)
-class _PairState:
-    """A scenario's two samples' counts per cell after ``chunks_done`` chunks."""
-
-    step: Tensor
-    reference: Tensor
-    emitted: int = 0
-    chunks_done: int = 0
-
-
-@dataclass(frozen=True)
-class _PairDrawer:
-    """The two-sample step audit's chunks as a ``drawer.Drawer``, drawn in the audit's
-    process (the sampler is the engine's, its state its own): chunk ``c`` draws the step's
-    blocks from ``drawer.seeded(seed, index, c, "data" / "noise")``, completes them and draws
-    the reference blocks with the sampler's ``"sampler"`` generator."""
-
-    plan: ScenarioPlan
-    draw_blocks: DrawBlocks
-    sampler: SamplerFn
-    seed: int
-    index: int
-    device: torch.device | None
-    chunks: tuple[int, ...]
-    name: str = ""
-
-    def arguments(self, index: int) -> bytes:
-        raise ValueError("target_sampler's two-sample audit runs in one process.")
-
-    def draw(self, index: int, chunk: int, size: int) -> tuple[Tensor, Tensor, int]:
-        plan, at = self.plan, (self.seed, self.index, chunk)
-        own = seeded(*at, "sampler", self.device)
-        blocks = self.draw_blocks(
-            plan, size, seeded(*at, "data"), seeded(*at, "noise", self.device)
-        )
-        cells = int(plan.mapping.max()) + 1
-        counts = [
-            torch.bincount(plan.mapping[encode_sequences(drawn, plan.vocab)], minlength=cells)
-            for drawn in (
-                _complete(self.sampler, plan, blocks, own, self.device),
-                _reference(self.sampler, plan, size, own, self.device),
-            )
-        ]
-        return counts[0], counts[1], int((blocks >= 0).sum())
-
-    def pack(self, evidence: Sequence[tuple[Tensor, Tensor, int]]) -> bytes:
-        return pickle.dumps(list(evidence))
-
-    def unpack(self, data: bytes) -> list[tuple[Tensor, Tensor, int]]:
-        return list(pickle.loads(data))
-
-    def merge(
-        self, index: int, state: _PairState, evidence: tuple[Tensor, Tensor, int]
-    ) -> _PairState:
-        step, reference, emitted = evidence
-        return _PairState(
-            state.step + step,
-            state.reference + reference,
-            state.emitted + emitted,
-            state.chunks_done + 1,
-        )
-
-    def finished(self, index: int, state: _PairState) -> bool:
-        return state.chunks_done >= len(self.chunks)
-
-    def chunks_done(self, state: _PairState) -> int:
-        return state.chunks_done
-
-    def save(self, state: _PairState) -> dict[str, Any]:
-        raise ValueError("target_sampler's two-sample audit takes no checkpoint.")
-
-    def load(self, index: int, saved: Any) -> _PairState:
-        raise ValueError("target_sampler's two-sample audit takes no checkpoint.")
-
-
 def _scenario(
     plan: ScenarioPlan,
     n: int,
@@ -266,10 +119,12 @@ def _scenario(
     false_pass_rate: float,
     device: torch.device | None,
 ) -> ScenarioResult:
-    drawer = _PairDrawer(plan, draw, sampler, seed, index, device, chunk_sizes(n, is_batch))
+    drawer = PairDrawer(plan, draw, sampler, seed, index, device, chunk_sizes(n, is_batch))
     cells = int(plan.mapping.max()) + 1
     empty = torch.zeros(cells, dtype=torch.int64)
-    [state] = run_chunks(drawer, [drawer.chunks], [_PairState(empty, empty)])
+    state = PairState(empty, empty)
+    for event in run_chunks(drawer, [drawer.chunks], [state]):  # in this process, in order
+        [state] = event.states
     step_counts, reference_counts, emitted = state.step, state.reference, state.emitted
     deviation = (step_counts - reference_counts).to(torch.float64) / n
     distance = float(deviation.abs().sum())

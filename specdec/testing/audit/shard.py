@@ -12,8 +12,10 @@ number of workers and any completion order.
 (``workers=N``, forked from a server that imported specdec once) or on any
 ``concurrent.futures.Executor`` (a Dask ``client.get_executor()``, say), as jobs of
 consecutive chunks of one scenario (``job_groups``: about ``JOB_SAMPLES`` samples each, or
-the drawer's own size), at most ``window`` jobs in flight, calling ``after`` with every
-scenario's state after each merged chunk (the checkpoint, ``specdec.testing.audit.checkpoint``).
+the drawer's own size), at most ``window`` jobs in flight, and *yields* a ``ChunkEvent``
+(every scenario's state) after each merged chunk: the caller writes the checkpoint
+(``specdec.testing.audit.checkpoint``) and judges a finished scenario in its own frame, and
+the scheduler calls nothing of the caller's back.
 A worker process runs a ``drawer.DrawerJob``, plain data, and sends back its evidence as
 bytes (``Drawer.pack``): the drawer is rebuilt by name (``drawer.rebuild``) and the audited
 function imported by name (``function_reference``: ``module:qualname`` or
@@ -30,7 +32,7 @@ import pickle
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -41,7 +43,7 @@ from typing import Any, TypeVar
 import torch
 
 from specdec.testing.audit.allocator import keep_freed_memory
-from specdec.testing.audit.drawer import Drawer, DrawerJob, chunk_seed, rebuild
+from specdec.testing.audit.drawer import ChunkEvent, Drawer, DrawerJob, chunk_seed, rebuild
 from specdec.testing.audit.loading import load_function
 from specdec.testing.audit.run import threads
 
@@ -255,6 +257,12 @@ Group = tuple[int, tuple[int, ...]]
 """A job: (scenario index, its consecutive chunks' indices)."""
 
 
+def _merged(drawer: Drawer[S, E], current: list[S], i: int, drawn: E) -> ChunkEvent[S]:
+    """Scenario ``i``'s state in ``current`` followed by the chunk ``drawn``; the event."""
+    current[i] = drawer.merge(i, current[i], drawn)
+    return ChunkEvent(i, tuple(current), True, drawer.finished(i, current[i]))
+
+
 def run_chunks(
     drawer: Drawer[S, E],
     chunks: Sequence[Sequence[int]],
@@ -265,20 +273,17 @@ def run_chunks(
     num_threads: int | None = 1,
     window: int = 2,
     job_samples: int | None = None,
-    after: Callable[[Sequence[S]], None] | None = None,
-    done: Callable[[int, S], None] | None = None,
-) -> list[S]:
-    """Draw and merge every unfinished scenario's remaining chunks of ``drawer``; the final
-    states.
+) -> Generator[ChunkEvent[S], None, None]:
+    """Draw and merge every unfinished scenario's remaining chunks of ``drawer``, yielding a
+    ``ChunkEvent`` for each scenario already finished (first), then after each merged chunk.
 
     In this process (``drawer.draw``, in order) when ``workers == 1`` and no ``executor``;
     else the chunks of each scenario, grouped by ``job_groups`` (``job_samples`` each, default
     ``JOB_SAMPLES``), are ``drawer.DrawerJob``s run by ``run_packed`` on ``executor`` or on a
     local pool of ``workers`` processes on ``num_threads`` torch threads each (started again
     when one of its workers dies, at most ``MAX_POOL_RESTARTS`` times), ``window`` jobs in
-    flight. ``drawer.merge`` merges in chunk order; ``after(states)`` follows every merged
-    chunk; ``done(i, state)`` follows each scenario's last (and each already finished one,
-    first).
+    flight, merged in chunk order (``drawer.merge``). Closing the generator cancels the jobs
+    in flight and shuts a local pool down.
 
     Raises:
         RuntimeError: a local worker process died more than ``MAX_POOL_RESTARTS`` times.
@@ -286,24 +291,14 @@ def run_chunks(
     """
     current = list(states)
     for i, state in enumerate(current):
-        if done is not None and drawer.finished(i, state):
-            done(i, state)
-
-    def merged(i: int, drawn: E) -> bool:
-        current[i] = drawer.merge(i, current[i], drawn)
-        if after is not None:
-            after(tuple(current))
-        finished = drawer.finished(i, current[i])
-        if finished and done is not None:
-            done(i, current[i])
-        return finished
-
+        if drawer.finished(i, state):
+            yield ChunkEvent(i, tuple(current), False, True)
     if executor is None and workers == 1:
         for i in range(len(chunks)):
             while not drawer.finished(i, current[i]):
                 chunk = drawer.chunks_done(current[i])
-                merged(i, drawer.draw(i, chunk, chunks[i][chunk]))
-        return current
+                yield _merged(drawer, current, i, drawer.draw(i, chunk, chunks[i][chunk]))
+        return
     arguments = {  # each scenario's, pickled once for all its jobs, before any draw
         i: drawer.arguments(i) for i in range(len(chunks)) if not drawer.finished(i, current[i])
     }
@@ -318,26 +313,24 @@ def run_chunks(
         if not drawer.finished(i, current[i])
         for group in job_groups(chunks[i], drawer.chunks_done(current[i]), job_samples)
     )
-    _parallel(
-        _Run(drawer, chunks, current, merged, job),
+    yield from _parallel(
+        _Run(drawer, chunks, current, job),
         todo,
         executor,
         lambda: local_pool(workers, num_threads),
         window,
         executor is None,
     )
-    return current
 
 
 @dataclass(frozen=True)
 class _Run:
-    """What the scheduling loop reads and calls: the drawer, the chunks, the states (merged
-    into by ``merged``, which says whether the scenario finished) and the jobs' bytes."""
+    """What the scheduling loop reads: the drawer, the chunks, the states (merged into in
+    order) and the jobs' bytes."""
 
     drawer: Drawer[Any, Any]
     chunks: Sequence[Sequence[int]]
     current: list[Any]
-    merged: Callable[[int, Any], bool]
     job: Callable[[int, tuple[int, ...]], bytes]
 
     def unfinished(self, i: int) -> bool:
@@ -385,8 +378,9 @@ def _parallel(
     start: Callable[[], Executor],
     window: int,
     local: bool,
-) -> None:
-    """The scheduling loop of ``run_chunks``: submit in order, merge in order; a local pool
+) -> Generator[ChunkEvent[Any], None, None]:
+    """The scheduling loop of ``run_chunks``: submit in order, merge in order (an event
+    yielded after each merged chunk); a local pool
     (``executor is None``) that broke is started again and its chunks in flight submitted
     again.
 
@@ -434,9 +428,12 @@ def _parallel(
                 pool = start()
             for i in range(len(run.chunks)):
                 while run.unfinished(i) and (i, run.drawer.chunks_done(run.current[i])) in ready:
-                    if run.merged(i, ready.pop((i, run.drawer.chunks_done(run.current[i])))):
+                    drawn = ready.pop((i, run.drawer.chunks_done(run.current[i])))
+                    event = _merged(run.drawer, run.current, i, drawn)
+                    if event.finished:
                         for beyond in [k for k in ready if k[0] == i]:
                             del ready[beyond]  # drawn beyond the stopping point: never merged
+                    yield event
     finally:
         for future in pending:
             future.cancel()

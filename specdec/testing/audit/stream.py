@@ -49,6 +49,7 @@ Exact-law mode only: with ``eos_token_id`` above the exact limit the audit refus
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, replace
 
 import torch
@@ -58,11 +59,12 @@ from torch import Tensor
 from specdec._checks import check_positive_int
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.testing.audit.blame import calling
-from specdec.testing.audit.cells import CellDrawer, ChunkDraw, EvidenceState, start_state
+from specdec.testing.audit.cells import CellDrawer, EvidenceState, start_state
 from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
-from specdec.testing.audit.drawer import DETERMINISM_CHUNK
+from specdec.testing.audit.drawer import DETERMINISM_CHUNK, ChunkEvent
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
+    ErrorBudget,
     chunk_sizes,
     plan_battery,
     samples_for_tv,
@@ -80,6 +82,7 @@ from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream_drawer import (
     STREAM_BATCH,
     Given,
+    StreamTokens,
     first_tokens,
     stream_drawing,
     stream_identity,
@@ -310,48 +313,29 @@ def stream_audit(
     )
     chunks = [chunk_sizes(n, subject.batched) for n, _ in sized]
     given: list[Given] = [(subject.fn, subject.batched, None, "noise", "function")]
-    tokens, arguments = stream_drawing(
-        given, scenarios, options.seed, round_robin=False, codes=True
-    )
+    tokens, _ = stream_drawing(given, scenarios, options.seed, round_robin=False, codes=True)
     identity = audit_identity(
         subject,
         options,
         [(p.scenario.name, n, p.pooled.numel()) for n, p in sized],
         drawn=stream_identity(scenarios, "exact", given),
     )
-
-    def cells_of(index: int, drawn: ChunkDraw) -> ChunkDraw:
-        cells = sized[index][1].mapping[drawn.cells.long()]  # sequence code -> pooled cell
-        return ChunkDraw(cells.to(torch.int32), drawn.emitted)
-
-    drawer = CellDrawer(
+    drawer = CellDrawer(  # every prompt drawn by the same engines; codes mapped to cells
         [p.pooled for _, p in sized],
         chunks,
         budget.e_log_threshold,
-        tokens.draw,
-        lambda index: arguments(),
-        cells_of,
+        [tokens] * len(sized),
+        [p.mapping for _, p in sized],
         name="stream-codes",
     )
     states = resumed(options, identity, drawer, [start_state(p.pooled) for _, p in sized])
     results: dict[int, ScenarioResult] = {}
-
-    def done(index: int, state: EvidenceState) -> None:
-        probe = [tokens.draw_engines(index, DETERMINISM_CHUNK, 64)[0].tokens for _ in range(2)]
-        evidence = ScenarioEvidence(
-            state.counts,
-            state.samples,
-            state.emitted,
-            state.peak,
-            state.stopped,
-            torch.equal(probe[0], probe[1]),
-        )
-        result = scenario_result(sized[index][1], evidence, budget)
-        results[index] = replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None)
-        if progress is not None:
-            progress(progress_line(index, len(scenarios), results[index]))
-
-    run_resumable(drawer, chunks, states, options, identity, done=done, job_samples=1)
+    with closing(run_resumable(drawer, chunks, states, options, identity, job_samples=1)) as run:
+        for event in run:  # a finished prompt judged here, between the scheduler's yields
+            if event.finished:
+                results[event.index] = _judged(sized[event.index][1], event, tokens, budget)
+                if progress is not None:
+                    progress(progress_line(event.index, len(scenarios), results[event.index]))
     decided = decide_battery(
         [results[index] for index in range(len(sized))],
         scenarios,
@@ -367,3 +351,22 @@ def stream_audit(
         power=(target_tv, minimum),
         signature=subject.signature,
     )
+
+
+def _judged(
+    plan: StreamPlan, event: ChunkEvent[EvidenceState], tokens: StreamTokens, budget: ErrorBudget
+) -> ScenarioResult:
+    """A finished prompt's result: its merged evidence, and whether the engine gives the same
+    64 continuations twice under the probe's seed (``drawer.DETERMINISM_CHUNK``)."""
+    probe = [tokens.draw_engines(event.index, DETERMINISM_CHUNK, 64)[0].tokens for _ in range(2)]
+    state = event.state
+    evidence = ScenarioEvidence(
+        state.counts,
+        state.samples,
+        state.emitted,
+        state.peak,
+        state.stopped,
+        torch.equal(probe[0], probe[1]),
+    )
+    result = scenario_result(plan, evidence, budget)
+    return replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None)

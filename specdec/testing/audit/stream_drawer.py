@@ -203,6 +203,10 @@ def unpack_tokens(data: bytes) -> list[tuple[TokenDraw, ...]]:
     ]
 
 
+Given = tuple[Callable[..., Any], bool, Callable[[Tensor, Tensor], Tensor] | None, str, str]
+"""An engine as the audit is given it: sampler, batched, position kinds, stream, role."""
+
+
 @dataclass(frozen=True)
 class StreamJob:
     """What a worker rebuilds a stream's drawing from: plain data.
@@ -237,11 +241,34 @@ class StreamTokens:
         job: the plain data (``StreamJob``; its ``engines`` unused here).
         codes: exact-law mode: one engine's continuations as sequence codes (a
             ``cells.ChunkDraw``) instead of ``TokenDraw``s.
+        given: the engines as the audit was given them (``worker_job`` names them by
+            reference); empty in a worker.
     """
 
     engines: tuple[Engine, ...]
     job: StreamJob
     codes: bool = False
+    given: tuple[Given, ...] = ()
+
+    def worker_job(self) -> bytes:
+        """What a worker rebuilds this from: the pickled ``StreamJob``, the functions by
+        reference (``shard.function_reference``; raises ``shard.UnimportableFunctionError``
+        for one a worker cannot import). Called only when workers draw."""
+        references = tuple(
+            EngineReference(
+                function_reference(sample),
+                batched,
+                None if labels is None else function_reference(labels),
+                stream,
+                role,
+            )
+            for sample, batched, labels, stream, role in self.given
+        )
+        return pickle.dumps(replace(self.job, engines=references))
+
+    def arguments(self, index: int) -> bytes:
+        """``worker_job``: every prompt's chunks are rebuilt from the same job."""
+        return self.worker_job()
 
     def where(self, index: int, chunk: int) -> tuple[int, int]:
         """The prompt and its round that scenario ``index``'s chunk ``chunk`` draws."""
@@ -312,10 +339,6 @@ def _rebuild_codes(arguments: bytes) -> StreamTokens:
     return StreamTokens(_engines(job), job, codes=True)
 
 
-Given = tuple[Callable[..., Any], bool, Callable[[Tensor, Tensor], Tensor] | None, str, str]
-"""An engine as the audit is given it: sampler, batched, position kinds, stream, role."""
-
-
 def stream_drawing(
     given: Sequence[Given],
     scenarios: Sequence[StreamScenario],
@@ -325,9 +348,9 @@ def stream_drawing(
     codes: bool = False,
 ) -> tuple[StreamTokens, Callable[[], bytes]]:
     """The stream's chunks as drawn in this process (each function ``blamed`` on its role),
-    and a thunk giving a worker's arguments (a pickled ``StreamJob``, the functions by
-    reference: it raises ``shard.UnimportableFunctionError`` for one a worker cannot
-    import, and is called only when workers draw).
+    and its ``StreamTokens.worker_job``: a worker's arguments (a pickled ``StreamJob``, the
+    functions by reference: it raises ``shard.UnimportableFunctionError`` for one a worker
+    cannot import, and is called only when workers draw).
     """
     first = scenarios[0]
     symbols = int(first.target.vocab_size) + (first.eos_token_id is not None)  # + stop
@@ -350,20 +373,8 @@ def stream_drawing(
         for sample, batched, labels, stream, role in given
     )
 
-    def arguments() -> bytes:
-        references = tuple(
-            EngineReference(
-                function_reference(sample),
-                batched,
-                None if labels is None else function_reference(labels),
-                stream,
-                role,
-            )
-            for sample, batched, labels, stream, role in given
-        )
-        return pickle.dumps(replace(plain, engines=references))
-
-    return StreamTokens(engines, plain, codes), arguments
+    tokens = StreamTokens(engines, plain, codes, tuple(given))
+    return tokens, tokens.worker_job
 
 
 def stream_identity(

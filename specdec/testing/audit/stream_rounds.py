@@ -10,6 +10,7 @@ generator seed twice). What the modes judge, and how, stays in ``stream_large``.
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any, TypeVar
 
 import torch
@@ -84,10 +85,13 @@ def run_rounds(
         progress(f"[{mode}] {drawn}/{per_prompt} {unit} per prompt, "
                  f"ln E {largest:.2f} of {drawer.level:.2f}")  # fmt: skip
 
-    [state] = resumed(options, identity, drawer, [start])
-    [final] = run_resumable(
-        drawer, [drawer.sizes], [state], options, identity, after=report, job_samples=1
-    )
+    [final] = resumed(options, identity, drawer, [start])
+    events = run_resumable(drawer, [drawer.sizes], [final], options, identity, job_samples=1)
+    with closing(events):
+        for event in events:  # the progress line here, between the scheduler's yields
+            final = event.state
+            if event.merged:
+                report(event.states)
     return final
 
 
