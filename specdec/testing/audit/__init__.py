@@ -26,9 +26,11 @@ that the power fell below a minimum; every verdict class has its exit code (``re
 One design under every form and mode. What is audited becomes one ``Subject`` at the boundary
 (``subject.as_subject``: a rule, a verifier or a step, batched or not, a multi-draft or tree
 rule); what the caller chooses is one frozen ``AuditOptions`` (``options``), validated when
-built; ``audits.audit(subject, options)`` picks the scenarios (``catalogue``) and one drawing
-engine, and every engine returns one ``AuditReport`` (``report``; per-scenario results and
-the decision in ``results``) with one exit-code table (``ExitCode``). The engines:
+built; ``audit(subject, options)`` (``door``) plans the audit once (``audit_plan.plan_audit``:
+the scenarios from the ``catalogue``, the search, the invariance checks, the pilot) and runs
+the plan with one drawing engine, and every engine returns one ``AuditReport`` (``report``;
+per-scenario results and the decision in ``results``) with one exit-code table
+(``ExitCode``). The engines:
 ``sampled`` (the statistical audit of verifiers and steps: ``plan`` fixes sample sizes, cells
 and the error-rate split, ``run`` calls the function and completes its blocks, ``shard``
 draws the chunks in this process, on local workers or on any executor with the same report,
@@ -55,8 +57,8 @@ from typing import TYPE_CHECKING
 from specdec._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
+    from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
     from specdec.testing.audit.audits import (
-        audit,
         audit_multi_draft,
         audit_step,
         audit_stream,
@@ -69,6 +71,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         search_scenarios,
         select_scenarios,
     )
+    from specdec.testing.audit.door import audit
     from specdec.testing.audit.exact import (
         audit_exact,
     )
@@ -107,6 +110,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
 __all__ = [
     "VERDICT_EXIT",
     "AuditOptions",
+    "AuditPlan",
     "AuditReport",
     "ExactScenarioResult",
     "ExitCode",
@@ -129,6 +133,7 @@ __all__ = [
     "audit_verifier",
     "check_audit_options",
     "check_invariance",
+    "plan_audit",
     "position_scenarios",
     "scenario_catalogue",
     "search_scenarios",
@@ -139,7 +144,9 @@ __all__ = [
 ]
 
 _HOMES = {
-    "audit": "specdec.testing.audit.audits",
+    "audit": "specdec.testing.audit.door",
+    "AuditPlan": "specdec.testing.audit.audit_plan",
+    "plan_audit": "specdec.testing.audit.audit_plan",
     "audit_multi_draft": "specdec.testing.audit.audits",
     "audit_step": "specdec.testing.audit.audits",
     "audit_stream": "specdec.testing.audit.audits",
