@@ -159,10 +159,7 @@ def _options(args: argparse.Namespace) -> AuditOptions:
 
 
 def _scenarios(
-    args: argparse.Namespace,
-    level: str,
-    options: AuditOptions,
-    custom: list[AnyScenario] | None = None,
+    args: argparse.Namespace, level: str, custom: list[AnyScenario] | None = None
 ) -> list[AnyScenario] | None:
     """The scenarios named by ``--scenarios``, then ``custom`` (``--scenario-file``'s; the
     exact verifier audit adds its searched pairs to them); ``None``: the plan's default
@@ -178,13 +175,16 @@ def _scenarios(
         names = [s.name for s in chosen]
         if len(set(names)) != len(names):
             raise ValueError(f"--scenario-file {args.scenario_file} repeats a name of --scenarios.")
-    if not options.exact or level != "verifier" or chosen is None:
+    if not args.exact or level != "verifier" or chosen is None:
         return chosen
     battery = [s for s in chosen if isinstance(s, Scenario)]
     inexact = [s.name for s in battery if not s.pair.target.rows]
     if inexact:
         raise ValueError(f"--exact needs exact rational rows; {', '.join(inexact)} is float-only.")
-    return [*battery, *search_scenarios(options.search, seed=options.seed)]
+    default = AuditOptions()  # the flags' defaults are the record's
+    search = default.search if args.search is None else args.search
+    seed = default.seed if args.seed is None else args.seed
+    return [*battery, *search_scenarios(search, seed=seed)]
 
 
 def _scenario_file(args: argparse.Namespace, level: str) -> list[AnyScenario] | int | None:
@@ -262,8 +262,8 @@ def run(args: argparse.Namespace) -> int:
         custom = _scenario_file(args, level)
         if isinstance(custom, int):
             return custom
+        scenarios = _scenarios(args, level, custom)
         options = _options(args)
-        scenarios = _scenarios(args, level, options, custom)
     except ValueError as error:
         return usage_error(str(error))
     try:
