@@ -200,8 +200,9 @@ def test_what_depends_on_the_prompts_is_decided_inside() -> None:
 
 
 def test_judge_stream_has_one_door(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``judge_stream`` is called in ``door.run_plan`` (``audit``'s plan, run) alone: the source names it nowhere else,
-    and ``audit_stream`` and the command each reach it once through there."""
+    """``judge_stream`` is called in ``door.run_plan`` (``audit``'s plan, run) alone: the
+    source names it nowhere else, and ``audit_stream`` and the command each reach it once
+    through there."""
     calls = [
         (path.relative_to(ROOT).as_posix(), line)
         for path in sorted((ROOT / "specdec").rglob("*.py"))
