@@ -287,8 +287,8 @@ def plan_audit(
     if subject.level == "stream":
         return _stream_plan(subject, chosen, scenarios)
     if subject.level in ("position", "tree"):
-        battery = list(scenarios or default_scenarios(subject.level))
-        multi = tuple(s for s in battery if isinstance(s, (PositionScenario, TreeScenario)))
+        listed = list(scenarios or default_scenarios(subject.level))
+        multi = tuple(s for s in listed if isinstance(s, (PositionScenario, TreeScenario)))
         return AuditPlan(
             subject, chosen, "multi", multi, given=scenarios is not None,
             coverage="calls" if _calls_measured(chosen) else "off",
