@@ -5,7 +5,7 @@ audit does: how its evidence is judged (``mode``), the engine without speculatio
 compared with (``reference``, two-sample mode), the position kinds a hook labels
 (``position_kinds``) and the end of sequence (``eos_token_id``). They are one record held by
 the audit's options (``AuditOptions.stream``), so a stream enters through the same door as
-every audit (``audits.audit``); its prompts are its scenarios (``stream.stream_scenarios``)
+every audit (``door.audit``); its prompts are its scenarios (``stream.stream_scenarios``)
 and the law it claims is theirs (``audit_stream``'s ``law``).
 
 The record is checked when built (``check_stream_options``, which the command also calls
