@@ -30,7 +30,7 @@ from specdec.testing.audit import (
     audit_stream,
     audit_verifier,
 )
-from specdec.testing.audit import audits as audits_module
+from specdec.testing.audit import door as door_module
 from specdec.testing.audit.stream import stream_scenarios
 from specdec.testing.audit.stream_options import StreamModeError, check_stream_options
 from specdec.testing.signatures import batched
@@ -200,8 +200,9 @@ def test_what_depends_on_the_prompts_is_decided_inside() -> None:
 
 
 def test_judge_stream_has_one_door(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``judge_stream`` is called in ``audits.audit`` alone: the source names it nowhere else,
-    and ``audit_stream`` and the command each reach it once through there."""
+    """``judge_stream`` is called in ``door.run_plan`` (``audit``'s plan, run) alone: the
+    source names it nowhere else, and ``audit_stream`` and the command each reach it once
+    through there."""
     calls = [
         (path.relative_to(ROOT).as_posix(), line)
         for path in sorted((ROOT / "specdec").rglob("*.py"))
@@ -209,17 +210,17 @@ def test_judge_stream_has_one_door(monkeypatch: pytest.MonkeyPatch) -> None:
         if re.search(r"(?<!def )\bjudge_stream\(", line)
     ]
     assert calls == [
-        ("specdec/testing/audit/audits.py",
+        ("specdec/testing/audit/door.py",
          "            return judge_stream(subject, chosen, prompts, progress)  # mode by V ** n"),
     ]  # fmt: skip
     seen: list[StreamOptions] = []
-    judge = audits_module.judge_stream
+    judge = door_module.judge_stream
 
     def counted(*arguments: Any, **keywords: Any) -> AuditReport:
         seen.append(arguments[1].stream)
         return judge(*arguments, **keywords)
 
-    monkeypatch.setattr(audits_module, "judge_stream", counted)
+    monkeypatch.setattr(door_module, "judge_stream", counted)
     audit_stream(sample, TARGET, prompts=[[1]], new_tokens=2, law=LAW, mode="large", samples=8)
     here = "tests.test_audit_stream_door"
     status = main([

@@ -21,15 +21,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 450
 
-# The lead empties both lists once the engineers now splitting these files are done (issue 41):
-# only the files and the cycle being reworked on other branches are allowed, no new one.
-LONG_MODULES_BEING_SPLIT = frozenset(
-    {
-        "specdec/testing/audit/audits.py",
-        "specdec/testing/audit/command.py",
-    }
-)
-CYCLES_BEING_REMOVED: frozenset[frozenset[str]] = frozenset()
 
 _AUDIT_ON_USE = "the audit loaded on use: --help and the other commands load no statistics"
 LAZY_IMPORTS = {
@@ -37,15 +28,13 @@ LAZY_IMPORTS = {
     "specdec/cli.py:_run_audit": _AUDIT_ON_USE,
     "specdec/demo.py:run_model_demo": "transformers, for the SmolLM2 demo alone",
     "specdec/testing/audit/stream.py:as_causal_lm": "transformers (models.hf), for an HF model",
+    "specdec/testing/audit/arguments.py:__call__": "--list-scenarios: the parser is built for "
+    "every command, the catalogue loads the audit",
+    "specdec/testing/audit/command_output.py:plot_problem": "matplotlib (plots), for --plot",
+    "specdec/testing/audit/command_output.py:plot": "matplotlib (plots), for --plot",
 }
 """``"path:function"``: the function-local imports of specdec allowed, each a lazy loader of
 something heavy (``tests/test_cli_help.py`` checks what ``--help`` loads), with its reason."""
-FILES_BEING_REWORKED = frozenset(
-    {
-        "specdec/testing/audit/arguments.py",  # being reworked (issue 41)
-        "specdec/testing/audit/command.py",  # being reworked (issue 41)
-    }
-)
 
 Edges = dict[str, dict[str, str]]
 """``module -> {imported module: "path:line" of the first import}``."""
@@ -201,7 +190,7 @@ def test_the_checker_leaves_out_a_package_reexporting_its_children(tmp_path: Pat
 def test_no_import_cycle_between_specdec_modules() -> None:
     graph = import_graph(ROOT, "specdec")
     assert len(graph) > 100  # the walk found the package
-    cycles = [g for g in strongly_connected(graph) if g not in CYCLES_BEING_REMOVED]
+    cycles = list(strongly_connected(graph))
     assert not cycles, "\n".join(_described(group, graph) for group in cycles)
 
 
@@ -212,7 +201,7 @@ def test_no_specdec_module_over_450_lines() -> None:
     }
     assert len(lengths) > 100
     over = {path: n for path, n in lengths.items() if n > MAX_LINES}
-    assert not set(over) - LONG_MODULES_BEING_SPLIT, sorted(over.items())
+    assert not over, sorted(over.items())
 
 
 def test_the_checker_finds_a_function_local_import_however_it_is_written(
@@ -247,11 +236,7 @@ def test_no_function_local_specdec_import_but_a_lazy_loader() -> None:
     one (none left stale)."""
     found = function_local_imports(ROOT, "specdec")
     assert set(LAZY_IMPORTS) <= {function for function, _ in found}, sorted(LAZY_IMPORTS)
-    local = [
-        where
-        for function, where in found
-        if function not in LAZY_IMPORTS and function.split(":")[0] not in FILES_BEING_REWORKED
-    ]
+    local = [where for function, where in found if function not in LAZY_IMPORTS]
     assert not local, local
 
 

@@ -29,17 +29,18 @@ that the power fell below a minimum; every verdict class has its exit code (``re
 One design under every form and mode. What is audited becomes one ``Subject`` at the boundary
 (``subject.as_subject``: a rule, a verifier or a step, batched or not, a multi-draft or tree
 rule); what the caller chooses is one frozen ``AuditOptions`` (``options``), validated when
-built; ``audits.audit(subject, options)`` picks the scenarios (``catalogue``) and one drawing
-engine, and every engine returns one ``AuditReport`` (``report``, written as text by
-``report_text``; per-scenario results and the decision in ``results``) with one exit-code table
-(``ExitCode``). The engines: ``sampled`` (the statistical audit of verifiers and steps:
-``plan`` fixes sample sizes, cells and the error-rate split, ``run`` calls the function and
-completes its blocks, ``shard`` draws the chunks in this process, on local workers or on any
-executor with the same report, ``checkpoint`` saves and resumes them), ``sampler`` (a step
-against the engine's own target-only sampler: a two-sample test), ``exact`` (a rule's law from
-its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft and tree rules,
-exactly or by sampling), ``stream`` (an engine's whole generation against the target's law
-enumerated by teacher forcing: exact-law mode), ``stream_large`` (the same for a large
+built; ``audit(subject, options)`` (``door``) plans the audit once (``audit_plan.plan_audit``:
+the scenarios from the ``catalogue``, the search, the invariance checks, the pilot) and runs
+the plan with one drawing engine, and every engine returns one ``AuditReport`` (``report``,
+written as text by ``report_text``; per-scenario results and the decision in ``results``) with
+one exit-code table (``ExitCode``). The engines: ``sampled`` (the statistical audit of
+verifiers and steps: ``plan`` fixes sample sizes, cells and the error-rate split, ``run`` calls
+the function and completes its blocks, ``shard`` draws the chunks in this process, on local
+workers or on any executor with the same report, ``checkpoint`` saves and resumes them),
+``sampler`` (a step against the engine's own target-only sampler: a two-sample test), ``exact``
+(a rule's law from its own decisions, no sampling), ``multi`` and ``multi_sampled`` (multi-draft
+and tree rules, exactly or by sampling), ``stream`` (an engine's whole generation against the
+target's law enumerated by teacher forcing: exact-law mode), ``stream_large`` (the same for a large
 vocabulary: each token's PITs and surprisal against its row, anytime-valid; and two engines
 compared; both drawn round-robin on the scheduler by ``stream_rounds``). ``audit_verifier``,
 ``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are ``audit`` for
@@ -58,8 +59,8 @@ from typing import TYPE_CHECKING
 from specdec._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names below are, for type checkers and readers
+    from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
     from specdec.testing.audit.audits import (
-        audit,
         audit_multi_draft,
         audit_step,
         audit_stream,
@@ -72,6 +73,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         search_scenarios,
         select_scenarios,
     )
+    from specdec.testing.audit.door import audit
     from specdec.testing.audit.exact import (
         audit_exact,
     )
@@ -110,6 +112,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
 __all__ = [
     "VERDICT_EXIT",
     "AuditOptions",
+    "AuditPlan",
     "AuditReport",
     "ExactScenarioResult",
     "ExitCode",
@@ -132,6 +135,7 @@ __all__ = [
     "audit_verifier",
     "check_audit_options",
     "check_invariance",
+    "plan_audit",
     "position_scenarios",
     "scenario_catalogue",
     "search_scenarios",
@@ -142,7 +146,9 @@ __all__ = [
 ]
 
 _HOMES = {
-    "audit": "specdec.testing.audit.audits",
+    "audit": "specdec.testing.audit.door",
+    "AuditPlan": "specdec.testing.audit.audit_plan",
+    "plan_audit": "specdec.testing.audit.audit_plan",
     "audit_multi_draft": "specdec.testing.audit.audits",
     "audit_step": "specdec.testing.audit.audits",
     "audit_stream": "specdec.testing.audit.audits",

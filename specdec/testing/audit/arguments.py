@@ -11,13 +11,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from specdec._checks import (
-    check_int,
-    check_positive_int,
-    check_rate,
-)
-from specdec.testing.audit.argument_types import checked_type
-from specdec.testing.audit.options import SEARCHED_PAIRS
+from specdec.testing.audit.flags import add_flags
+from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.stream_arguments import add_stream_options
 from specdec.testing.audit.subject import DRAWS
 
@@ -84,31 +79,8 @@ def add_parser(
     audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
     audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
     audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
-    audit.add_argument("--seed", type=int, default=0, help="seed of everything drawn")
+    add_flags(AuditOptions, {"main": audit}, only="main")  # --exact, --seed, --search...
     audit.add_argument("--quiet", action="store_true", help="no progress lines")
-    audit.add_argument(
-        "--exact",
-        action="store_true",
-        help="exact verdict from the rule's own decisions (a VerifyRule: uniforms in); "
-        "says 'cannot decide' where its randomness cannot be enumerated",
-    )
-    audit.add_argument(
-        "--search",
-        type=checked_type(lambda name, value: check_int(name, value, minimum=0), int),
-        default=None,
-        help=f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
-        f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join "
-        "the statistical battery: small residuals, near ties, sparse and one-hot rows "
-        "(default none); also the coverage-guided search's budget",
-    )
-    audit.add_argument(
-        "--no-coverage",
-        action="store_true",
-        help="neither measure which branches of FUNCTION's own code the scenarios reach nor "
-        "(verifiers) search pairs that reach the others (by default both: --search N sets the "
-        "search's budget, 8 N candidates, at most N kept; steps, multi-draft and tree rules "
-        "are measured during the audit's own calls, with no search)",
-    )
     audit.add_argument("--json", action="store_true", help="print the whole report as JSON")
     multi = audit.add_mutually_exclusive_group()
     multi.add_argument(
@@ -143,12 +115,6 @@ def add_parser(
 def _add_audit_options(audit: argparse.ArgumentParser) -> None:
     """Power, verdict-class and CI options of ``specdec audit`` (each checked by argparse)."""
 
-    def rate(name: str, value: float) -> float:
-        return check_rate(name, value)
-
-    def distance(name: str, value: float) -> float:
-        return check_rate(name, value, include_one=True)
-
     group = audit.add_argument_group(
         "power and verdicts",
         "The verdict classes and their exit codes: 0 LOSSLESS (no deviation of the reported "
@@ -168,77 +134,20 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "not_audited list them, and they leave the exit code unchanged. Every option is "
         "checked before anything runs.",
     )
-    size = group.add_mutually_exclusive_group()
-    size.add_argument(
-        "--samples",
-        type=checked_type(check_positive_int, int),
-        default=None,
-        help="fixed samples per scenario (>= 1); the report states the power it bought "
-        "(instead of --detect-tv)",
-    )
-    size.add_argument(
-        "--detect-tv",
-        type=checked_type(distance, float),
-        default=None,
-        metavar="X",
-        help="size each scenario to detect a deviation of total variation >= X with the "
-        "false-pass rate (default 0.01 batched, 0.05 single-sequence: a single-sequence "
-        "function is called once per sample, about 466,000 times over the verifier battery)",
-    )
-    group.add_argument(
-        "--min-power-tv",
-        type=checked_type(distance, float),
-        default=None,
-        metavar="X",
-        help="INCONCLUSIVE when a scenario cannot detect TV X (default 0.05, or --detect-tv "
-        "when larger)",
-    )
-    group.add_argument(
-        "--false-fail-rate",
-        type=checked_type(rate, float),
-        default=1e-6,
-        help="family-wise rate of calling a lossless function lossy, in (0, 1) (default 1e-6)",
-    )
-    group.add_argument(
-        "--false-pass-rate",
-        type=checked_type(rate, float),
-        default=1e-3,
-        help="rate of missing a deviation of the printed detectable TV, in (0, 1) (default 1e-3)",
-    )
-    group.add_argument(
-        "--allow-nondeterministic",
-        action="store_true",
-        help="judge the law alone (a function drawing from torch's global RNG gives different "
-        "blocks under one seed; its law is still tested)",
-    )
-    group.add_argument(
-        "--blocks-span-steps",
-        action="store_true",
-        help="accept more tokens per call than any lossless single step emits on average "
-        "(a loop returning k+1 tokens over several steps) and judge the law alone; without "
-        "it such blocks are INVALID-OUTPUT (exit 5)",
-    )
+    add_flags(AuditOptions, {"power": group}, only="power")
     group.add_argument(
         "--dry-run",
         action="store_true",
-        help="time a pilot (the function on the first scenario), print on stderr how long the "
-        "statistical audit would take at the chosen power and at a cheaper one (--detect-tv "
-        "doubled), and exit 0 without auditing; the same estimate is printed before any long "
-        "statistical audit",
+        help="print the plan on stderr (the scenarios, the search's budget, the invariance "
+        "checks, the pilot, where the chunks are drawn, a stream's resolved mode; a statistical "
+        "audit's samples at the chosen power and at a cheaper one, --detect-tv doubled) and "
+        "exit 0 without calling FUNCTION; the plan and a pilot's time estimate are printed "
+        "before any long statistical audit",
     )
     group.add_argument(
         "--fail-on-suboptimal",
         action="store_true",
         help="exit 7 when lossless but below token-level rejection sampling's tokens per step",
-    )
-    group.add_argument(
-        "--invariance",
-        action="store_true",
-        help="also run each scenario's rows alone and inside mixed batches (other rows greedy "
-        "or sampled, seeded or not, of another scenario; other batch sizes and positions) and "
-        "exit 9 BATCH-DEPENDENT when a row's law, or a seeded row's output for its seed, "
-        "changes with its batch (exact where its random values or seed can be paired, else a "
-        "two-sample test; batched verifiers, VerifyRules and batched steps)",
     )
 
 
@@ -301,51 +210,7 @@ def _add_engine_options(audit: argparse.ArgumentParser) -> None:
         "'scenarios': a list of scenarios or a function returning one); they replace the "
         "default battery (with --scenarios, join the named ones); fields in docs/audit.md",
     )
-    group.add_argument(
-        "--reserved-ids",
-        default=None,
-        help="ID,... token ids the engine reserves (EOS...): probability 0 in every toy row, "
-        "an emitted one is an invalid output",
-    )
-    group.add_argument(
-        "--target-warp",
-        default=None,
-        help="(--step) MODULE:FUNCTION, the engine's warp(logits, *, temperature, top_k, top_p) "
-        "-> probs: the verdict is about verification given it; the report says how far it is "
-        "from specdec's warping",
-    )
-    group.add_argument(
-        "--target-sampler",
-        default=None,
-        help="(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
-        "top_k, top_p) -> tokens: a two-sample test against its own target law (sized by "
-        "--detect-tv with the two-sample formula: about 4x the samples, for both samples)",
-    )
-    group.add_argument(
-        "--dtype",
-        choices=("float64", "float32", "bfloat16", "float16"),
-        default=None,
-        help="dtype of the rows (verifier) or logits (step) the function gets (default float64); "
-        "with --exact also the dtype the engine computes in: a law within its rounding bound "
-        "is LOSSLESS up to that dtype's rounding",
-    )
-    group.add_argument(
-        "--device", default=None, help="cpu or cuda[:N] (an error where CUDA is absent)"
-    )
-    group.add_argument(
-        "--ragged",
-        action="store_true",
-        default=None,
-        help="(--batched verifier) rows draft their own k_n in 1..k, told by the keyword "
-        "num_drafts; padding -1 / zero rows (specdec.testing.audit.ragged)",
-    )
-    group.add_argument(
-        "--model-interface",
-        choices=("logits", "transformers"),
-        default=None,
-        help="(--step) hand the step plain logits callables (default) or transformers-like "
-        "models: model(input_ids, cache=..., use_cache=...).logits, .config",
-    )
+    add_flags(AuditOptions, {"engine": group}, only="engine")
 
 
 def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
@@ -367,28 +232,4 @@ def _add_scale_options(audit: argparse.ArgumentParser) -> None:
         "scale (statistical verifier and step audits)",
         "Chunks are seeded by their index: the report is the same for any --workers.",
     )
-    group.add_argument(
-        "--workers",
-        type=checked_type(check_positive_int, int),
-        default=None,
-        metavar="N",
-        help="draw the chunks on N local processes (FUNCTION is imported by name in each); "
-        "the same report as --workers 1 (default)",
-    )
-    group.add_argument(
-        "--checkpoint",
-        type=Path,
-        metavar="FILE",
-        default=None,
-        help="write the merged counts and e-process state to FILE (JSON) after each chunk, "
-        "atomically",
-    )
-    group.add_argument(
-        "--resume",
-        type=Path,
-        metavar="FILE",
-        default=None,
-        help="continue from the checkpoint FILE (refused if another audit or version wrote it, "
-        "or it was changed) and keep checkpointing to it: the same report as a run never "
-        "interrupted",
-    )
+    add_flags(AuditOptions, {"scale": group}, only="scale")

@@ -1,40 +1,14 @@
-r"""The audit's entry points: one ``audit`` for every subject and mode, and the thin forms of it.
+r"""The thin forms of ``audit``: one public function per level, taking the options as keywords.
 
-``audit(subject, options)`` is the whole audit: the subject (``as_subject``: what is audited,
-at which level) and the options (``AuditOptions``: validated when built) are checked against
-each other, the battery is chosen (``catalogue.default_scenarios``, with the engine's inputs
-applied), and one drawing engine runs it:
-
-===================  ===================================  ===================================
-level                statistical (default)                exact (``exact=True``)
-===================  ===================================  ===================================
-verifier, rule       ``sampled.sample_audit``             ``exact.exact_audit``
-step                 ``sampled.sample_audit`` (with a     (not available: a step draws its
-                     sampler: ``sampler.audit_with_       own drafts)
-                     sampler``)
-position, tree       ``multi_sampled.sampled_audit``      ``multi.exact_multi_audit``
-stream               ``stream_large.judge_stream``:       (not available: the engine draws
-                     ``stream.stream_audit`` (exact-law   its own randomness)
-                     mode: sampled streams against the
-                     target's enumerated law) when
-                     ``V^n <= 65536``, else
-                     ``stream_large.large_stream_audit``
-                     (each token against its row);
-                     ``two_sample_stream_audit`` on
-                     request
-===================  ===================================  ===================================
-
-With ``invariance=True`` a batched verifier, rule or step is then also run alone and in mixed
-batches (``invariance.check_invariance``), and the report says ``batch-dependent`` when a row's
-law changes with its batch. Each returns one ``AuditReport``. ``audit_verifier``,
-``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are that call for
-one level, taking the options as keywords (``AuditKeywords``):
-``audit_verifier(fn, detect_tv=0.05)`` is
-``audit(as_subject(fn, level="verifier"), AuditOptions(detect_tv=0.05))``.
+``audit_verifier``, ``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream``
+each build a ``Subject`` (``as_subject``) and an ``AuditOptions`` from their keywords
+(``AuditKeywords``) and call the one door, ``audit`` (``door``: its plan, ``audit_plan``,
+run): ``audit_verifier(fn, detect_tv=0.05)`` is
+``audit(as_subject(fn, level="verifier"), AuditOptions(detect_tv=0.05))``. Each returns one
+``AuditReport``. ``audit`` itself is importable from here too.
 """
 
 import inspect
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -43,18 +17,8 @@ from typing import Any, TypeVar, Unpack
 from torch import Tensor
 
 from specdec.multi_law import Draw
-from specdec.testing.audit.adversarial import adversarial_scenarios
-from specdec.testing.audit.battery import verifier_scenarios
-from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.branches import with_branches
-from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
-from specdec.testing.audit.conventions import engine_scenarios
-from specdec.testing.audit.coverage import ArcRecorder
-from specdec.testing.audit.exact import exact_audit
-from specdec.testing.audit.invariance import check_invariance
-from specdec.testing.audit.multi import exact_multi_audit
+from specdec.testing.audit.door import audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
-from specdec.testing.audit.multi_sampled import sampled_audit
 from specdec.testing.audit.options import (
     STREAM_KEYWORDS,
     AuditKeywords,
@@ -63,16 +27,10 @@ from specdec.testing.audit.options import (
     StreamKeywords,
 )
 from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.run import threads
-from specdec.testing.audit.sampled import sample_audit
-from specdec.testing.audit.sampler import audit_with_sampler
-from specdec.testing.audit.scenario import Scenario, StreamScenario
-from specdec.testing.audit.search import CoverageSearch, coverage_search, measurable, tries_for
-from specdec.testing.audit.shard import start_server
+from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.stream import stream_scenarios
-from specdec.testing.audit.stream_large import judge_stream
 from specdec.testing.audit.stream_options import StreamOptions
-from specdec.testing.audit.subject import Subject, as_subject
+from specdec.testing.audit.subject import as_subject
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
 from specdec.warp import SamplingOptions
@@ -87,144 +45,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def audit(
-    subject: Subject,
-    options: AuditOptions | None = None,
-    *,
-    scenarios: Sequence[AnyScenario] | None = None,
-    progress: Progress | None = None,
-) -> AuditReport:
-    """Audit ``subject`` with ``options`` (module docstring): the one path every audit takes.
-
-    Args:
-        subject: what is audited (``as_subject(fn, ...)``).
-        options: the audit's options (default ``AuditOptions()``: statistical).
-        scenarios: the battery (default: the subject level's, ``default_scenarios``; a
-            stream's are its prompts, ``stream.stream_scenarios``: it has no default).
-        progress: called with one line per finished scenario.
-
-    Returns:
-        The ``AuditReport``. Exceptions raised by the audited function propagate; an output
-        that is not an emitted block raises ``InvalidOutputError``.
-
-    Raises:
-        ValueError, TypeError: an option that does not apply to the subject's form or mode
-            (``Subject.check``), an empty battery, before the function is ever called.
-    """
-    chosen = options or AuditOptions()
-    subject.check(chosen)
-    if chosen.target_warp is not None:  # its errors are its own (``blame``)
-        chosen = replace(chosen, target_warp=blamed(chosen.target_warp, "target_warp"))
-    if scenarios is not None and not scenarios:
-        raise ValueError("scenarios must hold at least one scenario, got none.")
-    if chosen.workers > 1 and chosen.executor is None and not chosen.exact:
-        start_server()  # its import of specdec overlaps the search and the planning below
-    with threads(chosen.num_threads):
-        if subject.level == "stream":
-            prompts = [s for s in scenarios or () if isinstance(s, StreamScenario)]
-            if not prompts:
-                raise ValueError(
-                    "a stream audit needs its prompts as scenarios (stream_scenarios, or "
-                    "audit_stream(sample, target, prompts=..., new_tokens=...))."
-                )
-            return judge_stream(subject, chosen, prompts, progress)  # mode by V ** n
-        if subject.level in ("position", "tree"):
-            battery = list(scenarios or default_scenarios(subject.level))
-            multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
-            engine = exact_multi_audit if chosen.exact else sampled_audit
-            report = _traced(subject, chosen, lambda run: engine(run, chosen, multi, progress))
-            return with_branches(report, multi, draw=subject.draw)
-        given = [s for s in scenarios or () if isinstance(s, Scenario)]
-        if chosen.exact:
-            exact_battery: list[Scenario] = given or [
-                *verifier_scenarios(), *search_scenarios(chosen.search, seed=chosen.seed)
-            ]  # fmt: skip
-            covered = _covered(subject, chosen, exact_battery, search=not given)
-            found = list(covered.found) if covered else []
-            report = exact_audit(subject, chosen, [*exact_battery, *found], progress)
-            report = replace(report, coverage=covered.coverage) if covered else report
-            defaults = [s for s in default_scenarios("verifier") if isinstance(s, Scenario)]
-            report = _with_invariance(report, subject, chosen, given or defaults, progress)
-            return with_branches(report, [*exact_battery, *found])
-        defaults = [s for s in default_scenarios(subject.level) if isinstance(s, Scenario)]
-        searched = adversarial_scenarios(chosen.adversarial, seed=chosen.seed)
-
-        def engine_inputs(battery: Sequence[Scenario]) -> list[Scenario]:
-            return engine_scenarios(
-                battery,
-                step=subject.level == "step",
-                reserved=chosen.reserved_ids,
-                dtype=chosen.dtype,
-                warp=chosen.target_warp,
-            )
-
-        chosen_battery = engine_inputs([*(given or defaults), *searched])
-        if chosen.target_sampler is not None:
-            report = audit_with_sampler(subject, chosen, chosen_battery, progress)
-            report = _with_invariance(report, subject, chosen, chosen_battery, progress)
-            return with_branches(report, chosen_battery)
-        covered = _covered(subject, chosen, chosen_battery, search=not given)
-        if covered is None:
-            report = _traced(
-                subject, chosen, lambda run: sample_audit(run, chosen, chosen_battery, progress)
-            )
-            report = _with_invariance(report, subject, chosen, chosen_battery, progress)
-            return with_branches(report, chosen_battery)
-        extended = [*chosen_battery, *engine_inputs(covered.found)]
-        report = replace(
-            sample_audit(subject, chosen, extended, progress), coverage=covered.coverage
-        )
-        report = _with_invariance(report, subject, chosen, chosen_battery, progress)
-        return with_branches(report, extended)
-
-
-def _covered(
-    subject: Subject, options: AuditOptions, battery: Sequence[Scenario], *, search: bool
-) -> CoverageSearch | None:
-    """The coverage of ``battery`` and, on the default battery, the coverage-guided search's
-    finds (``specdec.testing.audit.search``: ``tries_for(subject, search)`` candidates, at most
-    ``search`` kept); ``None`` where it is off or not measured (``search.measurable``)."""
-    if not options.coverage or not measurable(subject, options.given()):
-        return None
-    tries = tries_for(subject, options.search) if search else 0
-    return coverage_search(subject, battery, tries=tries, keep=options.search, seed=options.seed)
-
-
-def _traced(
-    subject: Subject, options: AuditOptions, audit: Callable[[Subject], AuditReport]
-) -> AuditReport:
-    """``audit(subject)``, with the coverage of a step's, multi-draft rule's or tree rule's own
-    code measured during the audit's own calls (``coverage.ArcRecorder``): the scenarios and
-    samples the verdict rests on, no probe and no search. Verifiers have their probe and
-    search (``_covered``); nothing is measured with ``coverage=False``, with another process
-    drawing (``workers``, ``executor``: the calls are not in this process), or on a device."""
-    off = options.workers > 1 or options.executor is not None or options.device is not None
-    if subject.level == "verifier" or not options.coverage or off:
-        return audit(subject)
-    start = time.perf_counter()
-    recorder = ArcRecorder.for_function(subject.fn)
-    report = audit(replace(subject, fn=recorder.traced(subject.fn)))
-    probe = "the audit's own calls of it: every scenario, every sample drawn"
-    coverage = recorder.summary(probe=probe, seconds=time.perf_counter() - start)
-    return replace(report, coverage=coverage)
-
-
-def _with_invariance(
-    report: AuditReport,
-    subject: Subject,
-    options: AuditOptions,
-    battery: Sequence[Scenario],
-    progress: Progress | None,
-) -> AuditReport:
-    """``report`` with the invariance check (``invariance.check_invariance``) when asked for:
-    its verdict ``batch-dependent`` when a row's law changes with its batch."""
-    if not options.invariance:
-        return report
-    found = check_invariance(subject, options, battery, progress)
-    chosen = "batch-dependent" if found.dependent else report.verdict
-    return replace(report, invariance=found, verdict=chosen, seconds=report.seconds + found.seconds)
 
 
 def _with_options(entry: F, stream: bool = False) -> F:

@@ -28,13 +28,16 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import torch
 from torch import Tensor
 
 from specdec._checks import check_finite, check_int, check_positive_int, check_rate
+from specdec.testing.audit.argument_types import checked_type
+from specdec.testing.audit.flags import flag, ids_of, loaded
 from specdec.testing.audit.scenario import WarpFn
 from specdec.testing.audit.stream_options import PositionKinds, StreamOptions
 from specdec.testing.audit.subject import SAMPLING_OPTIONS, Subject
@@ -63,6 +66,13 @@ top_p) -> LongTensor [N]``."""
 
 SEARCHED_PAIRS = 16
 """Searched toy pairs an exact verifier audit adds to its battery by default (``search``)."""
+
+_DTYPES = ("float64", "float32", "bfloat16", "float16")
+"""``--dtype``'s names (``conventions.DTYPES``)."""
+
+
+def _distance(name: str, value: float) -> float:
+    return check_rate(name, value, include_one=True)
 
 
 class AuditKeywords(TypedDict, total=False):
@@ -180,32 +190,143 @@ class AuditOptions:
             ``workers > 1`` and ``executor``.
     """
 
-    exact: bool = False
-    samples: int | None = None
-    detect_tv: float | None = None
-    min_power_tv: float | None = None
-    false_fail_rate: float = 1e-6
-    false_pass_rate: float = 1e-3
-    seed: int = 0
+    exact: bool = field(default=False, metadata=flag(
+        "--exact",
+        "exact verdict from the rule's own decisions (a VerifyRule: uniforms in); says 'cannot "
+        "decide' where its randomness cannot be enumerated",
+    ))  # fmt: skip
+    samples: int | None = field(default=None, metadata=flag(
+        "--samples",
+        "fixed samples per scenario (>= 1); the report states the power it bought (instead of "
+        "--detect-tv)",
+        group="power", type=checked_type(check_positive_int, int), exclusive="size",
+    ))  # fmt: skip
+    detect_tv: float | None = field(default=None, metadata=flag(
+        "--detect-tv",
+        "size each scenario to detect a deviation of total variation >= X with the false-pass "
+        "rate (default 0.01 batched, 0.05 single-sequence: a single-sequence function is called "
+        "once per sample, about 466,000 times over the verifier battery)",
+        group="power", type=checked_type(_distance, float), metavar="X", exclusive="size",
+    ))  # fmt: skip
+    min_power_tv: float | None = field(default=None, metadata=flag(
+        "--min-power-tv",
+        "INCONCLUSIVE when a scenario cannot detect TV X (default 0.05, or --detect-tv when "
+        "larger)",
+        group="power", type=checked_type(_distance, float), metavar="X",
+    ))  # fmt: skip
+    false_fail_rate: float = field(default=1e-6, metadata=flag(
+        "--false-fail-rate",
+        "family-wise rate of calling a lossless function lossy, in (0, 1) (default 1e-6)",
+        group="power", type=checked_type(check_rate, float),
+    ))  # fmt: skip
+    false_pass_rate: float = field(default=1e-3, metadata=flag(
+        "--false-pass-rate",
+        "rate of missing a deviation of the printed detectable TV, in (0, 1) (default 1e-3)",
+        group="power", type=checked_type(check_rate, float),
+    ))  # fmt: skip
+    seed: int = field(default=0, metadata=flag("--seed", "seed of everything drawn", type=int))
     num_threads: int | None = 1
-    allow_nondeterministic: bool = False
-    blocks_span_steps: bool = False
-    search: int = SEARCHED_PAIRS
-    reserved_ids: tuple[int, ...] = ()
-    dtype: torch.dtype | None = None
-    device: str | torch.device | None = None
-    ragged: bool = False
-    model_interface: Literal["logits", "transformers"] = "logits"
-    target_warp: WarpFn | None = None
-    target_sampler: SamplerFn | None = None
+    allow_nondeterministic: bool = field(default=False, metadata=flag(
+        "--allow-nondeterministic",
+        "judge the law alone (a function drawing from torch's global RNG gives different blocks "
+        "under one seed; its law is still tested)",
+        group="power",
+    ))  # fmt: skip
+    blocks_span_steps: bool = field(default=False, metadata=flag(
+        "--blocks-span-steps",
+        "accept more tokens per call than any lossless single step emits on average (a loop "
+        "returning k+1 tokens over several steps) and judge the law alone; without it such "
+        "blocks are INVALID-OUTPUT (exit 5)",
+        group="power",
+    ))  # fmt: skip
+    search: int = field(default=SEARCHED_PAIRS, metadata=flag(
+        "--search",
+        f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
+        f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join the "
+        "statistical battery: small residuals, near ties, sparse and one-hot rows (default "
+        "none); also the coverage-guided search's budget",
+        type=checked_type(lambda name, value: check_int(name, value, minimum=0), int),
+    ))  # fmt: skip
+    reserved_ids: tuple[int, ...] = field(default=(), metadata=flag(
+        "--reserved-ids",
+        "ID,... token ids the engine reserves (EOS...): probability 0 in every toy row, an "
+        "emitted one is an invalid output",
+        group="engine", type=str, convert=lambda text: ids_of(text, "--reserved-ids"),
+    ))  # fmt: skip
+    dtype: torch.dtype | None = field(default=None, metadata=flag(
+        "--dtype",
+        "dtype of the rows (verifier) or logits (step) the function gets (default float64); with "
+        "--exact also the dtype the engine computes in: a law within its rounding bound is "
+        "LOSSLESS up to that dtype's rounding",
+        group="engine", type=str, choices=_DTYPES, convert=lambda name: getattr(torch, name),
+    ))  # fmt: skip
+    device: str | torch.device | None = field(default=None, metadata=flag(
+        "--device", "cpu or cuda[:N] (an error where CUDA is absent)", group="engine", type=str
+    ))  # fmt: skip
+    ragged: bool = field(default=False, metadata=flag(
+        "--ragged",
+        "(--batched verifier) rows draft their own k_n in 1..k, told by the keyword num_drafts; "
+        "padding -1 / zero rows (specdec.testing.audit.ragged)",
+        group="engine",
+    ))  # fmt: skip
+    model_interface: Literal["logits", "transformers"] = field(default="logits", metadata=flag(
+        "--model-interface",
+        "(--step) hand the step plain logits callables (default) or transformers-like models: "
+        "model(input_ids, cache=..., use_cache=...).logits, .config",
+        group="engine", type=str, choices=("logits", "transformers"),
+    ))  # fmt: skip
+    target_warp: WarpFn | None = field(default=None, metadata=flag(
+        "--target-warp",
+        "(--step) MODULE:FUNCTION, the engine's warp(logits, *, temperature, top_k, top_p) -> "
+        "probs: the verdict is about verification given it; the report says how far it is from "
+        "specdec's warping",
+        group="engine", type=str, convert=loaded("--target-warp"),
+    ))  # fmt: skip
+    target_sampler: SamplerFn | None = field(default=None, metadata=flag(
+        "--target-sampler",
+        "(--step) MODULE:FUNCTION, the engine's sampler(logits, generator, *, temperature, "
+        "top_k, top_p) -> tokens: a two-sample test against its own target law (sized by "
+        "--detect-tv with the two-sample formula: about 4x the samples, for both samples)",
+        group="engine", type=str, convert=loaded("--target-sampler"),
+    ))  # fmt: skip
     adversarial: int = 0
-    coverage: bool = True
-    workers: int = 1
+    coverage: bool = field(default=True, metadata=flag(
+        "--no-coverage",
+        "neither measure which branches of FUNCTION's own code the scenarios reach nor "
+        "(verifiers) search pairs that reach the others (by default both: --search N sets the "
+        "search's budget, 8 N candidates, at most N kept; steps, multi-draft and tree rules are "
+        "measured during the audit's own calls, with no search)",
+        negated=True,
+    ))  # fmt: skip
+    workers: int = field(default=1, metadata=flag(
+        "--workers",
+        "draw the chunks on N local processes (FUNCTION is imported by name in each); the same "
+        "report as --workers 1 (default)",
+        group="scale", type=checked_type(check_positive_int, int), metavar="N",
+    ))  # fmt: skip
     executor: Executor | None = None
-    checkpoint: str | os.PathLike[str] | None = None
-    resume: str | os.PathLike[str] | None = None
-    invariance: bool = False
-    stream: StreamOptions = dataclasses.field(default=StreamOptions())
+    checkpoint: str | os.PathLike[str] | None = field(default=None, metadata=flag(
+        "--checkpoint",
+        "write the merged counts and e-process state to FILE (JSON) after each chunk, "
+        "atomically",
+        group="scale", type=Path, metavar="FILE",
+    ))  # fmt: skip
+    resume: str | os.PathLike[str] | None = field(default=None, metadata=flag(
+        "--resume",
+        "continue from the checkpoint FILE (refused if another audit or version wrote it, or it "
+        "was changed) and keep checkpointing to it: the same report as a run never interrupted",
+        group="scale", type=Path, metavar="FILE",
+    ))  # fmt: skip
+    invariance: bool = field(default=False, metadata=flag(
+        "--invariance",
+        "also run each scenario's rows alone and inside mixed batches (other rows greedy or "
+        "sampled, seeded or not, of another scenario; other batch sizes and positions) and exit "
+        "9 BATCH-DEPENDENT when a row's law, or a seeded row's output for its seed, changes with "
+        "its batch (exact where its random values or seed can be paired, else a two-sample "
+        "test; batched verifiers, VerifyRules and batched steps)",
+        group="power",
+    ))  # fmt: skip
+    stream: StreamOptions = field(default=StreamOptions())
 
     def __post_init__(self) -> None:
         check_audit_options(

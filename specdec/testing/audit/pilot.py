@@ -18,8 +18,11 @@ between them; :math:`w\,r` is the best they can do, so with workers the estimate
 for the chosen power and for a cheaper one (``detect_tv`` doubled: about a quarter of the
 samples, since :math:`n \propto 1/\delta^2`). It is an estimate: the rate is the first
 scenario's (other scenarios have other ``k`` and ``V``), measured on a machine whose load
-may change. ``specdec audit`` prints it on stderr before the audit, and with ``--dry-run``
-prints it and stops.
+may change. The pilot runs from the audit's own plan (``audit_plan.AuditPlan``: its first
+scenario, as the audit hands it to the function, ``AuditPlan.pilot_run``): it builds no
+battery of its own. ``specdec audit`` prints the plan and the estimate on stderr before a
+long statistical audit; ``--dry-run`` prints the plan and the samples it draws
+(``format_sizes``), calling nothing.
 
 Example:
     >>> import specdec
@@ -31,13 +34,20 @@ Example:
     True
 """
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specdec.testing.audit.audits import audit
+from specdec.testing.audit.audit_plan import (
+    LONG_AUDIT,
+    PILOT_BATCHED,
+    PILOT_SCALE,
+    PILOT_SINGLE,
+    AuditPlan,
+    plan_audit,
+)
+from specdec.testing.audit.door import run_plan
 from specdec.testing.audit.multi_sampled import scenario_cells
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.plan import (
@@ -51,14 +61,18 @@ from specdec.testing.audit.plan import (
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import min_sample_size_by_l1
 
-__all__ = ["PilotEstimate", "format_estimate", "pilot_estimate", "planned_samples"]
-
-PILOT_SINGLE = 300
-"""Pilot samples of a single-sequence function (one call each)."""
-PILOT_BATCHED = 20_000
-"""Pilot samples of a batched function or rule (a few chunks)."""
-PILOT_SCALE = 10
-"""A batched function's second pilot draws this many times ``PILOT_BATCHED``."""
+__all__ = [
+    "PILOT_BATCHED",
+    "PILOT_SCALE",
+    "PILOT_SINGLE",
+    "PilotEstimate",
+    "format_estimate",
+    "format_sizes",
+    "is_long",
+    "pilot_estimate",
+    "plan_estimate",
+    "planned_samples",
+]
 
 
 @dataclass(frozen=True)
@@ -132,65 +146,111 @@ def pilot_estimate(
     *,
     run: Callable[..., Any] | None = None,
 ) -> PilotEstimate:
-    """Time a pilot on ``scenarios[0]`` and scale it to the whole battery (module docstring).
+    """``plan_estimate`` of the plan of auditing ``subject`` on ``scenarios`` with ``options``.
 
     Args:
         subject: the audited function (``as_subject``): verifier, step, multi-draft or tree.
         options: the audit's options (statistical).
-        scenarios: the battery the audit will run (as the audit prepares it).
-        run: the audit to time (default ``audits.audit``); its errors propagate.
+        scenarios: the battery the audit will run.
+        run: the audit to time, ``run(subject, options, scenarios=[scenario])`` (default: the
+            pilot's plan, run, ``door.run_plan``); its errors propagate.
 
     Raises:
         ValueError: an exact audit, a stream, or an engine's sampler (sized otherwise).
     """
-    if options.exact or subject.level == "stream" or options.target_sampler is not None:
+    plan = plan_audit(subject, options, scenarios)
+    if run is None:
+        return plan_estimate(plan)
+    timed = run
+    return plan_estimate(plan, run=lambda p: timed(p.subject, p.options, scenarios=[*p.scenarios]))
+
+
+def plan_estimate(
+    plan: AuditPlan, *, run: Callable[[AuditPlan], Any] | None = None
+) -> PilotEstimate:
+    """Time the plan's pilot (``AuditPlan.pilot``: its first scenario) and scale it to the
+    plan's whole battery (module docstring).
+
+    Args:
+        plan: the audit's plan (``audit_plan.plan_audit``).
+        run: runs a pilot's plan (``AuditPlan.pilot_run``; default ``door.run_plan``); its
+            errors propagate.
+
+    Raises:
+        ValueError: a plan with no pilot (an exact audit, a stream, an engine's sampler).
+    """
+    if plan.pilot is None:
         raise ValueError("the pilot estimates statistical verifier, step, multi-draft and tree "
                          "audits only.")  # fmt: skip
-    if run is None:
-        run = audit
-    batched = subject.batched or subject.level in ("position", "tree")
-    tv = None
-    if options.samples is None:
-        tv = options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
-    pilot = PILOT_BATCHED if batched else PILOT_SINGLE
-    trial = dataclasses.replace(  # drawing alone: no search, pool, checkpoint or invariance
-        options, samples=pilot, detect_tv=None, min_power_tv=1.0, adversarial=0, coverage=False,
-        workers=1, executor=None, checkpoint=None, resume=None, invariance=False,
-    )  # fmt: skip
-    warm = dataclasses.replace(trial, samples=min(pilot, 200))
-    run(subject, warm, scenarios=[scenarios[0]])  # untimed: first calls warm up torch, caches
-    points = [_timed(run, subject, trial, scenarios[0])]
-    if batched and points[0][0] == pilot:  # (a gross bug stops its scenario early: no second)
-        larger = dataclasses.replace(trial, samples=pilot * PILOT_SCALE)
-        points.append(_timed(run, subject, larger, scenarios[0]))
+    execute = run_plan if run is None else run
+    tv = _tv(plan)
+    execute(plan.pilot_run(plan.pilot.warm_up))  # untimed: first calls warm up torch, caches
+    first = plan.pilot.samples[0]
+    points = [_timed(execute, plan.pilot_run(first))]
+    for larger in plan.pilot.samples[1:]:
+        if points[-1][0] == first:  # (a gross bug stops its scenario early: no second)
+            points.append(_timed(execute, plan.pilot_run(larger)))
     rate, fixed = _rate_and_fixed(points)
     cheaper = None if tv is None else min(1.0, 2 * tv)
     return PilotEstimate(
-        scenario=scenarios[0].name,
+        scenario=plan.pilot.scenario,
         pilot_samples=points[-1][0],
         pilot_seconds=points[-1][1],
         detect_tv=tv,
-        samples=sum(planned_samples(subject, options, scenarios, tv)),
+        samples=sum(_planned(plan, tv)),
         cheaper_tv=cheaper,
-        cheaper_samples=0 if cheaper is None else sum(
-            planned_samples(subject, options, scenarios, cheaper)
-        ),
+        cheaper_samples=0 if cheaper is None else sum(_planned(plan, cheaper)),
         rate=rate,
         fixed_seconds=fixed,
-        scenarios=len(scenarios),
-        workers=options.workers if options.executor is None else 1,
-    )  # fmt: skip
+        scenarios=len(plan.scenarios),
+        workers=plan.workers,
+    )
 
 
-def _timed(
-    run: Callable[..., Any], subject: Subject, options: AuditOptions, scenario: Any
-) -> tuple[int, float]:
+def _tv(plan: AuditPlan) -> float | None:
+    """The distance the plan's statistical audit detects (``None``: ``samples`` fixed)."""
+    if plan.options.samples is not None:
+        return None
+    batched = plan.subject.batched or plan.subject.level in ("position", "tree")
+    return plan.options.detect_tv or (DETECT_TV_BATCHED if batched else DETECT_TV_SINGLE)
+
+
+def _planned(plan: AuditPlan, tv: float | None) -> list[int]:
+    return planned_samples(plan.subject, plan.options, plan.scenarios, tv)
+
+
+def is_long(plan: AuditPlan) -> bool:
+    """Whether ``plan`` is a statistical audit long enough to be timed by its pilot first:
+    ``LONG_AUDIT`` pilots' samples or more (``False`` where it has no pilot)."""
+    if plan.pilot is None:
+        return False
+    return sum(_planned(plan, _tv(plan))) >= LONG_AUDIT * plan.pilot.samples[0]
+
+
+def format_sizes(plan: AuditPlan) -> str:
+    """The samples the plan's statistical audit draws at its power and at a cheaper one
+    (``detect_tv`` doubled), in one line; ``""`` for a plan with no pilot (exact, stream,
+    an engine's sampler). Nothing is called: the sizes are the plan's (``planned_samples``)."""
+    if plan.pilot is None:
+        return ""
+    tv = _tv(plan)
+    line = f"  samples: the audit draws {sum(_planned(plan, tv)):,}"
+    if tv is None:
+        return line + f" ({plan.options.samples} per scenario)"
+    cheaper = min(1.0, 2 * tv)
+    line += f" (detect-tv {tv:g})"
+    if cheaper > tv:
+        line += f"; --detect-tv {cheaper:g} would draw {sum(_planned(plan, cheaper)):,}"
+    return line
+
+
+def _timed(run: Callable[[AuditPlan], Any], plan: AuditPlan) -> tuple[int, float]:
     """One timed pilot: (samples drawn, wall seconds)."""
     start = time.perf_counter()
-    report = run(subject, options, scenarios=[scenario])
+    report = run(plan)
     seconds = time.perf_counter() - start
     drawn = getattr(report.scenarios[0], "samples", None) if report.scenarios else None
-    return drawn or options.samples or 0, seconds
+    return drawn or plan.options.samples or 0, seconds
 
 
 def _rate_and_fixed(points: Sequence[tuple[int, float]]) -> tuple[float, float]:

@@ -7,15 +7,24 @@ parsing, from the subject's table (``specdec.testing.audit.subject.APPLICABLE``)
 
 import argparse
 
-from specdec._checks import (
-    check_finite,
-    check_int,
-    check_positive_int,
-    check_probability_threshold,
-)
+from specdec._checks import check_finite, check_positive_int, check_probability_threshold
 from specdec.testing.audit.argument_types import checked_type
+from specdec.testing.audit.flags import add_flags
+from specdec.testing.audit.stream_options import StreamOptions
 
-__all__ = ["add_stream_options"]
+__all__ = ["STREAM_FLAGS", "add_stream_options"]
+
+STREAM_FLAGS = {
+    "target": "--target",
+    "prompts": "--prompts",
+    "new_tokens": "--new-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "min_p": "--min-p",
+}
+"""The flags of ``--stream`` that make its scenarios (the target, the prompts, the claimed
+law: not options of a record); its ``StreamOptions`` flags come from that record's fields."""
 
 
 def add_stream_options(audit: argparse.ArgumentParser) -> None:
@@ -78,33 +87,4 @@ def add_stream_options(audit: argparse.ArgumentParser) -> None:
         default=None,
         help="its min-p",
     )
-    group.add_argument(
-        "--stream-mode",
-        choices=("auto", "exact", "large", "two-sample"),
-        default=None,
-        help="auto (default): exact-law when V ** new-tokens <= 65536, else large-vocabulary "
-        "(each token's PIT and surprisal against its target row, anytime-valid); two-sample: "
-        "against --reference",
-    )
-    group.add_argument(
-        "--reference",
-        default=None,
-        metavar="FILE:SAMPLE",
-        help="(--stream-mode two-sample) the engine without speculation, in FUNCTION's form",
-    )
-    group.add_argument(
-        "--position-kinds",
-        default=None,
-        metavar="FILE:KINDS",
-        help="(large and two-sample modes) kinds(prompts [N, L], tokens [N, n]) -> [N, n] labels "
-        "0 accepted draft, 1 corrected, 2 bonus: each kind reported apart, bonus positions "
-        "also judged alone",
-    )
-    group.add_argument(
-        "--eos-token-id",
-        type=checked_type(lambda name, value: check_int(name, value, minimum=0), int),
-        default=None,
-        metavar="ID",
-        help="judge the first --new-tokens tokens or until this EOS (EOS absorbing: an engine "
-        "may stop there, -1 padded; a token after it is a forbidden outcome; exact-law mode only)",
-    )
+    add_flags(StreamOptions, {"streams": group})

@@ -5,7 +5,7 @@ audit does: how its evidence is judged (``mode``), the engine without speculatio
 compared with (``reference``, two-sample mode), the position kinds a hook labels
 (``position_kinds``) and the end of sequence (``eos_token_id``). They are one record held by
 the audit's options (``AuditOptions.stream``), so a stream enters through the same door as
-every audit (``audits.audit``); its prompts are its scenarios (``stream.stream_scenarios``)
+every audit (``door.audit``); its prompts are its scenarios (``stream.stream_scenarios``)
 and the law it claims is theirs (``audit_stream``'s ``law``).
 
 The record is checked when built (``check_stream_options``, which the command also calls
@@ -26,12 +26,14 @@ Example:
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import Tensor
 
 from specdec._checks import check_int
+from specdec.testing.audit.argument_types import checked_type
+from specdec.testing.audit.flags import flag, loaded
 from specdec.testing.audit.subject import Subject, as_subject
 
 __all__ = [
@@ -119,10 +121,32 @@ class StreamOptions:
             another level as ``reference``.
     """
 
-    mode: str = "auto"
-    reference: Subject | None = None
-    position_kinds: PositionKinds | None = None
-    eos_token_id: int | None = None
+    mode: str = field(default="auto", metadata=flag(
+        "--stream-mode",
+        "auto (default): exact-law when V ** new-tokens <= 65536, else large-vocabulary (each "
+        "token's PIT and surprisal against its target row, anytime-valid); two-sample: against "
+        "--reference",
+        group="streams", type=str, choices=STREAM_MODES,
+    ))  # fmt: skip
+    reference: Subject | None = field(default=None, metadata=flag(
+        "--reference",
+        "(--stream-mode two-sample) the engine without speculation, in FUNCTION's form",
+        group="streams", type=str, metavar="FILE:SAMPLE", convert=loaded("--reference"),
+    ))  # fmt: skip
+    position_kinds: PositionKinds | None = field(default=None, metadata=flag(
+        "--position-kinds",
+        "(large and two-sample modes) kinds(prompts [N, L], tokens [N, n]) -> [N, n] labels 0 "
+        "accepted draft, 1 corrected, 2 bonus: each kind reported apart, bonus positions also "
+        "judged alone",
+        group="streams", type=str, metavar="FILE:KINDS", convert=loaded("--position-kinds"),
+    ))  # fmt: skip
+    eos_token_id: int | None = field(default=None, metadata=flag(
+        "--eos-token-id",
+        "judge the first --new-tokens tokens or until this EOS (EOS absorbing: an engine may "
+        "stop there, -1 padded; a token after it is a forbidden outcome; exact-law mode only)",
+        group="streams", metavar="ID",
+        type=checked_type(lambda name, value: check_int(name, value, minimum=0), int),
+    ))  # fmt: skip
 
     def __post_init__(self) -> None:
         given: Any = self.reference  # a function, normalised to a Subject once, here
