@@ -23,8 +23,8 @@ from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
 from specdec.testing.audit.blame import ROLES, origin
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.command_output import (
+    failed,
     failure,
-    guarded,
     plot,
     plot_problem,
     print_report,
@@ -282,9 +282,10 @@ def run(args: argparse.Namespace) -> int:
         f"hint: if {args.function} takes a leading batch axis N, mark it "
         "@specdec.testing.signatures.batched or pass --batched"
     )  # fmt: skip
-    plan = guarded(args, None, lambda: plan_audit(subject, options, scenarios), hint)
-    if isinstance(plan, int):
-        return plan
+    try:
+        plan = plan_audit(subject, options, scenarios)
+    except Exception as error:  # reported where it arose (command_output.failed)
+        return failed(args, None, error, hint)
     if args.dry_run:  # the plan alone: nothing is called
         print("\n".join(filter(None, [plan.format(), format_sizes(plan)])), file=sys.stderr)
         return 0
@@ -299,9 +300,10 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
     bar = start_progress(len(names), "audit", enabled=shown, unit="scenario")
     if shown and is_long(plan):  # the plan, timed by its pilot (its first scenario)
         bar.note(plan.format())
-        estimate = guarded(args, bar, lambda: plan_estimate(plan), hint)
-        if isinstance(estimate, int):
-            return estimate
+        try:
+            estimate = plan_estimate(plan)
+        except Exception as error:
+            return failed(args, bar, error, hint)
         bar.note(format_estimate(estimate))
     with Heartbeat(bar.note, names, interval=HEARTBEAT_SECONDS) as beat:
 
@@ -309,9 +311,10 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
             bar.advance(line)
             beat.done(line)
 
-        report = guarded(args, bar, lambda: run_plan(plan, progress), hint)
-    if isinstance(report, int):
-        return report
+        try:
+            report = run_plan(plan, progress)
+        except Exception as error:
+            return failed(args, bar, error, hint)
     bar.close()
     print_report(report.to_json() if args.json else report.format())
     plot(args, report)

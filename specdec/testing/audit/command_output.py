@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
 from typing import TypeVar
 
 from specdec.progressbar import ProgressBar
@@ -26,7 +25,7 @@ from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.shard import UnimportableFunctionError
 from specdec.testing.audit.stream_options import StreamModeError
 
-__all__ = ["failure", "guarded", "plot", "plot_problem", "print_report", "usage_error"]
+__all__ = ["failed", "failure", "plot", "plot_problem", "print_report", "usage_error"]
 
 T = TypeVar("T")
 
@@ -47,57 +46,52 @@ def print_report(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout again at exit
 
 
-def guarded(
-    args: argparse.Namespace,
-    bar: ProgressBar | None,
-    audit_run: Callable[[], T],
-    hint: str = "",
-) -> T | int:
-    """``audit_run()``, or the exit code of what went wrong, reported where it arose
-    (``blame``): the audited function's invalid output (5) or crash (6, with ``hint`` after
-    its traceback), a crash of a helper the user gave (6, naming it), or specdec's own failure
-    (8, an internal error)."""
+def failed(
+    args: argparse.Namespace, bar: ProgressBar | None, error: Exception, hint: str = ""
+) -> int:
+    """The exit code of ``error``, raised by a step of the audit and caught by the command
+    (called in its ``except`` clause: the traceback printed is the one being handled), reported
+    where it arose (``blame``): a planned usage error (2), the audited function's invalid output
+    (5) or crash (6, with ``hint`` after its traceback), a crash of a helper the user gave (6,
+    naming it), or specdec's own failure (8, an internal error). The command calls the audit
+    itself and hands only the failure here, so no room is entered again through a callback."""
     returned = "result" if args.multi_draft or args.tree else "block"
-    close = bar.close if bar is not None else (lambda: None)
-    try:
-        return audit_run()
-    except (CheckpointError, UnimportableFunctionError, StreamModeError) as error:  # planned
-        close()
-        return usage_error(str(error))
-    except InvalidOutputError as error:
-        close()
+    if bar is not None:
+        bar.close()
+    if isinstance(error, (CheckpointError, UnimportableFunctionError, StreamModeError)):
+        return usage_error(str(error))  # planned: a usage error
+    if isinstance(error, InvalidOutputError):
         print(
             f"specdec audit: {args.function} returned an invalid {returned}: {error}",
             file=sys.stderr,
         )
         return failure(args, "invalid-output", str(error), ExitCode.INVALID_OUTPUT)
-    except Exception as error:
-        close()
-        role, message = origin(error), f"{type(error).__name__}: {error}"
-        if role == "function" and passed_invalid_rows(error):
-            print(
-                f"specdec audit: {args.function} passed invalid rows to specdec: {error}",
-                file=sys.stderr,
-            )
-            return failure(args, "invalid-output", message, ExitCode.INVALID_OUTPUT)
-        if role == "function":
-            print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
-        elif role is not None:
-            helper = getattr(args, role, None) or role
-            print(f"specdec audit: {ROLES[role]} {helper} crashed:", file=sys.stderr)
-            message = f"{ROLES[role]} {helper}: {message}"
-        else:
-            print(
-                f"specdec audit: specdec failed inside the audit (not {args.function}); "
-                "please report it with this traceback:",
-                file=sys.stderr,
-            )
-        traceback.print_exc()
-        if role == "function" and hint:
-            print(f"specdec audit: {hint}", file=sys.stderr)
-        if role is None:
-            return failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
-        return failure(args, "crash", message, ExitCode.CRASH)
+    # any other exception: whose it is decides the wording and the code
+    role, message = origin(error), f"{type(error).__name__}: {error}"
+    if role == "function" and passed_invalid_rows(error):
+        print(
+            f"specdec audit: {args.function} passed invalid rows to specdec: {error}",
+            file=sys.stderr,
+        )
+        return failure(args, "invalid-output", message, ExitCode.INVALID_OUTPUT)
+    if role == "function":
+        print(f"specdec audit: {args.function} crashed:", file=sys.stderr)
+    elif role is not None:
+        helper = getattr(args, role, None) or role
+        print(f"specdec audit: {ROLES[role]} {helper} crashed:", file=sys.stderr)
+        message = f"{ROLES[role]} {helper}: {message}"
+    else:
+        print(
+            f"specdec audit: specdec failed inside the audit (not {args.function}); "
+            "please report it with this traceback:",
+            file=sys.stderr,
+        )
+    traceback.print_exc()
+    if role == "function" and hint:
+        print(f"specdec audit: {hint}", file=sys.stderr)
+    if role is None:
+        return failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
+    return failure(args, "crash", message, ExitCode.CRASH)
 
 
 def failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:
