@@ -128,10 +128,14 @@ def test_mutants_are_found_with_their_exact_distance(
 
 def test_the_definition_based_engine_is_fooled_where_discovery_is_not() -> None:
     """The negative control of the old engine: ``block_law`` cuts at the definition's
-    breakpoints and reports the 0.999 threshold as exactly lossless."""
+    breakpoints, and without its check of the cuts against the rule's own decisions
+    (``check_cells=False``) it reports the 0.999 threshold as exactly lossless; with the check
+    (the default) it refuses, naming the cut; discovery gives the mutant its own, lossy law."""
     pair, mutant = PAIRS[0], _mutant(scale=0.999)
-    fooled = block_law(mutant, pair.target, pair.draft, (), K)
+    fooled = block_law(mutant, pair.target, pair.draft, (), K, check_cells=False)
     assert completion_law(fooled, pair.target, (), K) == target_law(pair.target, (), K + 1)
+    with pytest.raises(ValueError, match="changes inside a cell"):
+        block_law(mutant, pair.target, pair.draft, (), K)
     assert not _verdict(_discover(mutant, pair), pair)[0]
 
 
