@@ -46,12 +46,11 @@ from specdec.plots import (
 )
 from specdec.progressbar import progress
 from specdec.testing.audit import verifier_scenarios
-from specdec.testing.audit.cells import draw_chunk, merge_chunk, start_state
+from specdec.testing.audit.cells import draw_chunk, evidence_of, merge_chunk, start_state
 from specdec.testing.audit.pictures import panel_from_evidence
 from specdec.testing.audit.plan import plan_verifier_scenario, split_error_rate
 from specdec.testing.audit.results import decide_by_holm, scenario_result
 from specdec.testing.audit.run import (
-    ScenarioEvidence,
     complete_verifier,
     is_deterministic,
     verifier_draw,
@@ -105,14 +104,8 @@ def audit_scenario(rule: VerifyRule, samples: int, seed: int) -> dict[str, Any]:
     draw = verifier_draw(verifier_from_rule(rule), True)
     drawn = draw_chunk(plan, draw, complete_verifier, seed=seed, index=0, chunk=0, size=samples)
     state = merge_chunk(start_state(plan.pooled), drawn, plan.pooled, math.inf)  # no stop
-    evidence = ScenarioEvidence(
-        state.counts,
-        state.samples,
-        state.emitted,
-        state.peak,
-        state.stopped,
-        is_deterministic(plan, draw, index=0, seed=seed),
-    )  # the whole sample as one chunk: the picture shows the law, not a stop
+    # the whole sample as one chunk: the picture shows the law, not a stop
+    evidence = evidence_of(state, is_deterministic(plan, draw, index=0, seed=seed))
     (result,) = decide_by_holm([scenario_result(plan, evidence, budget)], budget)
     return {"plan": plan, "evidence": evidence, "result": result}
 

@@ -31,6 +31,7 @@ from specdec.testing.audit.run import (
     Complete,
     DrawBlocks,
     Inputs,
+    ScenarioEvidence,
     complete_step,
     complete_verifier,
     step_draw,
@@ -50,6 +51,7 @@ __all__ = [
     "EvidenceState",
     "draw_chunk",
     "draws_of",
+    "evidence_of",
     "is_finished",
     "load_state",
     "merge_chunk",
@@ -121,6 +123,14 @@ class EvidenceState:
     log_e: float = 0.0
     peak: float = 0.0
     stopped: bool = False
+
+
+def evidence_of(state: EvidenceState, deterministic: bool) -> ScenarioEvidence:
+    """A finished scenario's merged ``state`` as the evidence its result is built from, with
+    the determinism probe's answer."""
+    return ScenarioEvidence(
+        state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
+    )
 
 
 def start_state(pooled: Float[Tensor, " cells"]) -> EvidenceState:

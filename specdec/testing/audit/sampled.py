@@ -19,6 +19,7 @@ from specdec.testing.audit.cells import (
     CellWorker,
     EvidenceState,
     draws_of,
+    evidence_of,
     start_state,
 )
 from specdec.testing.audit.checkpoint import (
@@ -56,7 +57,6 @@ from specdec.testing.audit.results import (
 from specdec.testing.audit.run import (
     DrawBlocks,
     Inputs,
-    ScenarioEvidence,
     is_deterministic,
     probe_options,
 )
@@ -223,10 +223,7 @@ def _judged(
     deterministic = is_deterministic(
         plan, draw, index=index, seed=options.seed, device=inputs.device
     )
-    evidence = ScenarioEvidence(
-        state.counts, state.samples, state.emitted, state.peak, state.stopped, deterministic
-    )
-    result = scenario_result(plan, evidence, budget)
+    result = scenario_result(plan, evidence_of(state, deterministic), budget)
     if options.target_warp is not None:
         tv = warping_distance(plan.scenario, options.target_warp)
         result = replace(result, warping_tv=tv, warping_differs=tv > WARPING_TOLERANCE)

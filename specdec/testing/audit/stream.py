@@ -59,7 +59,7 @@ from torch import Tensor
 from specdec._checks import check_positive_int
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.testing.audit.blame import calling
-from specdec.testing.audit.cells import CellDrawer, EvidenceState, start_state
+from specdec.testing.audit.cells import CellDrawer, EvidenceState, evidence_of, start_state
 from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
 from specdec.testing.audit.drawer import DETERMINISM_CHUNK, ChunkEvent
 from specdec.testing.audit.options import AuditOptions, Progress
@@ -76,7 +76,6 @@ from specdec.testing.audit.results import (
     progress_line,
     scenario_result,
 )
-from specdec.testing.audit.run import ScenarioEvidence
 from specdec.testing.audit.sampled import decide_battery, power_of, sampled_report
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream_drawer import (
@@ -359,14 +358,6 @@ def _judged(
     """A finished prompt's result: its merged evidence, and whether the engine gives the same
     64 continuations twice under the probe's seed (``drawer.DETERMINISM_CHUNK``)."""
     probe = [tokens.draw_engines(event.index, DETERMINISM_CHUNK, 64)[0].tokens for _ in range(2)]
-    state = event.state
-    evidence = ScenarioEvidence(
-        state.counts,
-        state.samples,
-        state.emitted,
-        state.peak,
-        state.stopped,
-        torch.equal(probe[0], probe[1]),
-    )
+    evidence = evidence_of(event.state, torch.equal(probe[0], probe[1]))
     result = scenario_result(plan, evidence, budget)
     return replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None)
