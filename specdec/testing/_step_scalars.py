@@ -1,0 +1,77 @@
+"""The scalars of one verification step, computed where the rows are (``step_record``'s math).
+
+``record_step`` hands this module the rows an engine drafted and verified with; everything here
+runs on the rows' device, in float64, and returns a handful of numbers per position, so what
+leaves the device does not grow with the vocabulary. The sketch's projections use weights that
+are a fixed integer hash of the token id (``projection_weights``): no generator, the same on
+every device and in every process.
+"""
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "SKETCH_PROJECTIONS",
+    "SKETCH_TOP",
+    "below_and_at",
+    "projection_weights",
+    "row_sketch",
+]
+
+SKETCH_TOP = 8
+"""Largest entries of each target row kept in the sketch (fewer when ``V`` is smaller)."""
+
+SKETCH_PROJECTIONS = 4
+"""Fixed projections ``sum_x p(x) w_j(x)`` of each target row kept in the sketch."""
+
+_MASK = (1 << 32) - 1
+
+
+def projection_weights(vocab: int, device: torch.device) -> Tensor:
+    r"""The ``[SKETCH_PROJECTIONS, V]`` float64 weights ``w_j(x) in [0, 1)`` of the sketch.
+
+    .. math:: w_j(x) = h\big((x + j \cdot \mathtt{0x9E3779B9}) \bmod 2^{32}\big) / 2^{32}
+
+    with ``h`` a 32-bit integer mixer (multiply and xor-shift), all in int64 without overflow.
+    For two rows ``p, p'`` on the same vocabulary, ``|sum_x (p - p')(x) w_j(x)| <= TV(p, p')``
+    (the weights lie in ``[0, 1)`` and ``p - p'`` sums to 0), so a projection that differs by
+    ``d`` proves the rows at total variation at least ``d``.
+
+    Example:
+        >>> w = projection_weights(5, torch.device("cpu"))
+        >>> w.shape, bool(((w >= 0) & (w < 1)).all())
+        (torch.Size([4, 5]), True)
+    """
+    ids = torch.arange(vocab, dtype=torch.int64, device=device)
+    salt = torch.arange(SKETCH_PROJECTIONS, dtype=torch.int64, device=device)[:, None]
+    mixed = (ids[None, :] + salt * 0x9E3779B9) & _MASK  # [P, V]
+    mixed = (mixed * 0x045D9F3B) & _MASK  # < 2^32 * 2^27: no int64 overflow
+    mixed = mixed ^ (mixed >> 16)
+    mixed = (mixed * 0x045D9F3B) & _MASK
+    mixed = mixed ^ (mixed >> 16)
+    return mixed.to(torch.float64) / float(1 << 32)
+
+
+def below_and_at(rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+    """``(rows(<x), rows(x))`` per row in token-id order: ``rows [n, V]`` float64, ``tokens
+    [n]`` on the same device; two ``[n]`` float64 tensors."""
+    at = rows.gather(1, tokens[:, None])[:, 0]
+    ids = torch.arange(rows.shape[1], device=rows.device)
+    below = (rows * (ids[None, :] < tokens[:, None])).sum(1)
+    return below, at
+
+
+def row_sketch(rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(argmax [n], top ids [n, m], top values [n, m], projections [n, P])`` of float64
+    ``rows [n, V]``: the argmax is the lowest id among the largest (``torch.max``'s first
+    index); the top entries come in decreasing value, ties by lower id."""
+    width = min(SKETCH_TOP, rows.shape[1])
+    _, argmax = rows.max(dim=1)
+    values, ids = torch.topk(rows, width, dim=1)  # [n, m], ties in any order
+    # Order ties by id: sort by id first, then stably by decreasing value.
+    by_id = torch.sort(ids, dim=1).indices
+    ids, values = ids.gather(1, by_id), values.gather(1, by_id)
+    by_value = torch.sort(values, dim=1, descending=True, stable=True).indices
+    ids, values = ids.gather(1, by_value), values.gather(1, by_value)
+    projections = rows @ projection_weights(rows.shape[1], rows.device).T  # [n, P]
+    return argmax, ids, values, projections

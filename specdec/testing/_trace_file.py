@@ -1,0 +1,211 @@
+"""A ``Trace`` as a file: JSON lines, versioned, human-readable, floats exact.
+
+Format ``specdec-trace`` version 1 (``docs/trace.md``):
+
+* line 1, the header: ``{"format": "specdec-trace", "version": 1, "vocab": V, "rule":
+  "token", "law": {"temperature": ..., "top_k": ..., "top_p": ..., "min_p": ...},
+  "prompts": [[ids], ...], "sketch": {"top": SKETCH_TOP, "projections":
+  SKETCH_PROJECTIONS}}``;
+* then one line per step, sequences in any interleaving, each sequence's steps in order:
+  ``{"sequence": i, "position": ..., "drafted": [...], "emitted": [...], "draft_below":
+  [...], "draft_at": [...], "target_at": [...], "final_below": x or null, "final_at": ...,
+  "residual_mass": ..., "target_argmax": [...], "top_ids": [[...]], "top_values": [[...]],
+  "projections": [[...]]}``.
+
+Floats are written by ``json`` as Python's ``repr`` (the shortest string that reads back to
+the same float64), so a trace reads back bit for bit; NaN and infinities are refused.
+"""
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specdec.testing._trace_types import StepRecord, Trace
+from specdec.warp import SamplingOptions
+
+__all__ = ["FORMAT", "RULES", "VERSION", "load_trace", "save_trace"]
+
+FORMAT = "specdec-trace"
+VERSION = 1
+RULES = ("token", "greedy")
+"""The rules a record may declare: token-level rejection sampling, greedy (argmax)."""
+
+_LAW_FIELDS = ("temperature", "top_k", "top_p", "min_p")
+_STEP_FIELDS = (
+    "position", "drafted", "emitted", "draft_below", "draft_at", "target_at", "final_below",
+    "final_at", "residual_mass", "target_argmax", "top_ids", "top_values", "projections",
+)  # fmt: skip
+
+
+def save_trace(path: str | Path, trace: Trace) -> None:
+    """Write ``trace`` to ``path`` (format ``specdec-trace`` version 1, module docstring).
+
+    Raises:
+        TypeError: ``trace`` is not a ``Trace``.
+    """
+    from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP
+
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a specdec.testing.step_record.Trace, got "
+                        f"{type(trace).__name__}.")  # fmt: skip
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "vocab": trace.vocab,
+        "rule": trace.rule,
+        "law": {name: getattr(trace.law, name) for name in _LAW_FIELDS},
+        "prompts": [list(prompt) for prompt in trace.prompts],
+        "sketch": {"top": SKETCH_TOP, "projections": SKETCH_PROJECTIONS},
+    }
+    lines = [json.dumps(header, allow_nan=False)]
+    for index, steps in enumerate(trace.sequences):
+        for step in steps:
+            entry: dict[str, Any] = {"sequence": index}
+            for name in _STEP_FIELDS:
+                value = getattr(step, name)
+                entry[name] = [list(v) for v in value] if name in _NESTED else value
+            lines.append(json.dumps(entry, allow_nan=False))
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+_NESTED = ("top_ids", "top_values", "projections")
+
+
+def _ints(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or any(
+        isinstance(v, bool) or not isinstance(v, int) for v in value
+    ):
+        raise ValueError(f"must be a list of ints, got {value!r}")
+    return tuple(value)
+
+
+def _floats(value: object) -> tuple[float, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of numbers, got {value!r}")
+    return tuple(_float(v) for v in value)
+
+
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be finite, got {value!r}")
+    return float(value)
+
+
+def _optional(value: object) -> float | None:
+    return None if value is None else _float(value)
+
+
+def _rows(parse: Callable[[object], tuple[Any, ...]]) -> Callable[[object], tuple[Any, ...]]:
+    def rows(value: object) -> tuple[Any, ...]:
+        if not isinstance(value, list):
+            raise ValueError(f"must be a list of rows, got {value!r}")
+        return tuple(parse(row) for row in value)
+
+    return rows
+
+
+def _position(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be an int >= 0, got {value!r}")
+    return value
+
+
+_PARSERS: dict[str, Callable[[object], Any]] = {
+    "position": _position,
+    "drafted": _ints,
+    "emitted": _ints,
+    "draft_below": _floats,
+    "draft_at": _floats,
+    "target_at": _floats,
+    "final_below": _optional,
+    "final_at": _optional,
+    "residual_mass": _optional,
+    "target_argmax": _ints,
+    "top_ids": _rows(_ints),
+    "top_values": _rows(_floats),
+    "projections": _rows(_floats),
+}
+
+
+def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
+    try:
+        header = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: not JSON ({error.msg}); is this a specdec trace?") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(
+            f'{where}: expected a header with "format": "{FORMAT}", got {text[:80]!r}.'
+        )
+    if header.get("version") != VERSION:
+        raise ValueError(
+            f"{where}: version {header.get('version')!r} is not supported (this specdec reads "
+            f"version {VERSION})."
+        )
+    missing = {"vocab", "rule", "law", "prompts"} - set(header)
+    if missing:
+        raise ValueError(f"{where}: the header lacks {sorted(missing)}.")
+    if header["rule"] not in RULES:
+        raise ValueError(f"{where}: rule must be one of {RULES}, got {header['rule']!r}.")
+    law = header["law"]
+    if not isinstance(law, dict) or set(law) - set(_LAW_FIELDS):
+        raise ValueError(
+            f"{where}: law must be an object with keys among {_LAW_FIELDS}, got {law!r}."
+        )
+    try:
+        return header, SamplingOptions(**law)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: law: {error}") from None
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a trace ``save_trace`` wrote (or any file of the format, module docstring).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: a malformed file, naming the line and
+        the field, what was expected and what was found.
+    """
+    name = str(path)
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    if not lines:
+        raise ValueError(f"{name}: empty file; expected a {FORMAT} header line.")
+    header, law = _header(f"{name}, line 1", lines[0])
+    try:
+        prompts = tuple(_ints(prompt) for prompt in header["prompts"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}, line 1: prompts {error}.") from None
+    sequences: list[list[StepRecord]] = [[] for _ in prompts]
+    for number, text in enumerate(lines[1:], start=2):
+        where = f"{name}, line {number}"
+        if not text.strip():
+            continue
+        try:
+            entry = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where}: not JSON ({error.msg}).") from None
+        if not isinstance(entry, dict) or set(entry) != {"sequence", *_STEP_FIELDS}:
+            got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise ValueError(f"{where}: a step needs the keys {['sequence', *_STEP_FIELDS]}, "
+                             f"got {got}.")  # fmt: skip
+        index = entry["sequence"]
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(prompts):
+            raise ValueError(f"{where}: sequence must be an int in [0, {len(prompts)}), got "
+                             f"{index!r}.")  # fmt: skip
+        values: dict[str, Any] = {}
+        for field, parse in _PARSERS.items():
+            try:
+                values[field] = parse(entry[field])
+            except ValueError as error:
+                raise ValueError(f"{where}: {field} {error}.") from None
+        try:
+            sequences[index].append(StepRecord(**values, rule=header["rule"]))
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+    try:
+        return Trace(law, header["vocab"], header["rule"], prompts,
+                     tuple(tuple(steps) for steps in sequences))  # fmt: skip
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from None
