@@ -52,13 +52,17 @@ def projection_weights(vocab: int, device: torch.device) -> Tensor:
     return mixed.to(torch.float64) / float(1 << 32)
 
 
-def below_and_at(rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
-    """``(rows(<x), rows(x))`` per row in token-id order: ``rows [n, V]`` float64, ``tokens
-    [n]`` on the same device; two ``[n]`` float64 tensors."""
-    at = rows.gather(1, tokens[:, None])[:, 0]
+def below_and_at(rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(rows(<x), rows(x), rows(above x))`` per row: the mass before ``x`` in token-id order,
+    at ``x``, and before ``x`` in decreasing-probability order (entries larger than
+    ``rows(x)``, or equal with a lower id). ``rows [n, V]`` float64, ``tokens [n]`` on the
+    same device; three ``[n]`` float64 tensors, one pass each."""
+    at = rows.gather(1, tokens[:, None])  # [n, 1]
     ids = torch.arange(rows.shape[1], device=rows.device)
-    below = (rows * (ids[None, :] < tokens[:, None])).sum(1)
-    return below, at
+    lower = ids[None, :] < tokens[:, None]  # [n, V]
+    below = (rows * lower).sum(1)
+    above = (rows * ((rows > at) | ((rows == at) & lower))).sum(1)
+    return below, at[:, 0], above
 
 
 def row_sketch(rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:

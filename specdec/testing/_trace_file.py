@@ -10,7 +10,7 @@ Format ``specdec-trace`` version 1 (``docs/trace.md``):
   ``{"sequence": i, "position": ..., "drafted": [...], "emitted": [...], "draft_below":
   [...], "draft_at": [...], "target_at": [...], "final_below": x or null, "final_at": ...,
   "residual_mass": ..., "target_argmax": [...], "top_ids": [[...]], "top_values": [[...]],
-  "projections": [[...]]}``.
+  "projections": [[...]], "draft_above": [...], "final_above": x or null}``.
 
 Floats are written by ``json`` as Python's ``repr`` (the shortest string that reads back to
 the same float64), so a trace reads back bit for bit; NaN and infinities are refused.
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP
 from specdec.testing._trace_types import StepRecord, Trace
 from specdec.warp import SamplingOptions
 
@@ -36,6 +37,7 @@ _LAW_FIELDS = ("temperature", "top_k", "top_p", "min_p")
 _STEP_FIELDS = (
     "position", "drafted", "emitted", "draft_below", "draft_at", "target_at", "final_below",
     "final_at", "residual_mass", "target_argmax", "top_ids", "top_values", "projections",
+    "draft_above", "final_above",
 )  # fmt: skip
 
 
@@ -45,8 +47,6 @@ def save_trace(path: str | Path, trace: Trace) -> None:
     Raises:
         TypeError: ``trace`` is not a ``Trace``.
     """
-    from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP
-
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a specdec.testing.step_record.Trace, got "
                         f"{type(trace).__name__}.")  # fmt: skip
@@ -128,6 +128,8 @@ _PARSERS: dict[str, Callable[[object], Any]] = {
     "top_ids": _rows(_ints),
     "top_values": _rows(_floats),
     "projections": _rows(_floats),
+    "draft_above": _floats,
+    "final_above": _optional,
 }
 
 

@@ -26,6 +26,9 @@ class StepRecord:
         top_ids, top_values: each target row's largest entries (ties by lower id).
         projections: each target row's fixed projections.
         rule: ``"token"`` or ``"greedy"``.
+        draft_above: ``q_i(above x_i)`` per draft: the mass before ``x_i`` in
+            decreasing-probability order (ties by lower id); ``()``: not recorded.
+        final_above: the same for the last emitted token under its law.
     """
 
     position: int
@@ -42,6 +45,8 @@ class StepRecord:
     top_values: tuple[tuple[float, ...], ...]
     projections: tuple[tuple[float, ...], ...]
     rule: str = "token"
+    draft_above: tuple[float, ...] = ()
+    final_above: float | None = None
 
     def __post_init__(self) -> None:
         k = len(self.drafted)
@@ -50,6 +55,8 @@ class StepRecord:
             "draft_at": len(self.draft_at),
             "target_at": len(self.target_at),
         }
+        if self.draft_above:
+            lengths["draft_above"] = len(self.draft_above)
         rows = {
             "target_argmax": len(self.target_argmax),
             "top_ids": len(self.top_ids),

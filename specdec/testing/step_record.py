@@ -14,9 +14,11 @@ For a step that accepted ``a`` drafts (the emitted tokens start with ``x_1..x_a`
 =====================  ================================================================
 ``draft_at[i]``         :math:`q_i(x_i)`, every drafted token
 ``draft_below[i]``      :math:`q_i(\{y < x_i\})`
+``draft_above[i]``      :math:`q_i(\{y : q_i(y) > q_i(x_i)\ \text{or}\ (=, y < x_i)\})`
 ``target_at[i]``        :math:`p_i(x_i)`
 ``final_below``         correction ``y``: :math:`r_j(\{z < y\}) / R`;
                         bonus: :math:`p_{k+1}(\{z < y\})`
+``final_above``         the same in decreasing-probability order (ties by lower id)
 ``final_at``            correction: :math:`r_j(y) / R`; bonus: :math:`p_{k+1}(y)`
 ``residual_mass``       correction: :math:`R = \sum_z r_j(z)`; bonus and cut steps: ``None``
 ``target_argmax[i]``    the lowest id of each target row's largest entry (``k + 1`` rows)
@@ -153,20 +155,20 @@ def record_step(
     accepted = m if m <= k and bool(out[m - 1] == tokens[m - 1]) else m - 1
     ending = "cut" if accepted == m else ("bonus" if accepted == k else "correction")
     draft64, target64 = draft.to(torch.float64), target.to(torch.float64)
-    draft_below, draft_at = below_and_at(draft64, tokens)  # [k]
-    _, target_at = below_and_at(target64[:k], tokens)  # [k]
+    draft_below, draft_at, draft_above = below_and_at(draft64, tokens)  # [k]
+    _, target_at, _ = below_and_at(target64[:k], tokens)  # [k]
     argmax, top_ids, top_values, projections = row_sketch(target64)
-    final = torch.zeros(3, dtype=torch.float64, device=target.device)
+    final = torch.zeros(4, dtype=torch.float64, device=target.device)
     if rule == "token" and ending != "cut":
         last = out[m - 1 :]
         law = target64[k : k + 1]  # the bonus row
         if ending == "correction":
             law = (target64[accepted] - draft64[accepted]).clamp(min=0.0)[None, :]
         total = law.sum()
-        below, at = below_and_at(law, last)
+        below, at, above = below_and_at(law, last)
         scale = torch.where(total > 0, total, 1.0)
-        final = torch.stack([below[0] / scale, at[0] / scale, total])
-    scalars = torch.cat([draft_below, draft_at, target_at, final]).tolist()  # one transfer
+        final = torch.stack([below[0] / scale, at[0] / scale, total, above[0] / scale])
+    scalars = torch.cat([draft_below, draft_at, target_at, draft_above, final]).tolist()
     has_final = rule == "token" and ending != "cut"
     return StepRecord(
         position=position,
@@ -175,12 +177,14 @@ def record_step(
         draft_below=tuple(scalars[:k]),
         draft_at=tuple(scalars[k : 2 * k]),
         target_at=tuple(scalars[2 * k : 3 * k]),
-        final_below=scalars[3 * k] if has_final else None,
-        final_at=scalars[3 * k + 1] if has_final else None,
-        residual_mass=scalars[3 * k + 2] if has_final and ending == "correction" else None,
+        final_below=scalars[4 * k] if has_final else None,
+        final_at=scalars[4 * k + 1] if has_final else None,
+        residual_mass=scalars[4 * k + 2] if has_final and ending == "correction" else None,
         target_argmax=tuple(argmax.tolist()),
         top_ids=tuple(tuple(row) for row in top_ids.tolist()),
         top_values=tuple(tuple(row) for row in top_values.tolist()),
         projections=tuple(tuple(row) for row in projections.tolist()),
         rule=str(rule),
+        draft_above=tuple(scalars[3 * k : 4 * k]),
+        final_above=scalars[4 * k + 3] if has_final else None,
     )
