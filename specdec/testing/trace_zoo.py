@@ -57,7 +57,7 @@ def toy_trace(
         steps: steps in all, split evenly over ``sequences`` (in order, positions
             following each other).
         k: drafts per step. vocab: ``V``. temperature: the law's (``> 0``).
-        sequences: sequences (prompts ``(0,)``, ``(1,)``, ...). seed: the engine's seed.
+        sequences: sequences (prompts ``(0,)``, ``(1,)``, ... modulo ``V``). seed: the engine's seed.
         draft_noise: the spread of the draft's logits around the target's (larger: fewer
             acceptances, more acceptance probabilities strictly between 0 and 1).
 
@@ -121,13 +121,13 @@ def toy_trace(
                 target[step],
                 rule="greedy" if greedy else "token",
                 position=positions[row],
-            )  # fmt: skip
+            )
         )
         positions[row] += count + 1
     return Trace(
         law=law,
         vocab=vocab,
         rule="greedy" if greedy else "token",
-        prompts=tuple((index,) for index in range(sequences)),
+        prompts=tuple((index % vocab,) for index in range(sequences)),
         sequences=tuple(tuple(r) for r in records),
     )

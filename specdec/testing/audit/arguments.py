@@ -76,7 +76,16 @@ def add_parser(
             "result with .tokens[N,depth+1]."
         ),
     )
-    audit.add_argument("function", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    audit.add_argument(
+        "function", nargs="?", default=None,
+        help="MODULE:FUNCTION or path/to/file.py:FUNCTION (none with --trace)",
+    )  # fmt: skip
+    audit.add_argument(
+        "--trace", default=None, metavar="FILE",
+        help="judge an engine's recorded steps offline (a specdec-trace file, "
+        "specdec.testing.step_record.save_trace; docs/trace.md); takes --seed, "
+        "--false-fail-rate, --false-pass-rate, --min-power-tv, --json, --quiet, --dry-run",
+    )  # fmt: skip
     audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
     audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")
     add_flags(AuditOptions, {"main": audit}, only="main")  # --exact, --seed, --search...

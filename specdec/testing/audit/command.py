@@ -43,7 +43,8 @@ from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario
 from specdec.testing.audit.stream import as_causal_lm, stream_scenarios
 from specdec.testing.audit.stream_arguments import STREAM_FLAGS
 from specdec.testing.audit.stream_options import StreamOptions, check_stream_options
-from specdec.testing.audit.subject import APPLICABLE, SAMPLING_OPTIONS, as_subject
+from specdec.testing.audit.subject import APPLICABLE, SAMPLING_OPTIONS, Recorded, as_subject
+from specdec.testing.step_record import load_trace
 from specdec.warp import SamplingOptions
 
 __all__ = ["FLAGS", "HEARTBEAT_SECONDS", "load_attribute", "load_function", "run"]
@@ -251,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
     """``specdec audit``: usage errors (2) before the function is imported; then the plan
     (``--dry-run``: printed, exit 0, the function never called), the audit's report and its
     exit code, or the function's invalid output (5) or crash (6)."""
+    if args.trace is not None or args.function is None:
+        return _trace(args)
     level = _level(args)
     try:
         problem = _usage(args, level) or plot_problem(args)
@@ -290,6 +293,32 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(filter(None, [plan.format(), format_sizes(plan)])), file=sys.stderr)
         return 0
     return _audited(args, plan, hint)
+
+
+def _trace(args: argparse.Namespace) -> int:
+    """``specdec audit --trace FILE``: a recorded trace judged (``trace_judge``); usage
+    errors (2) for a function beside it, options a trace does not take, a bad file."""
+    if args.trace is None:
+        return usage_error("give MODULE:FUNCTION to audit, or --trace FILE to judge a recording.")
+    if args.function is not None:
+        return usage_error(f"--trace judges a recording; it takes no function (got "
+                           f"{args.function}).")  # fmt: skip
+    refused = [FLAGS[name] for name in _given(args) if name not in APPLICABLE["recorded trace"]]
+    others = [("--step", args.step), ("--batched", args.batched), ("--stream", args.stream)]
+    refused += [flag for flag, value in others if value]
+    if refused:
+        return usage_error(f"--trace takes none of {', '.join(refused)}.")
+    try:
+        options = _options(args)
+        trace = load_trace(args.trace)
+    except (ValueError, OSError) as error:
+        return usage_error(f"cannot read --trace {args.trace}: {error}")
+    subject = as_subject(Recorded(trace, source=args.trace))
+    plan = plan_audit(subject, options)
+    if args.dry_run:
+        print(plan.format(), file=sys.stderr)
+        return 0
+    return _audited(args, plan, "")
 
 
 def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:

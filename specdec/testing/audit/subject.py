@@ -54,12 +54,12 @@ from specdec.types import VerifyRule
 
 __all__ = [
     "APPLICABLE",
-    "Recorded",
     "DRAWS",
     "FORMS",
     "SAMPLING_OPTIONS",
     "CheckedOptions",
     "Level",
+    "Recorded",
     "Subject",
     "as_subject",
     "is_step",

@@ -1,0 +1,91 @@
+"""``specdec.testing.audit.trace_judge``: recorded steps judged through the door.
+
+Negative controls (``trace_zoo``'s planted bugs) must be LOSSY within a few hundred steps at
+a family-wise false-fail rate of 0.01; the correct toy engine's calibration is checked on 20
+independent runs at false-fail 0.2 (each LOSSY with probability <= 0.2 by Ville and
+Bonferroni; 11 or more of 20 has probability < 6e-4 under that bound).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from specdec.cli import main
+from specdec.testing.audit import AuditOptions, as_subject, audit
+from specdec.testing.step_record import Trace, save_trace
+from specdec.testing.trace_zoo import toy_trace
+
+LEVEL = AuditOptions(false_fail_rate=0.01)
+
+
+@pytest.mark.parametrize(
+    ("bug", "settings", "test"),
+    [
+        ("bonus_temperature", {"k": 2, "temperature": 0.5, "seed": 2}, "bonus tokens"),
+        ("correction_from_p", {"k": 2, "temperature": 0.5, "seed": 2}, "forbidden outcome"),
+        ("unwarped_draft_rows", {"k": 2, "temperature": 0.5, "seed": 2}, "drafts vs rows"),
+        ("reused_uniform", {"k": 4, "draft_noise": 2.0, "seed": 1}, "acceptance after"),
+        ("greedy_sampled_bonus", {"k": 2, "seed": 2}, "forbidden outcome"),
+    ],
+)
+def test_each_planted_bug_is_lossy_within_a_few_hundred_steps(
+    bug: str, settings: dict, test: str
+) -> None:
+    steps = 400 if bug == "reused_uniform" else 300
+    report = audit(as_subject(toy_trace(bug, steps=steps, **settings)), LEVEL)
+    assert report.verdict == "lossy", report.headline()
+    assert test in (report.scenarios[0].deciding_test or ""), report.headline()
+    assert report.level == "trace" and report.stream_mode == "trace"
+
+
+def test_the_correct_engines_are_lossless_and_say_what_they_did_not_check() -> None:
+    trace = toy_trace("none", steps=300, k=2, temperature=0.5, seed=2)
+    report = audit(as_subject(trace), AuditOptions(false_fail_rate=0.01, min_power_tv=0.5))
+    assert report.verdict == "lossless", report.headline()
+    assert "not checked against the target's teacher-forced rows" in report.format()
+    greedy = audit(as_subject(toy_trace("greedy", steps=100, k=2, seed=2)), LEVEL)
+    assert greedy.verdict == "lossless", greedy.headline()
+    short = audit(as_subject(toy_trace("none", steps=20, k=2, seed=2)), LEVEL)
+    assert short.verdict == "cannot decide" and "a longer trace" in short.headline()
+
+
+def test_false_fails_of_a_correct_engine_stay_within_the_nominal_rate() -> None:
+    trace = toy_trace("none", steps=600, k=3, sequences=20, draft_noise=1.5, seed=5)
+    lossy = 0
+    for index, steps in enumerate(trace.sequences):  # 20 independent runs of 30 steps
+        alone = Trace(trace.law, trace.vocab, trace.rule, (trace.prompts[index],), (steps,))
+        report = audit(as_subject(alone), AuditOptions(false_fail_rate=0.2, seed=index))
+        lossy += report.verdict == "lossy"
+    assert lossy <= 10
+
+
+def test_a_trace_takes_only_its_options() -> None:
+    with pytest.raises(ValueError, match="exact"):
+        audit(as_subject(toy_trace(steps=2)), AuditOptions(exact=True))
+
+
+@pytest.mark.parametrize(("bug", "code", "word"), [
+    ("unwarped_draft_rows", 1, "LOSSY"), ("none", 0, "LOSSLESS"),
+])  # fmt: skip
+def test_specdec_audit_judges_a_recorded_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bug: str, code: int, word: str
+) -> None:
+    path = tmp_path / "run.jsonl"
+    save_trace(path, toy_trace(bug, steps=300, k=2, temperature=0.5, seed=2))
+    argv = ["audit", "--trace", str(path), "--false-fail-rate", "0.01", "--min-power-tv",
+            "0.5", "--quiet"]  # fmt: skip
+    assert main(argv) == code
+    out = capsys.readouterr().out
+    assert f"specdec audit --trace of {path}" in out and word in out
+
+
+def test_specdec_audit_refuses_a_bad_trace_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text("not json\n")
+    for extra, message in (([], "cannot read --trace"), (["--exact"], "takes none of --exact")):
+        assert main(["audit", "--trace", str(path), *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["audit"]) == 2
+    assert "or --trace FILE" in capsys.readouterr().err
