@@ -12,9 +12,7 @@ from specdec.testing.trace_zoo import toy_trace
 from specdec.warp import SamplingOptions
 
 DRAFT = torch.tensor([[0.5, 0.25, 0.25], [0.2, 0.3, 0.5]], dtype=torch.float64)
-TARGET = torch.tensor(
-    [[0.25, 0.5, 0.25], [0.1, 0.6, 0.3], [0.3, 0.3, 0.4]], dtype=torch.float64
-)
+TARGET = torch.tensor([[0.25, 0.5, 0.25], [0.1, 0.6, 0.3], [0.3, 0.3, 0.4]], dtype=torch.float64)
 
 
 def test_a_correction_records_the_residual_masses_in_token_id_order() -> None:

@@ -57,7 +57,8 @@ def toy_trace(
         steps: steps in all, split evenly over ``sequences`` (in order, positions
             following each other).
         k: drafts per step. vocab: ``V``. temperature: the law's (``> 0``).
-        sequences: sequences (prompts ``(0,)``, ``(1,)``, ... modulo ``V``). seed: the engine's seed.
+        sequences: sequences (prompts ``(0,)``, ``(1,)``, ... modulo ``V``).
+        seed: the engine's seed.
         draft_noise: the spread of the draft's logits around the target's (larger: fewer
             acceptances, more acceptance probabilities strictly between 0 and 1).
 
