@@ -47,9 +47,11 @@ from specdec._checks import (
 )
 from specdec._loop import FIELDS, Generators, Output, Timed, build_options, check_keywords
 from specdec._loop import draw as draw_uniforms
+from specdec._loop_record import LoopRecorder
 from specdec.models.base import CausalLM, empty_context, extend
 from specdec.step import StepState, speculative_step
 from specdec.stopping import NEVER, StoppingRule
+from specdec.testing.step_record import Trace
 from specdec.types import Verification, VerifyRule
 from specdec.verify.tokens import verify_tokens
 from specdec.warp import SamplingOptions
@@ -85,6 +87,9 @@ class Generation:
             for autoregressive generation).
         other_seconds: the rest of each step: sampling, verification, cache rollback and
             bookkeeping.
+        trace: with ``generate_speculative(..., record=True)``, every row's verification
+            steps (``specdec.testing.step_record.Trace``, judged by
+            ``specdec.testing.audit.audit(as_subject(trace))``); else ``None``.
     """
 
     tokens: Int[Tensor, "batch n"]
@@ -93,6 +98,7 @@ class Generation:
     draft_seconds: tuple[float, ...]
     verify_seconds: tuple[float, ...]
     other_seconds: tuple[float, ...]
+    trace: Trace | None = None
 
     @property
     def num_steps(self) -> int:
@@ -199,6 +205,7 @@ def generate_speculative(
     stopping: StoppingRule = NEVER,
     rule: VerifyRule = verify_tokens,
     eos_token_id: int | None = None,
+    record: bool = False,
     **sampling: Unpack[DraftSamplingKeywords],
 ) -> Generation:
     """Speculative decoding: same law as ``generate_autoregressive`` on ``target``.
@@ -224,11 +231,18 @@ def generate_speculative(
             ``NGramDraft`` verifies lookup hits only.
         rule: the verification rule (``specdec.verify``).
         eos_token_id: a row stops after emitting it.
+        record: also return every step's record in ``Generation.trace`` (``docs/trace.md``):
+            the drafts, the draft rows they were sampled from, the ``k + 1`` target rows the
+            rule verified with and the emitted block, under the token rule (the greedy rule
+            at temperature 0, verified on one-hot rows: the same tokens). A row's step with
+            no drafts (its last token at the budget's end) is not recorded. The record
+            declares token-level rejection sampling: a ``rule`` with another step law (block
+            verification, ...) is judged against it.
 
     Raises:
         ValueError: vocabulary mismatch between draft and target, ``k < 1``, empty or too
             long prompts, bad sampling options. TypeError: a keyword that is not a sampling
-            keyword, options given both ways.
+            keyword, options given both ways, a ``record`` that is not a bool.
 
     Example:
         >>> import torch
@@ -242,6 +256,9 @@ def generate_speculative(
         (torch.Size([1, 6]), True)
     """
     check_keywords(sampling, [*FIELDS, *(f"draft_{key}" for key in FIELDS)], "generate_speculative")
+    if not isinstance(record, bool):
+        raise TypeError(f"record must be a bool, got {type(record).__name__}.")
+    recorder = LoopRecorder(rule) if record else None
 
     def step(
         target: CausalLM,
@@ -255,7 +272,7 @@ def generate_speculative(
             target,
             draft,
             state,
-            rule=rule,
+            rule=rule if recorder is None else recorder.rule,
             target_options=options[0],
             draft_options=options[1],
             draft_uniforms=uniforms[0],  # the step drafts max(lengths) and uses their uniforms
@@ -275,6 +292,7 @@ def generate_speculative(
         eos_token_id=eos_token_id,
         widths=(k, k + 1),  # k and k + 1 uniforms per row and step, whatever is used
         step=step,
+        recorder=recorder,
     )
 
 
@@ -316,6 +334,7 @@ def speculative_loop(
     eos_token_id: int | None,
     widths: tuple[int, int],
     step: LoopStep,
+    recorder: LoopRecorder | None = None,
 ) -> Generation:
     """The loop ``generate_speculative`` and ``generate_speculative_paths`` share.
 
@@ -324,7 +343,8 @@ def speculative_loop(
     draft_options, keywords)``, then until every row is done: draws ``widths[0]`` drafting and
     ``widths[1]`` verification uniforms per row (in that order), gives each row the drafts it
     can still emit (``lengths``: ``min(k, budget - produced - 1)``; finished rows share the
-    widest group), runs ``step`` and appends the emitted tokens.
+    widest group), runs ``step`` and appends the emitted tokens; ``recorder`` (whose rule
+    ``step`` verifies with) records each step.
     """
     k = check_positive_int("k", k)
     check_same_vocabulary(target.vocab_size, draft.vocab_size)
@@ -362,6 +382,9 @@ def speculative_loop(
         after = out.append(verdict.tokens, verdict.num_accepted + 1, eos_token_id)
         emitted = after.produced - out.produced  # num_accepted + 1, or fewer when cut at EOS
         cut = emitted <= verdict.num_accepted  # an accepted draft was EOS: the step ends there
+        if recorder is not None:
+            lengths = outcome.lengths
+            recorder.add(lengths, verdict.tokens, out.produced, emitted, out.done, target_law)
         accepted_per_step.append(torch.where(out.done, -1, verdict.num_accepted.clamp(max=emitted)))
         verified_per_step.append(
             torch.where(out.done, -1, torch.where(cut, emitted, outcome.lengths))
@@ -378,4 +401,5 @@ def speculative_loop(
         draft_seconds=tuple(t[0] for t in times),
         verify_seconds=tuple(t[1] for t in times),
         other_seconds=tuple(t[2] for t in times),
+        trace=None if recorder is None else recorder.trace(target_law, target.vocab_size, prompt),
     )

@@ -39,6 +39,7 @@ a ``Subject``), so ``Subject.check`` reads them by shape (``CheckedOptions``), n
 """
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
@@ -233,10 +234,26 @@ class Recorded:
     Attributes:
         trace: the records (``specdec.testing.step_record.Trace``).
         source: where they came from (a file's path), as reports print it.
+        target: the target model (as ``stream.as_causal_lm`` takes it), or ``None``: with one,
+            the recorded target rows are compared with its teacher-forced rows under the
+            trace's law (``trace_teacher.compare_target_rows``).
+        tolerance: that comparison's absolute tolerance (``trace_teacher.TEACHER_TOLERANCE``).
+
+    Raises:
+        ValueError: a tolerance outside ``[0, 1)``.
     """
 
     trace: Trace
     source: str = "a Trace"
+    target: object = None
+    tolerance: float = 1e-3
+
+    def __post_init__(self) -> None:
+        tolerance = self.tolerance
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+            raise TypeError(f"tolerance must be a float, got {type(tolerance).__name__}.")
+        if not (math.isfinite(tolerance) and 0 <= tolerance < 1):
+            raise ValueError(f"tolerance must be a finite float in [0, 1), got {tolerance!r}.")
 
     def __call__(self) -> Trace:
         return self.trace

@@ -19,9 +19,13 @@ verdict is ``cannot decide`` when the pooled outcomes' detectable TV is above
 ``min_power_tv``. Under the greedy rule every step is checked exactly: a rate ``r`` of steps
 breaking the rule is missed with probability ``(1 - r)^N <= beta`` once ``r >= ln(1/beta)/N``.
 
-What it cannot see: the recorded rows are the engine's word. Without a target model the
-target rows are not checked against the target's teacher-forced rows (the report says so):
-the verdict is about the steps given the rows the engine recorded.
+What it cannot see: the recorded rows are the engine's word. With a target model
+(``Recorded(trace, target=model)``, ``specdec audit --trace FILE --target FILE:MODEL``) the
+recorded target rows are compared with the target's teacher-forced rows under the claimed law
+(``trace_teacher.compare_target_rows``): a row beyond the tolerance is LOSSY at the step where
+the largest difference is, and the report gives the tolerance checked. Without one the target
+rows are not checked (the report says so): the verdict is about the steps given the rows the
+engine recorded.
 """
 
 import math
@@ -44,6 +48,7 @@ from specdec.testing.audit.trace_statistics import (
     TraceEvidence,
     trace_evidence,
 )
+from specdec.testing.audit.trace_teacher import TeacherCheck, compare_target_rows
 from specdec.testing.stats.sequential import e_value_log_threshold, kt_log_e_values
 from specdec.testing.stats.streaming import (
     bin_of,
@@ -74,15 +79,19 @@ class TraceResult(StreamStatisticsResult):
         counted: ``(kind, count)``: steps, accepted drafts, rejections, corrections, bonus
             tokens, steps cut after an accepted draft, emitted tokens.
         rule: the rule the steps were judged against.
+        teacher: the comparison with the target's teacher-forced rows, in words (``""``:
+            no target given).
     """
 
     counted: tuple[tuple[str, int], ...] = ()
     rule: str = "token"
+    teacher: str = ""
 
     def lines(self) -> list[str]:
-        """The stream result's lines, then the steps by kind."""
+        """The stream result's lines, then the steps by kind (and the teacher's finding)."""
         kinds = ", ".join(f"{count} {kind}" for kind, count in self.counted)
-        return [*super().lines(), f"  rule {self.rule}; recorded: {kinds}"]
+        teacher = [f"  teacher-forced target: {self.teacher}"] if self.teacher else []
+        return [*super().lines(), f"  rule {self.rule}; recorded: {kinds}", *teacher]
 
 
 def _running(name: str, values: list[float]) -> torch.Tensor:
@@ -107,7 +116,9 @@ def _group(name: str, values: list[float]) -> GroupRow:
     return GroupRow(name, count, mean, binned, (mean - 0.5) * math.sqrt(12), 1 / math.sqrt(count))
 
 
-def _judged(evidence: TraceEvidence, options: AuditOptions, rule: str) -> TraceResult:
+def _judged(
+    evidence: TraceEvidence, options: AuditOptions, rule: str, teacher: TeacherCheck | None
+) -> TraceResult:
     watched = [name for name in PROCESSES if evidence.values[name]]
     level = e_value_log_threshold(options.false_fail_rate, max(1, len(watched)))
     beta = options.false_pass_rate
@@ -136,6 +147,9 @@ def _judged(evidence: TraceEvidence, options: AuditOptions, rule: str) -> TraceR
         for step, text in zip(evidence.forbidden_steps, evidence.forbidden, strict=True)
     ]
     events += [(step, f"{name} at step {step + 1}") for step, name in crossings]  # fmt: skip
+    if teacher is not None and not teacher.passed:
+        found = f"{teacher.largest:.3g} > tolerance {teacher.tolerance:g}"
+        events.append((teacher.step, f"the teacher-forced target rows ({teacher.where}: {found})"))
     if events:
         deciding = min(events)[1]
     if evidence.forbidden:
@@ -155,6 +169,7 @@ def _judged(evidence: TraceEvidence, options: AuditOptions, rule: str) -> TraceR
         stopped_early=False,
         counted=tuple(counted.items()),
         rule=rule,
+        teacher="" if teacher is None else teacher.line(),
     )
 
 
@@ -169,9 +184,12 @@ def judge_trace(
     start = time.perf_counter()
     if not isinstance(subject.fn, Recorded):
         raise TypeError(f"judge_trace judges a recorded trace, got a {subject.form}.")
-    trace = subject.fn.trace
+    trace, target = subject.fn.trace, subject.fn.target
     evidence = trace_evidence(trace, seeded(options.seed, 0, 0, "trace"))
-    result = _judged(evidence, options, trace.rule)
+    teacher = None
+    if target is not None:
+        teacher = compare_target_rows(trace, target, subject.fn.tolerance)
+    result = _judged(evidence, options, trace.rule, teacher)
     if progress is not None:
         progress(f"recorded trace: {result.continuations} steps, {result.tokens} tokens judged")
     minimum = MIN_POWER_TV if options.min_power_tv is None else options.min_power_tv
@@ -185,8 +203,9 @@ def judge_trace(
             f"above the minimum {minimum:g} (a longer trace, or a larger "
             "min_power_tv)"
         )
+    blind = NO_TEACHER if teacher is None else teacher.unchecked()
     decision = stream_decision(
-        result, options, power=(None, minimum), underpowered=weak, blind=NO_TEACHER
+        result, options, power=(None, minimum), underpowered=weak, blind=blind
     )
     return AuditReport.of(
         subject, options, (result,), decision, seconds=time.perf_counter() - start
