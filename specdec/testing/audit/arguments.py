@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from specdec.testing.audit.argument_types import checked_type
 from specdec.testing.audit.flags import add_flags
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.stream_arguments import add_stream_options
@@ -52,6 +53,13 @@ examples:
                 --new-tokens 3 --temperature 0.7 --batched     an engine's stream"""
 
 
+def _tolerance(name: str, value: float) -> float:
+    """``--teacher-tolerance``: a finite float in ``[0, 1)``."""
+    if not 0 <= value < 1:  # NaN fails too
+        raise ValueError(f"{name} must be in [0, 1), got {value}.")
+    return value
+
+
 def add_parser(
     commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
 ) -> argparse.ArgumentParser:
@@ -84,7 +92,14 @@ def add_parser(
         "--trace", default=None, metavar="FILE",
         help="judge an engine's recorded steps offline (a specdec-trace file, "
         "specdec.testing.step_record.save_trace; docs/trace.md); takes --seed, "
-        "--false-fail-rate, --false-pass-rate, --min-power-tv, --json, --quiet, --dry-run",
+        "--false-fail-rate, --false-pass-rate, --min-power-tv, --json, --quiet, --dry-run, "
+        "and --target FILE:MODEL to compare the recorded target rows with its teacher-forced "
+        "rows under the trace's law (--teacher-tolerance X, default 0.001)",
+    )  # fmt: skip
+    audit.add_argument(
+        "--teacher-tolerance", type=checked_type(_tolerance, float), default=None,
+        metavar="X", help="with --trace and --target: the largest absolute difference accepted "
+        "between a recorded target row and the target's teacher-forced row (default 0.001)",
     )  # fmt: skip
     audit.add_argument("--step", action="store_true", help="audit a whole step, not a verifier")
     audit.add_argument("--batched", action="store_true", help="FUNCTION takes the batched form")

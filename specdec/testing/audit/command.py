@@ -18,6 +18,7 @@ import sys
 import traceback
 from dataclasses import replace
 
+from specdec.models.base import CausalLM
 from specdec.progressbar import start_progress
 from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
 from specdec.testing.audit.blame import ROLES, origin
@@ -44,6 +45,7 @@ from specdec.testing.audit.stream import as_causal_lm, stream_scenarios
 from specdec.testing.audit.stream_arguments import STREAM_FLAGS
 from specdec.testing.audit.stream_options import StreamOptions, check_stream_options
 from specdec.testing.audit.subject import APPLICABLE, SAMPLING_OPTIONS, Recorded, as_subject
+from specdec.testing.audit.trace_teacher import TEACHER_TOLERANCE
 from specdec.testing.step_record import load_trace
 from specdec.warp import SamplingOptions
 
@@ -215,6 +217,24 @@ def _scenario_file(args: argparse.Namespace, level: str) -> list[AnyScenario] | 
         return failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
 
 
+def _target(args: argparse.Namespace) -> CausalLM:
+    """``--target`` loaded (a model, or a function of no arguments returning one).
+
+    Raises:
+        ValueError: an unloadable target, or one that is not a model.
+    """
+    try:
+        target = load_attribute(args.target)
+        try:
+            return as_causal_lm(target)
+        except TypeError:
+            if not callable(target):
+                raise
+            return as_causal_lm(target())  # a function returning the model
+    except Exception as error:
+        raise ValueError(f"cannot load --target {args.target}: {error}") from None
+
+
 def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
     """``--stream``'s prompts as scenarios (``stream.stream_scenarios``), the target loaded.
 
@@ -223,16 +243,7 @@ def _stream_scenarios(args: argparse.Namespace) -> list[AnyScenario]:
             invalid sampling options, ``V ** new_tokens`` too large for exact-law mode.
     """
     prompts = [ids_of(text, "--prompts") for text in args.prompts.split(";") if text.strip()]
-    try:
-        target = load_attribute(args.target)
-        try:
-            model = as_causal_lm(target)
-        except TypeError:
-            if not callable(target):
-                raise
-            model = as_causal_lm(target())  # a function returning the model
-    except Exception as error:
-        raise ValueError(f"cannot load --target {args.target}: {error}") from None
+    model = _target(args)
     sampling = SamplingOptions(
         temperature=1.0 if args.temperature is None else args.temperature,
         top_k=args.top_k,
@@ -254,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
     exit code, or the function's invalid output (5) or crash (6)."""
     if args.trace is not None or args.function is None:
         return _trace(args)
+    if args.teacher_tolerance is not None:
+        return usage_error("--teacher-tolerance applies to --trace FILE --target FILE:MODEL only.")
     level = _level(args)
     try:
         problem = _usage(args, level) or plot_problem(args)
@@ -306,14 +319,25 @@ def _trace(args: argparse.Namespace) -> int:
     refused = [FLAGS[name] for name in _given(args) if name not in APPLICABLE["recorded trace"]]
     others = [("--step", args.step), ("--batched", args.batched), ("--stream", args.stream)]
     refused += [flag for flag, value in others if value]
+    streamed = [flag for name, flag in _STREAM_FLAGS.items() if getattr(args, name) is not None]
+    refused += [flag for flag in streamed if flag != "--target"]
     if refused:
         return usage_error(f"--trace takes none of {', '.join(refused)}.")
+    if args.teacher_tolerance is not None and args.target is None:
+        return usage_error(
+            "--teacher-tolerance needs --target (the teacher it is checked against)."
+        )
     try:
         options = _options(args)
         trace = load_trace(args.trace)
     except (ValueError, OSError) as error:
         return usage_error(f"cannot read --trace {args.trace}: {error}")
-    subject = as_subject(Recorded(trace, source=args.trace))
+    try:
+        target = None if args.target is None else _target(args)
+        tolerance = TEACHER_TOLERANCE if args.teacher_tolerance is None else args.teacher_tolerance
+        subject = as_subject(Recorded(trace, args.trace, target, tolerance))
+    except ValueError as error:
+        return usage_error(str(error))
     plan = plan_audit(subject, options)
     if args.dry_run:
         print(plan.format(), file=sys.stderr)
