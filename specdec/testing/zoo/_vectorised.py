@@ -57,8 +57,8 @@ STRADDLED = {
     "ratio_eps_draft": "+ 1e-06",
     "ratio_eps_where_zero": "+ 1e-06",
 }
-"""The threshold each entry's report names as straddled (on the small-mass scenarios, ``+ 1e-06``
-with the pair the threshold search derives below it)."""
+"""The threshold each entry's report names as straddled on the small-mass scenarios (for
+``+ 1e-06``: the drafted ``q = 2^-20`` below it, ``2^-15`` above)."""
 
 
 def _finish(ids: Tensor, accepted: Tensor, row: Tensor, checked: Tensor) -> Verification:
