@@ -22,9 +22,10 @@ op (``Threshold.op``)       what it records, and when both of its ways were take
 
 A threshold is *straddled* when both of its ways were taken (``Threshold.straddled``): the
 vectorised counterpart of a branch whose two arcs were reached. Integer and boolean operands
-(token ids, masks) and non-finite values are not logged; a comparison of two data tensors (``u <
-p / q``) has no constant and is not logged either. What it does not see: ops in TorchScript or
-compiled kernels, and which line an op came from (two ``where`` of the same kind are one).
+(token ids, masks), non-finite values and infinite constants (finiteness checks) are not
+logged; a comparison of two data tensors (``u < p / q``) has no constant and is not logged
+either. What it does not see: ops in TorchScript or compiled kernels, and which line an op came
+from (two ``where`` of the same kind are one).
 
 Example:
     >>> import torch
@@ -220,8 +221,10 @@ def _logged(
     found: list[tuple[str, float, tuple[bool, bool, bool]]] = []
 
     def note(op: str, values: Any, constant: float | None) -> None:
-        sides = None if constant is None else _sides(values, constant)
-        if constant is not None and sides is not None:
+        if constant is None or not math.isfinite(constant):  # a finiteness check: no threshold
+            return
+        sides = _sides(values, constant)
+        if sides is not None:
             found.append((op, constant, sides))
 
     if name in _COMPARISONS and len(args) >= 2:
