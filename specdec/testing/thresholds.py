@@ -153,6 +153,13 @@ class ThresholdRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     It holds what it saw (its one purpose) and is made per audit; ``thresholds`` reads it.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """``False``: torch would otherwise wrap ``__torch_dispatch__`` to keep torch.compile
+        out of it, importing ``torch._dynamo`` at its first call (seconds); nothing here is
+        compiled."""
+        return False
+
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._seen: dict[tuple[str, float], list[bool]] = {}
