@@ -292,7 +292,8 @@ class CodeCoverage:
             else "no branch arc (branch-free code)"
         )
         lines = f"{self.lines_reached} of {self.lines_total} lines"
-        reached = f"{arcs} and {lines} of the function's own code reached"
+        share = f" ({self.fraction:.0%} of branch arcs)" if self.arcs_total else ""
+        reached = f"{arcs} and {lines} of the function's own code reached{share}"
         if not self.thresholds_seen:
             return reached
         named = ", ".join(self.thresholds) or "none"

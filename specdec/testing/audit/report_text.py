@@ -383,10 +383,9 @@ def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
     added, the branch arcs never reached (``file:line -> line``) and the limits."""
     if coverage is None:
         return []
-    share = f" ({coverage.fraction:.0%} of branch arcs)" if coverage.arcs_total else ""
     lines = [
         "",
-        f"  coverage: {coverage.line()}{share}, in "
+        f"  coverage: {coverage.line()}, in "
         f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
         f"    measured on {coverage.probe}",
     ]
