@@ -277,20 +277,15 @@ class CodeCoverage:
                 f"no branch arc in the function's own code ({self.lines_reached} of "
                 f"{self.lines_total} lines ran); {self.thresholds_part()}"
             )
-        reached = (
-            f"reached {self.arcs_reached} of {self.arcs_total} branch arcs of the function's "
-            "own code"
-        )
+        reached = f"reached {self.arcs_reached} of {self.arcs_total} branch arcs of the "
+        reached += "function's own code"
         return f"{reached}; {self.thresholds_part()}" if self.thresholds_seen else reached
 
     def line(self) -> str:
         """One line for the report: how many branch arcs (and lines) were reached, and the
         thresholds straddled, by name."""
-        arcs = (
-            f"{self.arcs_reached} of {self.arcs_total} branch arcs"
-            if self.arcs_total
-            else "no branch arc (branch-free code)"
-        )
+        arcs = f"{self.arcs_reached} of {self.arcs_total} branch arcs"
+        arcs = arcs if self.arcs_total else "no branch arc (branch-free code)"
         lines = f"{self.lines_reached} of {self.lines_total} lines"
         share = f" ({self.fraction:.0%} of branch arcs)" if self.arcs_total else ""
         reached = f"{arcs} and {lines} of the function's own code reached{share}"
