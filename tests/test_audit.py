@@ -19,6 +19,7 @@ from specdec.testing.audit import (
     step_scenarios,
     verifier_scenarios,
 )
+from specdec.testing.audit.catalogue import default_scenarios
 from specdec.testing.audit.plan import chunk_sizes, split_error_rate
 from specdec.testing.signatures import batched, is_batched
 from specdec.types import VerifyRule
@@ -92,7 +93,8 @@ def test_exit_codes() -> None:
 def test_reference_verifier_is_lossless_and_optimal() -> None:
     report = audit_verifier(_batched(specdec.verify_tokens), detect_tv=0.05)
     assert report.verdict == "lossless", report.format()
-    assert report.exit_code == 0 and len(report.scenarios) == len(verifier_scenarios())
+    battery = default_scenarios("verifier")  # with the small-mass scenarios
+    assert report.exit_code == 0 and len(report.scenarios) == len(battery)
     assert report.coverage is not None and not report.coverage.found  # no branch to search for
     assert all(s.deterministic and not s.suboptimal for s in report.scenarios)
     assert all(s.detectable_tv <= 0.05 for s in report.scenarios)

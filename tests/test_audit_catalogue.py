@@ -18,10 +18,15 @@ from specdec.testing.audit import (
     verifier_scenarios,
 )
 from specdec.testing.audit.catalogue import LEVELS, default_scenarios
+from specdec.testing.audit.small_mass import small_mass_scenarios
 
 
 def test_the_default_batteries_are_the_ones_the_audit_runs() -> None:
-    assert [s.name for s in default_scenarios("verifier")] == [s.name for s in verifier_scenarios()]
+    small_mass = [s.name for s in small_mass_scenarios()]  # the vectorised thresholds' rows
+    assert [s.name for s in default_scenarios("verifier")] == [
+        *(s.name for s in verifier_scenarios()),
+        *small_mass,
+    ]
     assert [s.name for s in default_scenarios("step")] == [s.name for s in step_scenarios()]
     assert default_scenarios("position") == position_scenarios()
     assert default_scenarios("tree") == tree_scenarios()

@@ -153,8 +153,10 @@ def test_the_report_states_its_coverage_in_text_and_json() -> None:
     assert coverage is not None and coverage.searched == 0  # given scenarios: no search
     assert report.headline() == (
         "LOSSLESS (exact on 1 verifier scenario(s)); reached "
-        f"{coverage.arcs_reached} of {coverage.arcs_total} branch arcs of the function's own code"
+        f"{coverage.arcs_reached} of {coverage.arcs_total} branch arcs of the function's own "
+        f"code; {len(coverage.thresholds)} of {coverage.thresholds_seen} thresholds straddled"
     )
+    assert "< 0.001 (above)" in coverage.one_sided  # its guard, in vectorised form too
     assert coverage.arcs_reached < coverage.arcs_total
     text = report.format()
     assert "never reached (a verdict says nothing about these branches):" in text

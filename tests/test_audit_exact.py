@@ -24,6 +24,7 @@ from specdec.testing.audit import (
     search_scenarios,
     verifier_scenarios,
 )
+from specdec.testing.audit.catalogue import default_scenarios
 from specdec.types import Verification
 from specdec.verify import exact_match_rule
 
@@ -117,7 +118,7 @@ def test_reports_serialise_to_json_with_a_top_level_verdict() -> None:
         audit_verifier(zoo.reference_verifier, samples=2_000, min_power_tv=1.0).to_json()
     )
     assert statistical["verdict"] == "lossless" and statistical["mode"] == "statistical"
-    assert len(statistical["scenarios"]) == len(verifier_scenarios())
+    assert len(statistical["scenarios"]) == len(default_scenarios("verifier"))
 
 
 def test_search_scenarios_are_small_and_seeded() -> None:

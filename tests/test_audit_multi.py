@@ -152,7 +152,8 @@ def test_the_lossless_headline_states_what_was_checked() -> None:
     assert report.headline() == (
         f"LOSSLESS: no deviation of TV >= {report.detectable_tv:.4f} found (false-fail 1e-06, "
         f"false-pass 0.001) on {len(position_scenarios())} position scenario(s), candidates drawn "
-        "point_mass; reached 2 of 2 lines of the function's own code (it has no branch)"
+        "point_mass; no branch arc in the function's own code (2 of 2 lines ran); thresholds in "
+        "its torch ops not measured"
     )
     assert report.detectable_tv <= 0.05 and report.exit_code == 0
     assert "v4-dyadic" in report.format()

@@ -33,9 +33,9 @@ from specdec.testing.audit import (
     position_scenarios,
     search_scenarios,
     step_scenarios,
-    verifier_scenarios,
 )
 from specdec.testing.audit.audit_plan import SearchBudget
+from specdec.testing.audit.catalogue import default_scenarios
 from specdec.testing.audit.flags import flags_of
 from specdec.testing.audit.stream import stream_scenarios
 from specdec.testing.signatures import batched
@@ -62,7 +62,7 @@ def test_the_verifier_plan_is_the_default_battery_and_its_adversarial_pairs() ->
     subject = as_subject(specdec.verify_tokens)
     options = dataclasses.replace(FEW, adversarial=2)
     plan = plan_audit(subject, options)
-    expected = [s.name for s in verifier_scenarios()]
+    expected = [s.name for s in default_scenarios("verifier")]  # with the small-mass ones
     assert list(plan.names[: len(expected)]) == expected and len(plan.names) == len(expected) + 2
     assert plan.adversarial == plan.names[-2:] and plan.engine == "sampled"
     assert plan.coverage == "probe" and plan.search == SearchBudget(tries=128, keep=16)
@@ -116,7 +116,7 @@ def test_the_multi_draft_plan_is_its_battery() -> None:
 def test_the_exact_plan_states_its_search_budget_not_a_count() -> None:
     subject = as_subject(specdec.verify_tokens)
     plan = plan_audit(subject, AuditOptions(exact=True, search=2))
-    names = [s.name for s in verifier_scenarios()]
+    names = [s.name for s in default_scenarios("verifier")]  # with the small-mass ones
     assert list(plan.names) == [*names, *plan.searched] and len(plan.searched) == 2
     assert plan.search == SearchBudget(tries=16, keep=2) and plan.pilot is None
     text = plan.format()

@@ -18,7 +18,7 @@ import torch
 
 from specdec.models.toy import ToyModel, make_toy_pair
 from specdec.noise import uniforms
-from specdec.testing.audit.catalogue import default_scenarios
+from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.block_tables import (
     BlockTable,
     completion_table,
@@ -28,7 +28,7 @@ from specdec.testing.block_tables import (
 from specdec.testing.simulate import draft_batch
 
 GRID = 2**53
-SCENARIOS = default_scenarios("verifier")
+SCENARIOS = verifier_scenarios()  # the battery without its small-mass scenarios
 _ORDER_1 = make_toy_pair(6, seed=11, order=1)
 _ORDER_3 = make_toy_pair(3, seed=12, order=3, zero_rate=0.4)
 PAIRS = [(s.name, s.pair.target, s.pair.draft, s.prefix, s.k) for s in SCENARIOS] + [

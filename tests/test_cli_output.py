@@ -10,7 +10,8 @@ import pytest
 
 from specdec import verify_tokens
 from specdec.cli import main
-from specdec.testing.audit import audit_exact, search_scenarios, verifier_scenarios
+from specdec.testing.audit import audit_exact, search_scenarios
+from specdec.testing.audit.catalogue import default_scenarios
 
 AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400", "--min-power-tv", "1"]  # any power
 
@@ -18,7 +19,7 @@ AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400", "--min-power-tv",
 def test_audit_progress_is_plain_lines_when_piped(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(AUDIT) == 0
     captured = capsys.readouterr()
-    lines, total = captured.err.splitlines(), len(verifier_scenarios())
+    lines, total = captured.err.splitlines(), len(default_scenarios("verifier"))
     assert len(lines) == total and lines[0].startswith(f"[1/{total}] ")
     assert lines[-1].startswith(f"[{total}/{total}] ")
     assert "\r" not in captured.err and "%|" not in captured.err  # no bar

@@ -15,7 +15,7 @@ import torch
 
 from specdec._kernels import inverse_cdf
 from specdec.models.toy import ToyModel, make_toy_pair
-from specdec.testing.audit.catalogue import default_scenarios
+from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.block_tables import completion_table, draft_table
 from specdec.testing.simulate import (
     _complete_toy_blocks,
@@ -25,7 +25,7 @@ from specdec.testing.simulate import (
     draft_batch,
 )
 
-SCENARIOS = default_scenarios("verifier")
+SCENARIOS = verifier_scenarios()  # the battery without its small-mass scenarios
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

@@ -7,7 +7,8 @@ rules and ``multi_battery.TreeScenario`` for tree rules. Every scenario has a ``
 ``description``. The catalogue of a level lists its default battery first, then the scenarios
 chosen by name only (``specdec audit --scenarios NAME,...``, ``--list-scenarios``):
 
-* verifier: ``battery.verifier_scenarios`` (default), the large vocabularies of
+* verifier: ``battery.verifier_scenarios`` and ``small_mass.small_mass_scenarios`` (default:
+  ``default_verifier_scenarios``), the large vocabularies of
   ``large.large_verifier_scenarios``; the exact audit adds ``search_scenarios`` (seeded small
   pairs) to its battery;
 * step: ``battery.step_scenarios`` (default), ``battery.extra_step_scenarios`` (temperature 0
@@ -38,11 +39,13 @@ from specdec.testing.audit.multi_battery import (
     tree_scenarios,
 )
 from specdec.testing.audit.scenario import Scenario, StreamScenario
+from specdec.testing.audit.small_mass import small_mass_scenarios
 
 __all__ = [
     "LEVELS",
     "AnyScenario",
     "default_scenarios",
+    "default_verifier_scenarios",
     "scenario_catalogue",
     "search_scenarios",
     "select_scenarios",
@@ -59,8 +62,20 @@ def _no_extra() -> list[AnyScenario]:
     return []
 
 
+def default_verifier_scenarios() -> list[Scenario]:
+    """The default verifier battery: ``battery.verifier_scenarios`` and the small-mass
+    scenarios (``small_mass.small_mass_scenarios``: a drafted ``q = 2^-15``, a residual of mass
+    ``2^-20``), where thresholds in vectorised code act.
+
+    Example:
+        >>> [s.name for s in default_verifier_scenarios()][-2:]
+        ['small-draft-v5-k1', 'tiny-residual-v4-k1']
+    """
+    return [*verifier_scenarios(), *small_mass_scenarios()]
+
+
 _BATTERIES: dict[str, tuple[Callable[[], Sequence[AnyScenario]], ...]] = {
-    "verifier": (verifier_scenarios, large_verifier_scenarios),
+    "verifier": (default_verifier_scenarios, large_verifier_scenarios),
     "step": (step_scenarios, extra_step_scenarios, large_step_scenarios),
     "position": (position_scenarios, _no_extra),
     "tree": (tree_scenarios, _no_extra),

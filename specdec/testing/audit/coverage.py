@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import specdec
+from specdec.testing.thresholds import Threshold
 
 __all__ = [
     "Arc",
@@ -219,6 +220,16 @@ class CodeCoverage:
         found: the searched scenarios kept because they reached a branch nothing else had.
         probe: how each scenario was run for the measurement.
         seconds: the time measuring and searching took.
+        thresholds: the thresholds of the function's torch ops that the scenarios straddled
+            (values on both sides of the constant: ``specdec.testing.thresholds``), named as
+            ``"clamp_min 0.0001"``; ``thresholds_seen`` of them in all.
+        one_sided: the thresholds seen on one side only, each with its side
+            (``"+ 1e-06 (above)"``).
+        threshold_searched: pairs the threshold search derived and tried.
+        threshold_found: those of ``found`` that the threshold search kept (each straddled a
+            threshold nothing before had).
+        thresholds_measured: whether thresholds were logged (a probe's, not the audit's own
+            calls: ``coverage_search``).
     """
 
     files: tuple[str, ...]
@@ -232,6 +243,24 @@ class CodeCoverage:
     found: tuple[str, ...] = ()
     probe: str = ""
     seconds: float = 0.0
+    thresholds: tuple[str, ...] = ()
+    one_sided: tuple[str, ...] = ()
+    threshold_searched: int = 0
+    threshold_found: tuple[str, ...] = ()
+    thresholds_measured: bool = False
+
+    @property
+    def thresholds_seen(self) -> int:
+        """The thresholds logged, straddled or not."""
+        return len(self.thresholds) + len(self.one_sided)
+
+    def thresholds_part(self) -> str:
+        """``"N of M thresholds straddled"``, or that no op compared against a constant."""
+        if not self.thresholds_measured:
+            return "thresholds in its torch ops not measured"
+        if not self.thresholds_seen:
+            return "no threshold compared against in its torch ops"
+        return f"{len(self.thresholds)} of {self.thresholds_seen} thresholds straddled"
 
     @property
     def fraction(self) -> float:
@@ -239,26 +268,31 @@ class CodeCoverage:
         return self.arcs_reached / self.arcs_total if self.arcs_total else 1.0
 
     def headline(self) -> str:
-        """What the report's headline says of it: the branch arcs reached (the lines where the
-        code has no branch)."""
-        if not self.lines_total:
+        """What the report's headline says of it: the branch arcs reached, or that the code
+        has none (never as full coverage), and the thresholds straddled where any was logged."""
+        if not self.lines_total and not self.thresholds_seen:
             return "none of the function's own code was traced (no Python line of it ran)"
         if not self.arcs_total:
             return (
-                f"reached {self.lines_reached} of {self.lines_total} lines of the function's "
-                "own code (it has no branch)"
+                f"no branch arc in the function's own code ({self.lines_reached} of "
+                f"{self.lines_total} lines ran); {self.thresholds_part()}"
             )
-        return (
-            f"reached {self.arcs_reached} of {self.arcs_total} branch arcs of the function's "
-            "own code"
-        )
+        reached = f"reached {self.arcs_reached} of {self.arcs_total} branch arcs of the "
+        reached += "function's own code"
+        return f"{reached}; {self.thresholds_part()}" if self.thresholds_seen else reached
 
     def line(self) -> str:
-        """One line for the headline: how many branch arcs (and lines) were reached."""
-        return (
-            f"{self.arcs_reached} of {self.arcs_total} branch arcs and {self.lines_reached} of "
-            f"{self.lines_total} lines of the function's own code reached"
-        )
+        """One line for the report: how many branch arcs (and lines) were reached, and the
+        thresholds straddled, by name."""
+        arcs = f"{self.arcs_reached} of {self.arcs_total} branch arcs"
+        arcs = arcs if self.arcs_total else "no branch arc (branch-free code)"
+        lines = f"{self.lines_reached} of {self.lines_total} lines"
+        share = f" ({self.fraction:.0%} of branch arcs)" if self.arcs_total else ""
+        reached = f"{arcs} and {lines} of the function's own code reached{share}"
+        if not self.thresholds_seen:
+            return reached
+        named = ", ".join(self.thresholds) or "none"
+        return f"{reached}; thresholds straddled: {named} ({self.thresholds_part()})"
 
 
 class ArcRecorder:
@@ -362,6 +396,9 @@ class ArcRecorder:
         found: tuple[str, ...] = (),
         probe: str = "",
         seconds: float = 0.0,
+        thresholds: tuple[Threshold, ...] | None = None,
+        threshold_searched: int = 0,
+        threshold_found: tuple[str, ...] = (),
     ) -> CodeCoverage:
         """What the calls so far ran, against the universe (``CodeCoverage``)."""
         universe = self.universe()
@@ -394,6 +431,11 @@ class ArcRecorder:
             found=found,
             probe=probe,
             seconds=seconds,
+            thresholds=tuple(t.name for t in thresholds or () if t.straddled),
+            one_sided=tuple(f"{t.name} ({t.sides})" for t in thresholds or () if not t.straddled),
+            threshold_searched=threshold_searched,
+            threshold_found=threshold_found,
+            thresholds_measured=thresholds is not None,
         )
 
 

@@ -38,9 +38,8 @@ from specdec.discover import (
     rounding_bound,
 )
 from specdec.exact import BlockRows, completion_law, rejection_breakpoints, target_law
-from specdec.testing.audit.battery import verifier_scenarios
 from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.catalogue import search_scenarios
+from specdec.testing.audit.catalogue import default_verifier_scenarios, search_scenarios
 from specdec.testing.audit.decision import exact_decision
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
@@ -229,7 +228,8 @@ def audit_exact(
             ``multinomial`` / ``bernoulli`` draws are captured and enumerated; randomness the
             audit cannot enumerate makes the report say so (``cannot decide``), and the
             statistical audit is the one to run. A ``Subject`` is taken as it is.
-        scenarios: the scenarios (default: the verifier battery and ``search`` searched pairs).
+        scenarios: the scenarios (default: the verifier battery with its small-mass scenarios
+            and ``search`` searched pairs).
         search: how many searched pairs join the default battery.
         seed: seed of the search and of the discovery's probes.
         progress: called with one line per finished scenario.
@@ -253,7 +253,7 @@ def audit_exact(
     battery = (
         list(scenarios)
         if scenarios is not None
-        else [*verifier_scenarios(), *search_scenarios(search, seed=seed)]
+        else [*default_verifier_scenarios(), *search_scenarios(search, seed=seed)]
     )
     options = AuditOptions(exact=True, seed=seed, dtype=dtype)
     return exact_audit(as_subject(fn, level="verifier"), options, battery, progress)

@@ -388,14 +388,28 @@ def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
         return []
     lines = [
         "",
-        f"  coverage: {coverage.line()} ({coverage.fraction:.0%} of branch arcs), in "
+        f"  coverage: {coverage.line()}, in "
         f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
         f"    measured on {coverage.probe}",
     ]
+    if coverage.one_sided:
+        lines.append(
+            "    thresholds seen on one side only (a verdict says nothing about the other): "
+            + ", ".join(coverage.one_sided)
+        )
     if coverage.searched:
-        found = ", ".join(coverage.found) or "none reached a new branch"
+        derived = set(coverage.threshold_found)
+        found = (
+            ", ".join(n for n in coverage.found if n not in derived) or "none reached a new branch"
+        )
         tried = coverage.searched
         lines.append(f"    coverage-guided search: {tried} candidate pairs tried, kept {found}")
+    if coverage.threshold_searched:
+        kept = ", ".join(coverage.threshold_found) or "none straddled a new threshold"
+        lines.append(
+            f"    threshold search: {coverage.threshold_searched} pairs derived from the "
+            f"thresholds tried, kept {kept}"
+        )
     shown = coverage.unreached[:UNREACHED_SHOWN]
     if shown:
         lines.append("    never reached (a verdict says nothing about these branches):")
@@ -403,8 +417,8 @@ def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
         if len(coverage.unreached) > len(shown):
             lines.append(f"      ... and {len(coverage.unreached) - len(shown)} more (--json)")
     lines.append(
-        "    branches are Python branches across lines: a threshold inside vectorised code "
-        "(torch.where) is not one"
+        "    branches are Python branches across lines; thresholds are the constants the "
+        "function's torch ops compared, clamped or selected on (specdec.testing.thresholds)"
     )
     lines.append(f"    measuring and searching took {coverage.seconds:.1f} s")
     return lines

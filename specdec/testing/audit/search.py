@@ -33,16 +33,25 @@ kind               rows
 candidate to reach a branch guarded by a threshold is the one nearest the threshold: the
 largest perturbation that still takes it, which is where a bug in it shows most.
 
+Thresholds in vectorised code. A branch inside torch ops (``q.clamp_min(1e-4)``,
+``torch.where(mass < 1e-3, ...)``, ``q + 1e-6``) is no arc. The probes also log, per scenario,
+the constants the function's torch ops compared, clamped or selected on and the sides of each
+its values fell on (``specdec.testing.thresholds``); after the arc search, the *threshold
+search* tries pairs derived from each small constant not yet straddled
+(``small_mass.threshold_candidates``: drafted ``q``, ``p``, ratio gaps and residual masses
+wholly below it and wholly above it) and keeps each that puts a value on a side of a constant
+nothing before had (at most ``THRESHOLD_KEEP``). The report names the thresholds straddled.
+
 What it does not do: it searches the rows of a verifier's inputs, not sampling options
-(a verifier takes none) nor dtypes; a branch in vectorised code is not a branch it can see
-(``coverage``); a budget spent without reaching an arc leaves the arc listed as never reached,
-which is the report's statement, not a proof that the arc is unreachable.
+(a verifier takes none) nor dtypes; a budget spent without reaching an arc or a threshold's
+other side leaves it listed as never reached, which is the report's statement, not a proof
+that it is unreachable.
 """
 
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
@@ -54,13 +63,16 @@ from specdec.models.toy import ToyModel, ToyPair
 from specdec.noise import uniforms as draw_uniforms
 from specdec.testing.audit.coverage import ArcRecorder, CodeCoverage
 from specdec.testing.audit.scenario import Scenario, acceptance_mass
+from specdec.testing.audit.small_mass import threshold_candidates
 from specdec.testing.audit.subject import Subject
+from specdec.testing.thresholds import ThresholdRecorder
 from specdec.types import VerifyRule
 
 __all__ = [
     "KINDS",
     "PROBE",
     "SCALES",
+    "THRESHOLD_KEEP",
     "TRIES_PER_SEARCH",
     "WITNESSES",
     "CoverageSearch",
@@ -89,6 +101,9 @@ TRIES_PER_SEARCH = 8
 """Candidates tried per unit of ``search`` (the search's budget knob): 128 at the default 16, for
 a rule or a batched verifier (one call per candidate); a single-sequence verifier, called once
 per block, tries ``search`` candidates (``tries_for``)."""
+
+THRESHOLD_KEEP = 6
+"""Pairs the threshold search keeps at most (each is audited: ``_threshold_search``)."""
 
 WITNESSES = 3
 """Scenarios the search gives each branch arc and line before it stops looking for more."""
@@ -182,9 +197,16 @@ class CoverageSearch:
     coverage: CodeCoverage
 
 
-def _probe(subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: int) -> None:
-    """Run ``subject`` on ``scenario``'s probe (``PROBE``) with arcs recorded; what the
-    function raises is left to the audit (it runs every kept scenario itself)."""
+def _probe(
+    subject: Subject,
+    recorder: ArcRecorder,
+    scenario: Scenario,
+    seed: int,
+    values: ThresholdRecorder | None = None,
+) -> None:
+    """Run ``subject`` on ``scenario``'s probe (``PROBE``) with arcs recorded (and the
+    thresholds of its torch ops, given ``values``); what the function raises is left to the
+    audit (it runs every kept scenario itself)."""
     rng = random.Random(f"specdec-coverage:{seed}:{scenario.name}")
     single = subject.form != "rule" and not subject.batched  # one call per block: fewer
     blocks = _blocks(scenario, rng, _SINGLE_BLOCKS if single else _BLOCKS)
@@ -200,7 +222,7 @@ def _probe(subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: in
             draw_uniforms(generator, (2 * size, k + 1)),
         ]
     )  # [4N, k+1]: all 0, all 1 - 2^-53, two random draws
-    fn = recorder.traced(subject.fn)
+    fn = recorder.traced(subject.fn if values is None else values.traced(subject.fn))
     repeat = (tokens.repeat(4, 1), draft.repeat(4, 1, 1), target.repeat(4, 1, 1))
     try:
         if subject.form == "rule":
@@ -246,8 +268,10 @@ def coverage_search(
         subject: a verifier (``measurable``).
         battery: the scenarios the audit runs anyway.
         tries: candidates to try at most (0: measure only); the search stops early once every
-            branch arc has ``WITNESSES`` scenarios.
-        keep: candidates to keep at most.
+            branch arc has ``WITNESSES`` scenarios. The threshold search then tries at most as
+            many pairs derived from the thresholds logged (``small_mass``).
+        keep: candidates to keep at most (the threshold search keeps ``THRESHOLD_KEEP`` more
+            at most).
         seed: the candidates' and the probes' seed.
 
     Returns:
@@ -255,12 +279,14 @@ def coverage_search(
     """
     start = time.perf_counter()
     recorder = ArcRecorder.for_function(subject.fn)
+    values = ThresholdRecorder()
     per_scenario: list[tuple[str, int]] = []
     witnesses: Counter[Any] = Counter()
 
     def run(scenario: Scenario) -> frozenset[Any]:
         recorder.start_scenario()
-        _probe(subject, recorder, scenario, seed)
+        values.start_scenario()
+        _probe(subject, recorder, scenario, seed, values)
         keys = _keys(recorder)
         per_scenario.append((scenario.name, sum(1 for key in keys if len(key) == 3)))
         return keys
@@ -280,14 +306,46 @@ def coverage_search(
             witnesses.update(keys)
         else:
             per_scenario.pop()  # not kept: not audited, not counted
+    derived, threshold_tried = _threshold_search(run, values, per_scenario, tries)
+    found += derived
     coverage = recorder.summary(
         tuple(per_scenario),
         searched=tried,
         found=tuple(s.name for s in found),
         probe=PROBE.format(blocks=_BLOCKS, single=_SINGLE_BLOCKS),
         seconds=time.perf_counter() - start,
+        thresholds=values.thresholds(),
+        threshold_searched=threshold_tried,
+        threshold_found=tuple(s.name for s in derived),
     )
     return CoverageSearch(tuple(found), coverage)
+
+
+def _threshold_search(
+    run: Callable[[Scenario], frozenset[Any]],
+    values: ThresholdRecorder,
+    per_scenario: list[tuple[str, int]],
+    tries: int,
+) -> tuple[list[Scenario], int]:
+    """The threshold search (module docstring): pairs derived from the thresholds logged so
+    far (``small_mass.threshold_candidates``), each kept when it puts a compared quantity on
+    a side of a constant nothing before had; at most ``THRESHOLD_KEEP`` kept, ``tries``
+    tried. Returns the kept scenarios and how many were tried."""
+    if not tries:
+        return [], 0
+    kept: list[Scenario] = []
+    tried = 0
+    for candidate in threshold_candidates(values.thresholds()):
+        if len(kept) >= THRESHOLD_KEEP or tried >= tries:
+            break
+        before = values.sides()
+        tried += 1
+        run(candidate)
+        if values.scenario_sides() - before:
+            kept.append(candidate)
+        else:
+            per_scenario.pop()  # not kept: not audited, not counted
+    return kept, tried
 
 
 def _composition(rng: random.Random, vocab: int, zeros: bool) -> list[int]:

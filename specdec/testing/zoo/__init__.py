@@ -28,6 +28,9 @@ Views, all derived from ``ZOO``:
   from the unseeded rows' stream), each lossless alone, and their controls; what
   ``audit(..., invariance=True)`` must say of each (a registry of its own: two take per-row
   ``generators``).
+* ``VECTORISED_ZOO``: thresholds inside torch ops (``q.clamp_min(1e-4)``, ``where(mass <
+  1e-3, ...)``, ``q + 1e-6``), four bugs below any sampling audit's power and their lossless
+  twins, judged on the small-mass scenarios (a registry of its own, ``_vectorised``).
 * ``STRING_ZOO``: string-level steps (a draft with another tokenizer, claim 22), lossless
   controls and known mistakes, each an exact law judged by ``audit_string_entry``.
 * ``reference_verifier_single`` and ``reference_step_single``: the references with the
@@ -60,6 +63,7 @@ from specdec.testing.zoo._strings import (
     StringEntry,
     audit_string_entry,
 )
+from specdec.testing.zoo._vectorised import VECTORISED_ZOO
 from specdec.testing.zoo._views import (
     LOSSLESS_STEPS,
     LOSSLESS_VERIFIERS,
@@ -83,6 +87,7 @@ __all__ = [  # the names above, then every entry's name
     "SMALL_MASS",
     "SUBOPTIMAL",
     "UNIFORM_BITS",
+    "VECTORISED_ZOO",
     "VERIFIER_RULES",
     "ZOO",
     "CouplingEntry",

@@ -80,9 +80,10 @@ class Entry:
         exact_lossy: whether the *exact* audit must call it lossy; the same as ``lossy``
             except for an entry whose deviation is real but far below any sampling-based
             detection (``accept_le_full_precision``: a forbidden draft accepted at ``u = 0``).
-        found_by_search: the bug lives in a branch no scenario of the default battery
+        found_by_search: the bug lives in a branch no scenario of ``verifier_scenarios()``
             reaches: the audit at defaults finds it through the coverage-guided search
-            (``specdec.testing.audit.search``), and the battery alone calls it lossless.
+            (``specdec.testing.audit.search``) and the default battery's small-mass scenarios,
+            and ``verifier_scenarios()`` alone calls it lossless.
     """
 
     name: str
