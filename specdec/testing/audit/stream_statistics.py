@@ -38,6 +38,7 @@ __all__ = [
     "MIXTURE_PRECISION",
     "PIT_BINS",
     "ROW_ELEMENTS",
+    "ROW_GROUP",
     "StreamStatistics",
     "add_tokens",
     "detectable_sizes",
@@ -65,6 +66,10 @@ KINDS = ("accepted draft", "corrected", "bonus")
 
 ROW_ELEMENTS = 1 << 23
 """Most warped-row entries (``tokens * V``) teacher-forced and scored at once."""
+
+ROW_GROUP = 1 << 17
+"""Warped-row entries the statistics read at once (``token_statistics``): 1 MiB of float64,
+so each group is computed on while it stays in cache."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,30 @@ def token_statistics(
     uniforms: Float[Tensor, "m 3"],
     order: Int[Tensor, " vocab"],
 ) -> dict[str, Tensor]:
-    """Per token: the three PITs, ``z``, surprisal minus entropy, and whether it is forbidden."""
+    """Per token: the three PITs, ``z``, surprisal minus entropy, and whether it is forbidden.
+
+    Cost: the rows are read in groups of about ``ROW_GROUP`` entries, each group computed on
+    while it is in cache: per row one masked sum per PIT order (``streaming.randomized_pit``:
+    no sort, no permuted copy) and one logarithm with two sums (``surprisal_moments``). The
+    rows stay in the warp's float64 (``SamplingOptions.probs``): a float32 copy would cost a
+    pass and move a PIT by up to about ``1e-7``, across a bin edge now and then, which the
+    e-processes' exact level does not allow; only the ranks are narrowed (int32).
+    """
+    step = max(1, ROW_GROUP // max(1, rows.shape[1]))
+    parts = [
+        _group_statistics(rows[s : s + step], tokens[s : s + step], uniforms[s : s + step], order)
+        for s in range(0, rows.shape[0], step)
+    ]
+    return {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
+
+
+def _group_statistics(
+    rows: Float[Tensor, "m vocab"],
+    tokens: Int[Tensor, " m"],
+    uniforms: Float[Tensor, "m 3"],
+    order: Int[Tensor, " vocab"],
+) -> dict[str, Tensor]:
+    """``token_statistics`` on rows that fit in cache."""
     chosen = rows.gather(1, tokens[:, None])[:, 0]
     surprisal, entropy, variance = surprisal_moments(rows, tokens)
     allowed = chosen > 0
