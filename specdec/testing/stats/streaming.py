@@ -68,6 +68,7 @@ __all__ = [
     "min_tokens_for_binned_tv",
     "normal_mixture_log_e",
     "randomized_pit",
+    "randomized_pit_by_rank",
     "surprisal_moments",
 ]
 
@@ -108,10 +109,30 @@ def randomized_pit(
             earlier = (probs[tied] == chosen[tied]) & (index < tokens[tied, None])
             below = below.index_add(0, tied, chosen[tied, 0] * earlier.sum(1))
     else:
-        rank = fixed_order_rank(order)  # [V] position of each token in the order
-        ahead = rank < rank[tokens][:, None]  # [m, V] tokens walked before x
-        below = torch.where(ahead, probs, zero).sum(1)
+        return randomized_pit_by_rank(probs, tokens, uniforms, fixed_order_rank(order))
     return (below + uniforms * chosen[:, 0]).clamp(0.0, 1.0)
+
+
+def randomized_pit_by_rank(
+    probs: Float[Tensor, "m vocab"],
+    tokens: Int[Tensor, " m"],
+    uniforms: Float[Tensor, " m"],
+    rank: Int[Tensor, " vocab"],
+) -> Float[Tensor, " m"]:
+    """``randomized_pit`` in a fixed order given by each token's position in it (``rank =
+    fixed_order_rank(order)``, computed once for many calls).
+
+    Example:
+        >>> probs = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64)
+        >>> half = torch.tensor([0.5], dtype=torch.float64)
+        >>> rank = fixed_order_rank(torch.tensor([2, 0, 1]))
+        >>> randomized_pit_by_rank(probs, torch.tensor([2]), half, rank)
+        tensor([0.1500], dtype=torch.float64)
+    """
+    chosen = probs.gather(1, tokens[:, None])[:, 0]  # [m]
+    ahead = rank < rank[tokens][:, None]  # [m, V] tokens walked before x
+    below = torch.where(ahead, probs, probs.new_zeros(())).sum(1)
+    return (below + uniforms * chosen).clamp(0.0, 1.0)
 
 
 def fixed_order_rank(order: Int[Tensor, " vocab"]) -> Int[Tensor, " vocab"]:
