@@ -38,7 +38,8 @@ def _counting(sample: Any, rows: list[int]) -> Any:
     @batched
     def counted(prompts: Tensor, generator: torch.Generator) -> Tensor:
         rows.append(prompts.shape[0])
-        return sample(prompts, generator)
+        out: Tensor = sample(prompts, generator)
+        return out
 
     return counted
 
@@ -88,6 +89,6 @@ def test_a_sampler_ignoring_its_generator_is_nondeterministic(mode: str) -> None
     """Large-vocabulary and two-sample modes (exact-law mode: ``test_audit_stream``): exit 4,
     with the probe at its share (5 or 6 continuations twice after 200 or 240 of evidence)."""
     options, _ = MODES[mode]
-    extra = {"reference": reference_sampler} if mode == "two-sample" else {}
+    extra: dict[str, Any] = {"reference": reference_sampler} if mode == "two-sample" else {}
     report = audit_stream(_own_generator, TARGET, new_tokens=NEW_TOKENS, **options, **extra)
     assert report.verdict == "nondeterministic" and report.exit_code == 4, report.format()
