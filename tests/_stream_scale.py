@@ -4,10 +4,13 @@
 batched; ``single_sampler`` its single-sequence form; ``reference_sampler`` the target alone
 (two-sample mode's reference). ``failing_sampler`` is ``lossless_sampler`` that raises
 ``KeyboardInterrupt`` at its ``N``-th call when ``SPECDEC_TEST_STREAM_FAIL_AT`` is ``N:TOKEN``
-(counted per process and token): a run interrupted after some chunks.
+(counted per process and token): a run interrupted after some chunks. ``sleepy_sampler`` is
+``lossless_sampler`` sleeping ``SPECDEC_TEST_SLEEP`` seconds a call (none when unset): a run
+slow enough to be killed midway; it counts its rows in ``SLEEPY_ROWS`` (this process's).
 """
 
 import os
+import time
 from collections import Counter
 
 import torch
@@ -54,4 +57,14 @@ def failing_sampler(prompts: Tensor, generator: torch.Generator) -> Tensor:
         _CALLS[at] += 1
         if _CALLS[at] == int(at.partition(":")[0]):
             raise KeyboardInterrupt("interrupted by the test")
+    return _LOOP(prompts, generator)
+
+
+SLEEPY_ROWS: Counter[str] = Counter()
+
+
+@batched
+def sleepy_sampler(prompts: Tensor, generator: torch.Generator) -> Tensor:
+    time.sleep(float(os.environ.get("SPECDEC_TEST_SLEEP", "0")))
+    SLEEPY_ROWS["rows"] += prompts.shape[0]
     return _LOOP(prompts, generator)

@@ -20,7 +20,9 @@ outcome the target forbids is a certain rejection, the L1 and G tests are decide
 across the prompts (``results``), and the sample size is the one ``detect_tv`` needs on the
 pooled cells (default 0.01 batched, 0.05 single), or ``samples`` fixed with the power it
 bought printed. The same generator seed must give the same tokens
-(``nondeterministic`` otherwise, unless allowed).
+(``nondeterministic`` otherwise, unless allowed): each prompt's probe (``stream_probe``) draws
+at most 64 continuations twice, and above its floor (8 tokens compared) at most 1/40 of the
+prompt's evidence.
 
 What a verdict covers: the first ``new_tokens`` tokens after the given prompts, with the
 law the engine claims (``options``), at the printed distance over pooled cells. A bug that
@@ -61,7 +63,7 @@ from specdec.models.base import CausalLM, empty_context, extend
 from specdec.testing.audit.blame import calling
 from specdec.testing.audit.cells import CellDrawer, EvidenceState, evidence_of, start_state
 from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
-from specdec.testing.audit.drawer import DETERMINISM_CHUNK, ChunkEvent
+from specdec.testing.audit.drawer import ChunkEvent
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
     ErrorBudget,
@@ -86,6 +88,7 @@ from specdec.testing.audit.stream_drawer import (
     stream_drawing,
     stream_identity,
 )
+from specdec.testing.audit.stream_probe import same_streams
 from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import encode_sequences, pool_law_by_expected_count
 from specdec.warp import SamplingOptions
@@ -103,6 +106,9 @@ __all__ = [
 
 EXACT_LAW_SEQUENCES = 1 << 16
 """The most ``n``-token continuations (``V^n``) exact-law mode enumerates per prompt."""
+
+PROBE_CAP = 64
+"""The most continuations of a prompt the determinism probe draws twice (``stream_probe``)."""
 
 
 def as_causal_lm(target: object) -> CausalLM:
@@ -356,8 +362,9 @@ def _judged(
     plan: StreamPlan, event: ChunkEvent[EvidenceState], tokens: StreamTokens, budget: ErrorBudget
 ) -> ScenarioResult:
     """A finished prompt's result: its merged evidence, and whether the engine gives the same
-    64 continuations twice under the probe's seed (``drawer.DETERMINISM_CHUNK``)."""
-    probe = [tokens.draw_engines(event.index, DETERMINISM_CHUNK, 64)[0].tokens for _ in range(2)]
-    evidence = evidence_of(event.state, torch.equal(probe[0], probe[1]))
+    continuations twice under the probe's seed (``stream_probe``: at most 64, above its floor
+    at most 1/40 of the prompt's continuations)."""
+    deterministic = same_streams(tokens, event.index, event.state.samples, PROBE_CAP)
+    evidence = evidence_of(event.state, deterministic)
     result = scenario_result(plan, evidence, budget)
     return replace(result, mean_tokens=None, optimal_tokens=None, max_tokens=None)

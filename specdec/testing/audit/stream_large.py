@@ -94,13 +94,14 @@ from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES, stream_audit
 from specdec.testing.audit.stream_drawer import Given
 from specdec.testing.audit.stream_evidence import LargeDrawer, TwoSampleDrawer
 from specdec.testing.audit.stream_options import STREAM_MODES, PositionKinds, StreamModeError
+from specdec.testing.audit.stream_probe import same_streams
 from specdec.testing.audit.stream_results import (
     EProcessRow,
     KindDecision,
     StreamStatisticsResult,
     detects,
 )
-from specdec.testing.audit.stream_rounds import chunk_size, round_robin, run_rounds, same_streams
+from specdec.testing.audit.stream_rounds import chunk_size, round_robin, run_rounds
 from specdec.testing.audit.stream_statistics import (
     KINDS,
     MIXTURE_PRECISION,
@@ -145,6 +146,10 @@ TWO_SAMPLE_PAIRS = 2000
 TWO_SAMPLE_MIN_SHIFT = 0.25
 """Two-sample: a pass whose detectable shift (in standard deviations of a pair's difference)
 is above this is ``cannot decide``."""
+
+PROBE_CAP = 8
+"""The most continuations of the first prompt the determinism probe draws twice
+(``stream_probe``: above its floor, at most 1/40 of the continuations generated)."""
 
 DECIDED_KINDS = (2,)
 """The kinds (codes of ``KINDS``) judged alone: the bonus, decided before its token is drawn and
@@ -222,7 +227,7 @@ def large_stream_audit(
         subject, drawer, drawer.start(), "large", given, scenarios, options, progress
     )
     state, log_e, peaks = final.statistics, final.log_e, final.peaks
-    deterministic = same_streams(drawer.tokens)
+    deterministic = same_streams(drawer.tokens, 0, final.continuations, PROBE_CAP)
     judged = int(state.tokens[0])
     rows_of = [
         tuple(
@@ -309,7 +314,7 @@ def two_sample_stream_audit(
         subject, drawer, drawer.start(), "two-sample", given, scenarios, options, progress
     )
     log_e, peaks, pairs, squares = final.log_e, final.peaks, final.pairs, final.squares
-    deterministic = same_streams(drawer.tokens)
+    deterministic = same_streams(drawer.tokens, 0, 2 * pairs, PROBE_CAP)  # both engines drew
     rows = tuple(
         EProcessRow(name, value, peak, level)
         for name, value, peak in zip(TWO_SAMPLE_TESTS, log_e, peaks, strict=True)

@@ -4,8 +4,8 @@ Both modes (``stream_large``) draw their evidence the same way: round ``r`` of e
 turn, ``chunk_size`` continuations a round, as one scenario of the one scheduler
 (``checkpoint.run_resumable``: workers, an executor, checkpoints and resume come with it), with
 a progress line after every round; their drawers (``stream_evidence``) are built from
-``round_robin``'s arguments. ``same_streams`` is the engine's determinism probe (one
-generator seed twice). What the modes judge, and how, stays in ``stream_large``.
+``round_robin``'s arguments (the engine's determinism probe is ``stream_probe``'s). What the
+modes judge, and how, stays in ``stream_large``.
 """
 
 import math
@@ -13,11 +13,9 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from typing import Any, TypeVar
 
-import torch
 from torch import Tensor
 
 from specdec.testing.audit.checkpoint import audit_identity, resumed, run_resumable
-from specdec.testing.audit.drawer import DETERMINISM_CHUNK
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream_drawer import Given, StreamTokens, stream_drawing, stream_identity
@@ -25,7 +23,7 @@ from specdec.testing.audit.stream_evidence import RoundRobinDrawer
 from specdec.testing.audit.stream_statistics import ROW_ELEMENTS, seeded_order
 from specdec.testing.audit.subject import Subject
 
-__all__ = ["chunk_size", "round_robin", "run_rounds", "same_streams"]
+__all__ = ["chunk_size", "round_robin", "run_rounds"]
 
 S = TypeVar("S")
 
@@ -93,10 +91,3 @@ def run_rounds(
             if event.merged:
                 report(event.states)
     return final
-
-
-def same_streams(tokens: StreamTokens) -> bool:
-    """Whether the engine gives the same 8 continuations of the first prompt twice under one
-    generator seed (the probe's, ``drawer.DETERMINISM_CHUNK``)."""
-    again = [tokens.draw_at(0, DETERMINISM_CHUNK, 8)[0].tokens for _ in range(2)]
-    return torch.equal(again[0], again[1])

@@ -25,11 +25,13 @@ from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream_results import GroupRow
 from specdec.testing.stats.streaming import (
     bin_of,
+    fixed_order_rank,
     kt_uniform_log_e,
     min_detectable_binned_tv,
     min_detectable_mean_shift,
     normal_mixture_log_e,
     randomized_pit,
+    randomized_pit_by_rank,
     surprisal_moments,
 )
 
@@ -38,6 +40,7 @@ __all__ = [
     "MIXTURE_PRECISION",
     "PIT_BINS",
     "ROW_ELEMENTS",
+    "ROW_GROUP",
     "StreamStatistics",
     "add_tokens",
     "detectable_sizes",
@@ -65,6 +68,10 @@ KINDS = ("accepted draft", "corrected", "bonus")
 
 ROW_ELEMENTS = 1 << 23
 """Most warped-row entries (``tokens * V``) teacher-forced and scored at once."""
+
+ROW_GROUP = 1 << 17
+"""Warped-row entries the statistics read at once (``token_statistics``): 1 MiB of float64,
+so each group is computed on while it stays in cache."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,32 @@ def token_statistics(
     uniforms: Float[Tensor, "m 3"],
     order: Int[Tensor, " vocab"],
 ) -> dict[str, Tensor]:
-    """Per token: the three PITs, ``z``, surprisal minus entropy, and whether it is forbidden."""
+    """Per token: the three PITs, ``z``, surprisal minus entropy, and whether it is forbidden.
+
+    Cost: the rows are read in groups of about ``ROW_GROUP`` entries, each group computed on
+    while it is in cache: per row one masked sum per PIT order (``streaming.randomized_pit``:
+    no sort, no permuted copy) and one logarithm with two sums (``surprisal_moments``). The
+    rows stay in the warp's float64 (``SamplingOptions.probs``): a float32 copy would cost a
+    pass and move a PIT by up to about ``1e-7``, across a bin edge now and then, which the
+    e-processes' exact level does not allow; only the ranks are narrowed (int32).
+    """
+    vocab = rows.shape[1]
+    ranks = (fixed_order_rank(order), torch.arange(vocab, dtype=torch.int32))  # seeded, index
+    step = max(1, ROW_GROUP // max(1, vocab))
+    parts = [
+        _group_statistics(rows[s : s + step], tokens[s : s + step], uniforms[s : s + step], ranks)
+        for s in range(0, rows.shape[0], step)
+    ]
+    return {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
+
+
+def _group_statistics(
+    rows: Float[Tensor, "m vocab"],
+    tokens: Int[Tensor, " m"],
+    uniforms: Float[Tensor, "m 3"],
+    ranks: tuple[Tensor, Tensor],
+) -> dict[str, Tensor]:
+    """``token_statistics`` on rows that fit in cache."""
     chosen = rows.gather(1, tokens[:, None])[:, 0]
     surprisal, entropy, variance = surprisal_moments(rows, tokens)
     allowed = chosen > 0
@@ -129,8 +161,8 @@ def token_statistics(
     z = torch.where(scored, (surprisal - entropy) / spread.clamp(min=1e-300), 0.0)
     return {
         "sorted": randomized_pit(rows, tokens, uniforms[:, 0]),
-        "seeded": randomized_pit(rows, tokens, uniforms[:, 1], order),
-        "index": randomized_pit(rows, tokens, uniforms[:, 2], torch.arange(rows.shape[1])),
+        "seeded": randomized_pit_by_rank(rows, tokens, uniforms[:, 1], ranks[0]),
+        "index": randomized_pit_by_rank(rows, tokens, uniforms[:, 2], ranks[1]),
         "z": z,
         "scored": scored,
         "excess": torch.where(allowed, surprisal - entropy, 0.0),

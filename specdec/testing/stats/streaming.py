@@ -60,6 +60,7 @@ from specdec._checks import check_positive_int, check_rate
 
 __all__ = [
     "bin_of",
+    "fixed_order_rank",
     "kt_uniform_log_e",
     "kt_uniform_regret_bound",
     "min_detectable_binned_tv",
@@ -67,6 +68,7 @@ __all__ = [
     "min_tokens_for_binned_tv",
     "normal_mixture_log_e",
     "randomized_pit",
+    "randomized_pit_by_rank",
     "surprisal_moments",
 ]
 
@@ -82,6 +84,12 @@ def randomized_pit(
     The order is decreasing probability (ties by lower index first) when ``order`` is
     ``None``, else the fixed order ``order`` (``order[j]`` is the ``j``-th token).
 
+    Cost: one masked sum over each row, whatever the order (no sort, no permuted copy, no
+    cumulative sum): ``F_<(x)`` is the row's mass where ``pi(y) > pi(x)`` (decreasing order;
+    ties before ``x``, equal to ``pi(x)`` each, are counted apart), or where the rank of ``y``
+    in ``order`` is below ``x``'s. The mass is summed in the rows' dtype (float64: no
+    rounding beyond the sum's own); ranks are compared as int32 (``V < 2**31``).
+
     Example:
         >>> probs = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64)
         >>> half = torch.tensor([0.5], dtype=torch.float64)
@@ -91,15 +99,54 @@ def randomized_pit(
         tensor([0.1500], dtype=torch.float64)
     """
     chosen = probs.gather(1, tokens[:, None])  # [m, 1]
+    zero = probs.new_zeros(())
     if order is None:
-        index = torch.arange(probs.shape[1])
-        before = (probs > chosen) | ((probs == chosen) & (index < tokens[:, None]))  # [m, V]
-        below = (probs * before).sum(1)
+        below = torch.where(probs > chosen, probs, zero).sum(1)  # [m] strictly likelier
+        ties = (probs == chosen).sum(1)  # [m] tokens as likely as x, x included
+        tied = torch.nonzero(ties > 1)[:, 0]  # rare: ties before x count too (lower index)
+        if tied.numel():
+            index = torch.arange(probs.shape[1])
+            earlier = (probs[tied] == chosen[tied]) & (index < tokens[tied, None])
+            below = below.index_add(0, tied, chosen[tied, 0] * earlier.sum(1))
     else:
-        rank = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel()))
-        cumulative = probs[:, order].cumsum(1)  # [m, V] mass up to each position of the order
-        below = cumulative.gather(1, rank[tokens][:, None])[:, 0] - chosen[:, 0]
+        return randomized_pit_by_rank(probs, tokens, uniforms, fixed_order_rank(order))
     return (below + uniforms * chosen[:, 0]).clamp(0.0, 1.0)
+
+
+def randomized_pit_by_rank(
+    probs: Float[Tensor, "m vocab"],
+    tokens: Int[Tensor, " m"],
+    uniforms: Float[Tensor, " m"],
+    rank: Int[Tensor, " vocab"],
+) -> Float[Tensor, " m"]:
+    """``randomized_pit`` in a fixed order given by each token's position in it (``rank =
+    fixed_order_rank(order)``, computed once for many calls).
+
+    Example:
+        >>> probs = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64)
+        >>> half = torch.tensor([0.5], dtype=torch.float64)
+        >>> rank = fixed_order_rank(torch.tensor([2, 0, 1]))
+        >>> randomized_pit_by_rank(probs, torch.tensor([2]), half, rank)
+        tensor([0.1500], dtype=torch.float64)
+    """
+    chosen = probs.gather(1, tokens[:, None])[:, 0]  # [m]
+    ahead = rank < rank[tokens][:, None]  # [m, V] tokens walked before x
+    below = torch.where(ahead, probs, probs.new_zeros(())).sum(1)
+    return (below + uniforms * chosen).clamp(0.0, 1.0)
+
+
+def fixed_order_rank(order: Int[Tensor, " vocab"]) -> Int[Tensor, " vocab"]:
+    """Each token's position in ``order`` (``order[j]`` is the ``j``-th token), as int32.
+
+    Example:
+        >>> fixed_order_rank(torch.tensor([2, 0, 1]))
+        tensor([1, 2, 0], dtype=torch.int32)
+    """
+    count = order.numel()
+    if count >= 2**31:
+        raise ValueError(f"order must hold fewer than 2**31 tokens, got {count}.")
+    positions = torch.arange(count, dtype=torch.int32)
+    return torch.empty(count, dtype=torch.int32).scatter_(0, order, positions)
 
 
 def bin_of(pits: Float[Tensor, " m"], bins: int) -> Int[Tensor, " m"]:
@@ -127,9 +174,10 @@ def surprisal_moments(
         >>> [round(float(v[0]), 4) for v in surprisal_moments(probs, torch.tensor([0]))]
         [0.6931, 0.6931, 0.0]
     """
-    logs = torch.where(probs > 0, probs.log(), torch.zeros_like(probs))  # 0 ln 0 = 0
-    entropy = -(probs * logs).sum(1)
-    variance = ((probs * logs * logs).sum(1) - entropy**2).clamp(min=0.0)
+    logs = probs.log()  # -inf where pi(y) = 0
+    weighted = probs * logs  # nan where pi(y) = 0: nansum reads it as 0 ln 0 = 0
+    entropy = -weighted.nansum(1)
+    variance = ((weighted * logs).nansum(1) - entropy**2).clamp(min=0.0)
     surprisal = -probs.gather(1, tokens[:, None])[:, 0].log()
     return surprisal, entropy, variance
 
