@@ -23,6 +23,7 @@ from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
 from specdec.testing.audit.blame import ROLES, origin
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.command_output import (
+    crash_notes,
     failed,
     failure,
     plot,
@@ -316,6 +317,7 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
         except Exception as error:
             return failed(args, bar, error, hint)
     bar.close()
+    crash_notes(args, report)  # a scenario's crash, beside the verdict (``crashes``)
     print_report(report.to_json() if args.json else report.format())
     plot(args, report)
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)
