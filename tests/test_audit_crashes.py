@@ -55,7 +55,7 @@ def warp_refusing_top_p(logits, *, temperature, top_k, top_p):
     return warp_probs(logits, temperature=temperature, top_k=top_k)
 '''
 
-QUICK = ["--step", "--samples", "300", "--min-power-tv", "1", "--quiet", "--json"]
+QUICK = ["--step", "--samples", "300", "--min-power-tv", "1", "--quiet", "--json", "--no-coverage"]
 GREEDY_AND_PLAIN = ["--scenarios", "plain-v4-k2,greedy-v5-k3"]
 
 

@@ -125,9 +125,11 @@ def _usage(args: argparse.Namespace, level: str) -> str:
             )
             if value
         ]
-        refused = [*extra, *refused, *tail]
+        exact_only = [] if args.exact or args.dtype is None else ["--dtype"]
+        refused = [*extra, *refused, *exact_only, *tail]
         if refused:
-            return f"{option} takes none of {', '.join(refused)}."
+            only = " (--dtype: with --exact only)" if exact_only else ""
+            return f"{option} takes none of {', '.join(refused)}.{only}"
         sampling = [FLAGS[name] for name in _given(args) if name in SAMPLING_OPTIONS]
         if args.exact and sampling:
             return f"--exact {option} takes none of {', '.join(sampling)} (no sampling)."
