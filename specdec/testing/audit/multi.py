@@ -40,7 +40,7 @@ from specdec.discover import (
     rounding_bound,
 )
 from specdec.discover_multi import MultiDiscovery, discover_multi_law, discover_tree_law
-from specdec.exact import completion_law, target_law
+from specdec.exact import Law, completion_law, target_law
 from specdec.multi_law import Draw
 from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.decision import exact_decision
@@ -100,8 +100,8 @@ def _decide(
         )
         if found.law is None:
             return found, None, bound
-        expected = {(x,): p_x for x, p_x in enumerate(scenario.target_row) if p_x}
-        return found, exact_verdict(found.law, expected, rounding_bound=bound, dtype=name), bound
+        token_law: Law = {(x,): p_x for x, p_x in enumerate(scenario.target_row) if p_x}
+        return found, exact_verdict(found.law, token_law, rounding_bound=bound, dtype=name), bound
     tree_scenario = cast(TreeScenario, scenario)
     pair = tree_scenario.pair()
     tree = TokenTree(

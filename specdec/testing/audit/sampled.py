@@ -132,7 +132,8 @@ def _planned(
     raised while one was planned, by index: that scenario is then planned with specdec's
     warping (its cells; it is not drawn) and its error read as its first call's
     (``crashes``). specdec's own failure ends the audit."""
-    sized, errors = [], {}
+    sized: list[tuple[int, ScenarioPlan]] = []
+    errors: dict[int, Exception | None] = {}
     for index, scenario in enumerate(scenarios):
         try:
             sized.append(plan_one(scenario))
