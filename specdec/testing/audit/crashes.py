@@ -1,7 +1,8 @@
 """A scenario's crash, reported beside the verdict and never instead of it.
 
-A statistical audit calls the function once on each scenario before drawing it (the probe,
-``first_call``). What that call raises is read where it arose (``blame``):
+A statistical step audit calls the step once on each scenario before drawing it (the probe,
+``first_call``; a verifier's calls are not probed, and what it raises ends its audit). What
+that call raises is read where it arose (``blame``):
 
 * a **refusal** of the scenario's options the documented way (``NotImplementedError`` or
   ``ValueError`` for an option other than the plain ones), by the function or by a helper the

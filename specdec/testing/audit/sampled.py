@@ -185,8 +185,9 @@ def sample_audit(
     """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
     them in turn, decide, and size the inconclusive ones.
 
-    Each scenario's first call is made before any is drawn (``crashes.first_call``): a
-    scenario with options other than the plain ones that it (or the engine's warping, as the
+    A step's first call of each scenario is made before any is drawn (``crashes.first_call``;
+    a verifier's calls are not probed: what it raises ends the audit, as before): a scenario
+    with options other than the plain ones that the step (or the engine's warping, as the
     scenario is planned) refuses the documented way is recorded as rejected, any other error
     as that scenario's crash, the audit going on with the others (``crashes``; all crashed or
     refused: the first crash raised); with the engine's warping, each result carries the
@@ -229,9 +230,10 @@ def sample_audit(
     drawer = CellDrawer([plan.pooled for _, plan in sized], chunks, budget.e_log_threshold, sides)
     states = resumed(options, identity, drawer, [start_state(plan.pooled) for _, plan in sized])
     results: dict[int, ScenarioResult] = {}
-    for index, (_, plan) in enumerate(sized):  # each scenario's first call: crash or refusal
-        errors[index] = errors.get(index) or first_call(plan, draw, device=inputs.device)
-        found = _first_result(plan, errors[index], (index, len(sized)), progress)
+    for index, (_, plan) in enumerate(sized):  # a step's first call: crash or refusal
+        if step and index not in errors:
+            errors[index] = first_call(plan, draw, device=inputs.device)
+        found = _first_result(plan, errors.get(index), (index, len(sized)), progress)
         if found is not None:
             results[index] = found
             states[index] = replace(states[index], stopped=True)  # nothing to draw
