@@ -16,7 +16,8 @@ from unittest import mock
 import pytest
 
 from specdec.cli import main
-from specdec.testing.audit import ExitCode
+from specdec.testing import zoo
+from specdec.testing.audit import ExitCode, audit_step
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario_file
 
@@ -123,3 +124,22 @@ def test_the_command_audits_the_file_and_reports_each_failure_where_it_arose(
     stream = ["--stream", "--target", "x:y", "--prompts", "1", "--scenario-file", pair]
     assert main(["audit", "x:y", *stream]) == ExitCode.USAGE_ERROR
     assert "--stream takes none of --scenario-file" in capsys.readouterr().err
+
+
+def test_a_greedy_scenario_whose_first_draft_is_always_rejected_is_accepted(
+    tmp_path: Path,
+) -> None:
+    """At temperature 0 a draft whose argmax is not the target's is rejected at the first
+    position every time: a legitimate greedy test (of the correction token), loaded and run
+    (the reference step LOSSLESS on it). The control: at temperature 1, rows that never
+    overlap are still refused (no draft is ever accepted)."""
+    greedy = {"name": "greedy-reject-first", "target": ["3/4", "1/4", "0"],
+              "draft": ["0", "1/4", "3/4"], "k": 2, "temperature": 0}  # fmt: skip
+    (scenario,) = load_scenario_file(_write(tmp_path, "g.json", greedy), "step")
+    report = audit_step(
+        zoo.reference_step, scenarios=[scenario], samples=300, min_power_tv=1.0, coverage=False
+    )
+    assert report.lossless and report.scenarios[0].samples == 300, report.format()
+    disjoint = {"target": ["1", "0"], "draft": ["0", "1"], "temperature": 1}
+    with pytest.raises(ScenarioFileError, match="never overlap"):
+        load_scenario_file(_write(tmp_path, "d.json", disjoint), "step")

@@ -50,6 +50,7 @@ import torch
 from specdec.hub_law import spechub_parts, spechub_steps
 from specdec.models.toy import ToyModel
 from specdec.multi_law import Draw, candidate_law
+from specdec.testing.audit.blame import origin
 from specdec.testing.audit.branch_record import BRANCHES, VISIBLE, BranchRates, format_rates
 from specdec.testing.audit.catalogue import scenario_catalogue
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
@@ -330,8 +331,8 @@ def with_branches(
     """``report`` with each of its scenarios' branch rates (found by name among
     ``scenarios``), counted at the sample size the scenario drew when it was sampled.
 
-    A scenario whose rates cannot be walked (rows a tree cannot be drafted from: the audit
-    reports that itself) is left out."""
+    A scenario whose rates cannot be walked (rows a tree cannot be drafted from, a warping of
+    the engine's that refuses its options: the audit reports that itself) is left out."""
     by_name = {scenario.name: scenario for scenario in scenarios}
     found = []
     for result in report.scenarios:
@@ -341,8 +342,10 @@ def with_branches(
         samples = getattr(result, "samples", None) if report.mode != "exact" else None
         try:
             found.append(branch_rates(scenario, level=report.level, draw=draw, samples=samples))
-        except ValueError:
-            continue
+        except Exception as error:  # a helper's (the engine's warping): reported by the audit
+            if isinstance(error, ValueError) or origin(error) is not None:
+                continue
+            raise
     return replace(report, branches=tuple(found))
 
 

@@ -24,6 +24,7 @@ from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
 from specdec.testing.audit.blame import ROLES, origin
 from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.command_output import (
+    crash_notes,
     failed,
     failure,
     plot,
@@ -127,9 +128,11 @@ def _usage(args: argparse.Namespace, level: str) -> str:
             )
             if value
         ]
-        refused = [*extra, *refused, *tail]
+        exact_only = [] if args.exact or args.dtype is None else ["--dtype"]
+        refused = [*extra, *refused, *exact_only, *tail]
         if refused:
-            return f"{option} takes none of {', '.join(refused)}."
+            only = " (--dtype: with --exact only)" if exact_only else ""
+            return f"{option} takes none of {', '.join(refused)}.{only}"
         sampling = [FLAGS[name] for name in _given(args) if name in SAMPLING_OPTIONS]
         if args.exact and sampling:
             return f"--exact {option} takes none of {', '.join(sampling)} (no sampling)."
@@ -369,6 +372,7 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
         except Exception as error:
             return failed(args, bar, error, hint)
     bar.close()
+    crash_notes(args, report)  # a scenario's crash, beside the verdict (``crashes``)
     print_report(report.to_json() if args.json else report.format())
     plot(args, report)
     return report.exit_status(fail_on_suboptimal=args.fail_on_suboptimal)

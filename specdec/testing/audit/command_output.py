@@ -21,11 +21,20 @@ from specdec.progressbar import ProgressBar
 from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
 from specdec.testing.audit.checkpoint import CheckpointError
 from specdec.testing.audit.report import AuditReport, ExitCode
+from specdec.testing.audit.results import ScenarioResult
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.shard import UnimportableFunctionError
 from specdec.testing.audit.stream_options import StreamModeError
 
-__all__ = ["failed", "failure", "plot", "plot_problem", "print_report", "usage_error"]
+__all__ = [
+    "crash_notes",
+    "failed",
+    "failure",
+    "plot",
+    "plot_problem",
+    "print_report",
+    "usage_error",
+]
 
 T = TypeVar("T")
 
@@ -92,6 +101,32 @@ def failed(
     if role is None:
         return failure(args, "internal-error", message, ExitCode.INTERNAL_ERROR)
     return failure(args, "crash", message, ExitCode.CRASH)
+
+
+def crash_notes(args: argparse.Namespace, report: AuditReport) -> None:
+    """On stderr, each scenario that crashed (``crashes``), named where it arose as ``failed``
+    names a crash of the whole audit; the first one's traceback after it."""
+    crashed = [s for s in report.scenarios if isinstance(s, ScenarioResult) and s.crashed]
+    for index, s in enumerate(crashed):
+        role, on = s.crash_origin, f"on scenario {s.name}"
+        if s.crash_verdict == "invalid-output":
+            returned = "result" if args.multi_draft or args.tree else "block"
+            how = (
+                f"returned an invalid {returned}"
+                if s.crashed.startswith("InvalidOutputError")
+                else "passed invalid rows to specdec"
+            )
+            head = f"{args.function} {how} {on}"
+        elif role == "function":
+            head = f"{args.function} crashed {on}"
+        elif role in ROLES:
+            head = f"{ROLES[role]} {getattr(args, role, None) or role} crashed {on}"
+        else:
+            head = f"specdec failed inside the audit {on} (not {args.function}); please report it"
+        listed = "(listed in the report; the other scenarios were audited)"
+        print(f"specdec audit: {head}: {s.crashed} {listed}", file=sys.stderr)
+        if index == 0:
+            print(s.crash_traceback.rstrip(), file=sys.stderr)
 
 
 def failure(args: argparse.Namespace, verdict: str, error: str, code: int) -> int:

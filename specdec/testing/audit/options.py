@@ -145,7 +145,9 @@ class AuditOptions:
             keeps torch's setting).
         allow_nondeterministic: judge the law alone when the same seed gives other blocks.
         blocks_span_steps: accept blocks above one step's optimum and judge the law alone.
-        search: (exact, verifiers) searched toy pairs added to the default battery.
+        search: (exact, verifiers) seeded toy pairs added to the battery; also the
+            coverage-guided search's budget (``8 * search`` candidates tried, at most
+            ``search`` kept, each only when it reaches something new).
         reserved_ids: token ids the engine reserves: probability 0 in every toy row, an
             emitted one is an invalid output.
         dtype: the rows' (verifier) or logits' (step) dtype as the function gets them; with
@@ -241,10 +243,12 @@ class AuditOptions:
     ))  # fmt: skip
     search: int = field(default=SEARCHED_PAIRS, metadata=flag(
         "--search",
-        f"searched toy pairs --exact adds to its battery, --scenarios or not (default "
+        f"with --exact, N seeded small toy pairs join its battery, --scenarios or not (default "
         f"{SEARCHED_PAIRS}; 0: none); without --exact (verifiers), N adversarial pairs join the "
         "statistical battery: small residuals, near ties, sparse and one-hot rows (default "
-        "none); also the coverage-guided search's budget",
+        "none); also the coverage-guided search's budget on the default battery: 8 N "
+        "candidate pairs tried, at most N kept, each only when it reaches a branch or line too "
+        "few scenarios reached (it may keep none)",
         type=checked_type(lambda name, value: check_int(name, value, minimum=0), int),
     ))  # fmt: skip
     reserved_ids: tuple[int, ...] = field(default=(), metadata=flag(

@@ -49,6 +49,12 @@ audited*: they never change the verdict or its exit code (the plain scenario may
 rejected, and an audit where every scenario was rejected raises), but the headline ends with
 "N of S scenario(s) NOT AUDITED (options rejected: names)" and the JSON lists them under
 ``not_audited``, so a CI log cannot read a partial audit as a full one.
+
+A scenario whose first call crashed (``crashes``: the function's crash, a helper's, rows
+specdec refuses, specdec's own failure) is reported beside the verdict, never instead of it:
+a LOSSY scenario decides the verdict (1) with the crash listed; otherwise the verdict and exit
+code are the first crash's (``"crash"`` 6, ``"invalid-output"`` 5, ``"internal-error"`` 8),
+the report still giving the other scenarios' evidence; the JSON lists them under ``crashed``.
 """
 
 import dataclasses
@@ -287,12 +293,18 @@ class AuditReport:
         return tuple(s.name for s in self._sampled() if s.rejected)
 
     @property
+    def crashed(self) -> tuple[str, ...]:
+        """The scenarios whose first call crashed (``crashes``; not audited)."""
+        return tuple(s.name for s in self._sampled() if s.crashed)
+
+    @property
     def detectable_tv(self) -> float:
         """(statistical) The worst scenario's detectable distance: no deviation this large
         went unseen (each scenario with false-pass rate ``false_pass_rate``); 0 when exact."""
         if self.mode == "exact":
             return 0.0
-        return max((s.detectable_tv for s in self._sampled() if not s.rejected), default=math.inf)
+        audited = [s for s in self._sampled() if not s.rejected and not s.crashed]
+        return max((s.detectable_tv for s in audited), default=math.inf)
 
     @property
     def exit_code(self) -> int:
@@ -326,6 +338,7 @@ class AuditReport:
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
             "detectable_tv": self.detectable_tv if math.isfinite(self.detectable_tv) else None,
             "not_audited": list(self.not_audited),
+            "crashed": list(self.crashed),
             "up_to_rounding": self.up_to_rounding,
             "rounding_tv": self.rounding_tv,
             "scenarios": [s.document() for s in self.scenarios],

@@ -16,12 +16,14 @@ from typing import Protocol
 
 from specdec.testing.audit.branch_record import BranchRates, format_rates
 from specdec.testing.audit.coverage import CodeCoverage
+from specdec.testing.audit.crashes import CRASH_VERDICTS, crash_headline, crash_lines
 from specdec.testing.audit.invariance_results import InvarianceResult
 from specdec.testing.audit.results import (
     ExactScenarioResult,
     ScenarioResult,
     convention_lines,
     evidence_lines,
+    verdict,
 )
 from specdec.testing.audit.stream_results import StreamStatisticsResult
 
@@ -99,6 +101,10 @@ def headline(report: Reported) -> str:
             if report.verdict == "batch-dependent"
             else f"{line}; {report.invariance.summary()}"
         )
+    crashed = [s.name for s in _sampled(report) if s.crashed]
+    if crashed and report.verdict not in CRASH_VERDICTS:  # beside the verdict (``crashes``)
+        total = len(report.scenarios)
+        line += f"; {len(crashed)} of {total} scenario(s) CRASHED ({', '.join(crashed)})"
     rejected = report.not_audited
     if not rejected:
         return line
@@ -165,6 +171,23 @@ def _verdict_line(report: Reported) -> str:
     rates = f"false-fail {report.false_fail_rate:g}, false-pass {report.false_pass_rate:g}"
     where = _where(report) if report.draw is not None else ""
     sampled = _sampled(report)
+    crashed = [s for s in sampled if s.crashed]
+    if crashed and report.verdict != "lossy":  # the first crash's verdict (``crashes``)
+        others = [s for s in sampled if not s.crashed and not s.rejected]
+        rest = verdict(
+            others,
+            min_power_tv=report.min_power_tv,
+            allow_nondeterministic=report.allow_nondeterministic,
+            blocks_span_steps=report.blocks_span_steps,
+        )
+        found = f"no deviation of TV >= {report.detectable_tv:.4f} found ({rates})"
+        return crash_headline(
+            crashed,
+            len(sampled),
+            (rest.upper() + (f", {found}" if rest.startswith("lossless") else ""))
+            if others
+            else "none audited",
+        )
     if report.verdict == "lossy":
         lossy = [s for s in sampled if s.lossy]
         tests = ", ".join(
@@ -284,6 +307,7 @@ def _sampled_lines(report: Reported) -> list[str]:
     for s in _sampled(report):
         if s.lossy:
             lines += evidence_lines(s)
+    lines += crash_lines(_sampled(report))
     lines += convention_lines(_sampled(report), blocks_span_steps=report.blocks_span_steps)
     total = sum(s.samples for s in _sampled(report))
     lines.append(f"\n  {total} samples in {report.seconds:.1f} s")
@@ -300,6 +324,8 @@ def _sampled_row(report: Reported, s: ScenarioResult) -> str:
         result += f", underpowered (needs {s.samples_to_decide})"
     if s.rejected:
         result = "OPTIONS REJECTED (not audited)"
+    if s.crashed:
+        result = f"CRASHED ({s.crash_verdict}; not audited)"
     if not s.deterministic:
         result += ", NONDETERMINISTIC" + (" (allowed)" if report.allow_nondeterministic else "")
     test = s.deciding_test if s.lossy else f"({s.deciding_test})"

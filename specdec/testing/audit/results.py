@@ -84,6 +84,9 @@ class ScenarioResult:
         max_tokens: the most tokens per block any lossless single step emits on average
             (``plan.coupling_bound``), the bound of ``above_optimum``; ``None`` if not computed.
         rejected: what the function raised on this scenario's options (not audited); ``""``.
+        crashed, crash_origin, crash_verdict, crash_traceback: what its first call raised, if
+            it crashed (``crashes``; not audited): the message, whose code (a ``blame`` role
+            or ``"specdec"``), the verdict it carries and the traceback; ``""`` otherwise.
         deciding_test: what made it lossy (``"forbidden outcome"``, ``"e-process"``, ``"L1"``
             or ``"G"``); for a scenario that passed, the test closest to rejecting.
         deciding_p_value: that test's p-value (the e-process's is ``exp(-log_e_value)``, valid
@@ -121,6 +124,10 @@ class ScenarioResult:
     deciding_test: str = ""
     deciding_p_value: float = 1.0
     samples_to_decide: int = 0
+    crashed: str = ""
+    crash_origin: str = ""
+    crash_verdict: str = ""
+    crash_traceback: str = ""
 
     @property
     def estimated_tv(self) -> float:
@@ -327,13 +334,16 @@ def verdict(
     allow_nondeterministic: bool = False,
     blocks_span_steps: bool = False,
 ) -> str:
-    """``lossy``, else ``invalid-output`` (some scenario ``above_optimum``, unless
-    ``blocks_span_steps``), else ``nondeterministic`` (unless allowed), else ``inconclusive``
-    (some audited scenario detects only a distance above ``min_power_tv``; ``None``: no
-    minimum; a scenario whose options the function rejected was not audited and is listed
-    apart), else ``lossless, suboptimal``, else ``lossless``."""
+    """``lossy``, else the first crash's verdict (``crashes``), else ``invalid-output`` (some
+    scenario ``above_optimum``, unless ``blocks_span_steps``), else ``nondeterministic``
+    (unless allowed), else ``inconclusive`` (an audited scenario detects only a distance above
+    ``min_power_tv``; ``None``: no minimum; one whose options the function rejected was not
+    audited and is listed apart), else ``lossless, suboptimal``, else ``lossless``."""
     if any(r.lossy for r in results):
         return "lossy"
+    crashed = [r.crash_verdict for r in results if r.crashed]  # beside LOSSY, never before
+    if crashed:
+        return crashed[0]
     if not blocks_span_steps and any(r.above_optimum for r in results):
         return "invalid-output"
     if not allow_nondeterministic and not all(r.deterministic for r in results):

@@ -13,6 +13,7 @@ from contextlib import closing
 from dataclasses import replace
 from typing import TypeVar
 
+from specdec.testing.audit.blame import origin
 from specdec.testing.audit.cells import (
     CellDrawer,
     CellJob,
@@ -29,6 +30,7 @@ from specdec.testing.audit.checkpoint import (
     run_resumable,
 )
 from specdec.testing.audit.conventions import WARPING_TOLERANCE, resolve_device, warping_distance
+from specdec.testing.audit.crashes import crash_message, crashed_result, first_call, refuses
 from specdec.testing.audit.decision import sampled_decision
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.plan import (
@@ -123,6 +125,48 @@ def rejected_by(
     return rejected_result(plan, refused)
 
 
+def _planned(
+    plan_one: Callable[[Scenario], tuple[int, ScenarioPlan]], scenarios: Sequence[Scenario]
+) -> tuple[list[tuple[int, ScenarioPlan]], dict[int, Exception | None]]:
+    """Every scenario's size and plan, and what a helper the user gave (the engine's warping)
+    raised while one was planned, by index: that scenario is then planned with specdec's
+    warping (its cells; it is not drawn) and its error read as its first call's
+    (``crashes``). specdec's own failure ends the audit."""
+    sized: list[tuple[int, ScenarioPlan]] = []
+    errors: dict[int, Exception | None] = {}
+    for index, scenario in enumerate(scenarios):
+        try:
+            sized.append(plan_one(scenario))
+        except Exception as error:
+            if origin(error) is None:
+                raise
+            errors[index] = error
+            sized.append(plan_one(replace(scenario, warping=None)))
+    return sized, errors
+
+
+def _first_result(
+    plan: ScenarioPlan,
+    error: Exception | None,
+    position: tuple[int, int],
+    progress: Progress | None,
+) -> ScenarioResult | None:
+    """The scenario not audited when its first call raised ``error`` (``None``: audit it):
+    refused (``crashes.refuses``; never the plain options) or crashed, reported on
+    ``progress`` as scenario ``position = (index, total)``."""
+    if error is None:
+        return None
+    if refuses(error) and not is_plain(plan.scenario):
+        result = rejected_result(plan, crash_message(error))
+        line = result.rejected
+    else:
+        result = crashed_result(plan, error)
+        line = f"CRASHED ({result.crash_verdict} of {result.crash_origin}): {result.crashed}"
+    if progress is not None:
+        progress(f"[{position[0] + 1}/{position[1]}] {plan.scenario.name}: {line}")
+    return result
+
+
 def _ragged_plan(scenario: Scenario, samples: int) -> ScenarioPlan:
     """The verifier plan with the optimum averaged over ``k_n`` (``ragged.ragged_optimum``);
     its ``max_tokens`` stays the bound at the largest ``k`` (looser, still valid: the bound
@@ -141,9 +185,13 @@ def sample_audit(
     """Plan every scenario (its sample size from ``samples`` or the distance to detect), run
     them in turn, decide, and size the inconclusive ones.
 
-    For a step, a scenario with options other than the plain ones whose first call raises is
-    recorded as rejected (``run.probe_options``); with the engine's warping, each result
-    carries the warping distance (``conventions.warping_distance``).
+    A step's first call of each scenario is made before any is drawn (``crashes.first_call``;
+    a verifier's calls are not probed: what it raises ends the audit, as before): a scenario
+    with options other than the plain ones that the step (or the engine's warping, as the
+    scenario is planned) refuses the documented way is recorded as rejected, any other error
+    as that scenario's crash, the audit going on with the others (``crashes``; all crashed or
+    refused: the first crash raised); with the engine's warping, each result carries the
+    warping distance (``conventions.warping_distance``).
     """
     start = time.perf_counter()
     inputs, step = inputs_of(options), subject.level == "step"
@@ -160,11 +208,14 @@ def sample_audit(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )
     target_tv, minimum = power_of(options, subject.batched)
-    sized = plan_battery(
-        plan_scenario,
+    sized, errors = _planned(
+        lambda s: plan_battery(
+            plan_scenario,
+            [s],
+            options.samples,
+            lambda s: samples_for_tv(plan_scenario, s, target_tv or 0.0, budget),
+        )[0],
         scenarios,
-        options.samples,
-        lambda s: samples_for_tv(plan_scenario, s, target_tv or 0.0, budget),
     )
     chunks = [chunk_sizes(n, subject.batched) for n, _ in sized]
     identity = audit_identity(
@@ -179,11 +230,16 @@ def sample_audit(
     drawer = CellDrawer([plan.pooled for _, plan in sized], chunks, budget.e_log_threshold, sides)
     states = resumed(options, identity, drawer, [start_state(plan.pooled) for _, plan in sized])
     results: dict[int, ScenarioResult] = {}
-    for index, (_, plan) in enumerate(sized):
-        rejected = rejected_by(plan, draw, (index, len(sized)), inputs, progress) if step else None
-        if rejected is not None:
-            results[index] = rejected
+    for index, (_, plan) in enumerate(sized):  # a step's first call: crash or refusal
+        if step and index not in errors:
+            errors[index] = first_call(plan, draw, device=inputs.device)
+        found = _first_result(plan, errors.get(index), (index, len(sized)), progress)
+        if found is not None:
+            results[index] = found
             states[index] = replace(states[index], stopped=True)  # nothing to draw
+    crashed = [e for i in sorted(results) if results[i].crashed and (e := errors[i]) is not None]
+    if crashed and len(results) == len(sized):  # nothing audited: the first crash as raised
+        raise crashed[0]
     with closing(run_resumable(drawer, chunks, states, options, identity)) as events:
         for event in events:  # a finished scenario judged here, between the scheduler's yields
             index, plan = event.index, sized[event.index][1]
@@ -242,7 +298,7 @@ def decide_battery(
     sample size that detects ``minimum``, computed only where needed)."""
     return tuple(
         r
-        if r.lossy or r.rejected or r.detectable_tv <= minimum
+        if r.lossy or r.rejected or r.crashed or r.detectable_tv <= minimum
         else replace(r, samples_to_decide=size_for(s))
         for r, s in zip(decide_by_holm(results, budget), scenarios, strict=True)
     )

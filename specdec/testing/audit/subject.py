@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
 from specdec.testing._trace_types import Trace
+from specdec.testing.audit.forms import check_form
 from specdec.testing.signatures import (
     VerifierFn,
     is_batched,
@@ -116,8 +117,10 @@ APPLICABLE: dict[str, frozenset[str]] = {
         (*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", "invariance", *_SCALE)
     ),
     "single step": frozenset((*_COMMON, *_JUDGED, *_ENGINE, *_STEP, "coverage", *_SCALE)),
-    "multi-draft rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage", *_SCALE)),
-    "tree rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage", *_SCALE)),
+    "multi-draft rule": frozenset(
+        (*_COMMON, "allow_nondeterministic", "coverage", "dtype", *_SCALE)
+    ),  # dtype: exact only (``Subject.check``)
+    "tree rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage", "dtype", *_SCALE)),
     "batched stream sampler": frozenset((*_STREAM,)),
     "stream sampler": frozenset((*_STREAM,)),
     "recorded trace": frozenset(("seed", "false_fail_rate", "false_pass_rate", "min_power_tv")),
@@ -185,7 +188,11 @@ class Subject:
 
         Raises:
             ValueError: naming the options and the form (or the mode) they do not fit.
+            FormError: (a ``ValueError``) the function's parameters cannot take the call of
+                its level (``forms.check_form``), naming the expected signature(s).
         """
+        ragged = options.ragged and self.form == "batched verifier"  # else refused below
+        check_form(self.fn, self.level, self.name, ragged=ragged)
         streamed = options.stream.given()
         if streamed and self.level != "stream":
             raise ValueError(
@@ -218,6 +225,11 @@ class Subject:
         refused = [name for name in given if name not in APPLICABLE[self.form]]
         if refused:
             raise ValueError(f"a {self.form} takes none of {', '.join(refused)}.")
+        if self.level in ("position", "tree") and "dtype" in given:
+            raise ValueError(
+                f"dtype applies to the exact audit of a {self.form} (exact=True, --exact): its "
+                "rows are handed in that dtype and its laws judged against its rounding bound."
+            )
         scale = [name for name in given if name in _SCALE]
         if options.target_sampler is not None and scale:
             raise ValueError(
