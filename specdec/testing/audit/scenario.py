@@ -166,7 +166,7 @@ def _argmax_ties(scenario: Scenario) -> list[tuple[int, ...]]:
         ties = []
         for model in (scenario.pair.target, scenario.pair.draft):
             rows = scenario_logits(model, scenario, torch.tensor(contexts))  # its dtype
-            ties.append((rows == rows.max(dim=-1, keepdim=True).values).sum(dim=-1) > 1)
+            ties.append((rows == rows.amax(dim=-1, keepdim=True)).sum(dim=-1) > 1)
         for number, context in enumerate(contexts):
             tied.extend(context for tie in ties if bool(tie[number]))
     return tied
