@@ -133,16 +133,16 @@ def _sample(
     plan: ScenarioPlan,
     context: BatchContext | None,
     n: int,
-    seeds: tuple[int, int, int],
+    where: tuple[int, int, int],
 ) -> Tensor:
     """Cell counts of ``n`` audited rows' completed blocks, alone (``context=None``) or in it;
-    ``seeds`` is ``(audit seed, scenario index, chunk)`` of the one seed rule (``seeded``)."""
+    ``where`` is ``(audit seed, scenario index, chunk)`` of the one seed rule (``seeded``)."""
     scenario = plan.scenario
     layout = "A" if context is None else context.layout
     audited = layout.count("A")
     calls = -(-n // audited)
-    data = seeded(*seeds, "invariance-data")
-    noise = seeded(*seeds, "invariance-noise")
+    data = seeded(*where, "invariance-data")
+    noise = seeded(*where, "invariance-noise")
     blocks = []
     most = max(1, SLICE_ENTRIES // (len(layout) * (scenario.k + 1) * plan.vocab))
     positions = [i for i, kind in enumerate(layout) if kind == "A"]

@@ -158,7 +158,8 @@ def acceptance_mass(scenario: Scenario, *, step: bool) -> float:
 
 def _argmax_ties(scenario: Scenario) -> list[tuple[int, ...]]:
     """Reachable contexts (prefix, then up to ``k`` tokens) where a row ties at its maximum."""
-    vocab, tied = scenario.pair.target.vocab_size, []
+    vocab = scenario.pair.target.vocab_size
+    tied: list[tuple[int, ...]] = []
     for depth in range(scenario.k + 1):  # each depth's contexts in one batch, in product order
         contexts = [
             (*scenario.prefix, *tail) for tail in itertools.product(range(vocab), repeat=depth)
