@@ -70,6 +70,7 @@ import torch
 from torch import Tensor
 
 from specdec._checks import check_emitted_blocks
+from specdec.testing.audit.drawer import seeded
 from specdec.testing.audit.invariance_batches import (
     SEEDED_CONTEXTS,
     STEP_CONTEXTS,
@@ -132,15 +133,16 @@ def _sample(
     plan: ScenarioPlan,
     context: BatchContext | None,
     n: int,
-    seed: int,
+    where: tuple[int, int, int],
 ) -> Tensor:
-    """Cell counts of ``n`` audited rows' completed blocks, alone (``context=None``) or in it."""
+    """Cell counts of ``n`` audited rows' completed blocks, alone (``context=None``) or in it;
+    ``where`` is ``(audit seed, scenario index, chunk)`` of the one seed rule (``seeded``)."""
     scenario = plan.scenario
     layout = "A" if context is None else context.layout
     audited = layout.count("A")
     calls = -(-n // audited)
-    data = torch.Generator().manual_seed(seed)
-    noise = torch.Generator().manual_seed(seed + 1)
+    data = seeded(*where, "invariance-data")
+    noise = seeded(*where, "invariance-noise")
     blocks = []
     most = max(1, SLICE_ENTRIES // (len(layout) * (scenario.k + 1) * plan.vocab))
     positions = [i for i, kind in enumerate(layout) if kind == "A"]
@@ -220,14 +222,17 @@ def check_invariance(
     raw: list[ContextResult] = []
     for index, scenario in enumerate(scenarios):
         n, plan = _sized(caller, scenario, options, level)
-        base = 1_000_003 * options.seed + 7_001 * index
-        alone = _sample(caller, plan, None, n, base)
+        alone = _sample(caller, plan, None, n, (options.seed, index, 0))
         cells = int(plan.pooled.numel())
-        for number, context in enumerate(chosen):
-            counts = _sample(caller, plan, context, n, base + 2 * number + 2)
+        for number, context in enumerate(chosen):  # context ``number`` is chunk ``number + 1``
+            counts = _sample(caller, plan, context, n, (options.seed, index, number + 1))
             distance = float(((counts - alone).abs().sum()).item()) / n
             exact, evidence = paired_comparison(
-                caller, scenario, context, probes, base + 2 * number + 3
+                caller,
+                scenario,
+                context,
+                probes,
+                seeded(options.seed, index, number + 1, "invariance-pairs"),
             )
             raw.append(
                 ContextResult(

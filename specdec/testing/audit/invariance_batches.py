@@ -24,6 +24,7 @@ from torch import Tensor
 from specdec._checks import check_emitted_blocks
 from specdec.models.toy import make_toy_pair
 from specdec.testing.audit.blame import blamed
+from specdec.testing.audit.drawer import chunk_seed
 from specdec.testing.audit.options import AuditOptions
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.scenario import Scenario, scenario_logits
@@ -200,7 +201,8 @@ def layout_batches(
 def row_generators(
     caller: Caller, layout: str, context: BatchContext | None, seeds: Tensor
 ) -> list[torch.Generator | None] | None:
-    """Per-row generators: audited rows seeded from ``seeds``, the others as the context says."""
+    """Per-row generators: audited rows seeded from ``seeds``, the others as the context says
+    (a seeded companion at ``position``: ``chunk_seed(seeds[0], 0, position, ...)``)."""
     if not caller.seeds:
         return None
     out: list[torch.Generator | None] = []
@@ -209,7 +211,8 @@ def row_generators(
         if kind == "A":
             out.append(torch.Generator().manual_seed(next(audited)))
         elif context is not None and context.seeded_companions:
-            out.append(torch.Generator().manual_seed(7_919 * (position + 1) + int(seeds[0])))
+            companion = chunk_seed(int(seeds[0]), 0, position, "invariance-companion")
+            out.append(torch.Generator().manual_seed(companion))
         else:
             out.append(None)
     return out

@@ -37,20 +37,21 @@ def _values(generator: torch.Generator, shape: tuple[int, ...]) -> Tensor:
 
 
 def paired_comparison(
-    caller: Caller, scenario: Scenario, context: BatchContext, probes: int, seed: int
+    caller: Caller, scenario: Scenario, context: BatchContext, probes: int, data: torch.Generator
 ) -> tuple[str, str]:
     """The exact comparison: ``(status, evidence)`` (module docstring). Every audited row of
-    ``probes`` batches is run alone with the same random values (or seed) as in its batch."""
+    ``probes`` batches is run alone with the same random values (or seed) as in its batch.
+    Every random choice (rows, per-row seeds, shared generators' seeds, fed values) is drawn
+    from ``data``, which the caller seeds by the one seed rule (``drawer.seeded``)."""
     if probes == 0:
         return "not run", ""
-    data = torch.Generator().manual_seed(seed)
     batches = layout_batches(caller, scenario, context.layout, probes, data)
     try:
-        for probe, rows in enumerate(batches):
+        for rows in batches:
             found = (
-                _by_seed(caller, scenario, context, rows, probe)
+                _by_seed(caller, scenario, context, rows, data)
                 if caller.seeds
-                else _by_capture(caller, scenario, context.layout, rows, probe, data)
+                else _by_capture(caller, scenario, context.layout, rows, data)
             )
             if found[0] != "same":
                 return found
@@ -69,6 +70,11 @@ def _twice(call: Callable[[], Tensor]) -> Tensor | None:
     return first if torch.equal(first, second) else None
 
 
+def _seed(data: torch.Generator) -> int:
+    """A generator's seed drawn from ``data``."""
+    return int(torch.randint(0, 2**62, (), generator=data))
+
+
 def _compare(
     alone: Tensor, batched: Tensor | None, row: int, rows: Rows, how: str
 ) -> tuple[str, str]:
@@ -83,12 +89,13 @@ def _compare(
 
 
 def _by_seed(
-    caller: Caller, scenario: Scenario, context: BatchContext, rows: Rows, probe: int
+    caller: Caller, scenario: Scenario, context: BatchContext, rows: Rows, data: torch.Generator
 ) -> tuple[str, str]:
     layout = context.layout
     positions = [i for i, kind in enumerate(layout) if kind == "A"]
-    seeds = torch.arange(len(positions)) + 1_000 * (probe + 1)
-    shared = torch.Generator().manual_seed(probe)
+    seeds = torch.randint(0, 2**62, (len(positions),), generator=data)
+    shared = torch.Generator().manual_seed(_seed(data))
+    lone_seed = _seed(data)  # the lone call's shared generator: another stream than the batch's
     state = shared.get_state()
 
     def batch() -> Tensor:
@@ -101,7 +108,7 @@ def _by_seed(
         one_seed = seeds[number : number + 1]
 
         def alone(lone: Rows = lone, one_seed: Tensor = one_seed) -> Tensor:
-            generator = torch.Generator().manual_seed(probe + 1)
+            generator = torch.Generator().manual_seed(lone_seed)
             return caller.call(
                 scenario, lone, generator, row_generators(caller, "A", None, one_seed)
             )
@@ -122,12 +129,15 @@ def _by_seed(
 
 
 def _by_capture(
-    caller: Caller, scenario: Scenario, layout: str, rows: Rows, probe: int, data: torch.Generator
+    caller: Caller, scenario: Scenario, layout: str, rows: Rows, data: torch.Generator
 ) -> tuple[str, str]:
     lone_rows = [tuple(t[row : row + 1] for t in rows) for row in range(len(layout))]
+    shared = _seed(data)  # every call's generator (the capture feeds the values it draws)
     recording = Supply(None)
     with recording:
-        caller.call(scenario, lone_rows[layout.index("A")], torch.Generator().manual_seed(0), None)
+        caller.call(
+            scenario, lone_rows[layout.index("A")], torch.Generator().manual_seed(shared), None
+        )
     per_row = recording.used
     if per_row == 0:
         raise NotEnumerableError("the function drew no random value the capture feeds")
@@ -136,7 +146,7 @@ def _by_capture(
     def fed(given: Rows, chosen: Tensor) -> Tensor:
         supply = Supply(chosen, chosen.shape[0])
         with supply:
-            out = caller.call(scenario, given, torch.Generator().manual_seed(probe), None)
+            out = caller.call(scenario, given, torch.Generator().manual_seed(shared), None)
         if supply.used != per_row:
             raise NotEnumerableError(
                 f"the function drew {supply.used} random values per row in a batch of "

@@ -35,6 +35,7 @@ from fractions import Fraction
 import torch
 
 from specdec.models.toy import ToyModel, ToyPair
+from specdec.testing.audit.drawer import chunk_seed, seeded
 from specdec.testing.audit.scenario import Scenario, check_exercises_acceptance
 
 __all__ = [
@@ -71,10 +72,11 @@ def _split_row(vocab: int, rng: random.Random) -> list[float]:
 def large_pair(vocab_size: int, *, seed: int) -> ToyPair:
     """A float-only order-1 pair over ``vocab_size`` tokens whose rows are powers of two.
 
-    Built once per ``(vocab_size, seed)`` (cached: treat its tables as read-only)."""
-    rng = random.Random(f"specdec-large:{seed}")
+    Built once per ``(vocab_size, seed)`` (cached: treat its tables as read-only); its
+    randomness comes from the one seed rule (``drawer.seeded``, scenario index 0, chunk 0)."""
+    rng = random.Random(chunk_seed(seed, 0, 0, "large-rows"))
     base = torch.tensor([_split_row(vocab_size, rng) for _ in range(_BASE_ROWS)])
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeded(seed, 0, 0, "large-permutations")
     contexts = vocab_size + 1
     target = torch.empty(contexts, vocab_size, dtype=torch.float64)
     draft = torch.empty_like(target)

@@ -158,14 +158,18 @@ def acceptance_mass(scenario: Scenario, *, step: bool) -> float:
 
 def _argmax_ties(scenario: Scenario) -> list[tuple[int, ...]]:
     """Reachable contexts (prefix, then up to ``k`` tokens) where a row ties at its maximum."""
-    vocab, tied = scenario.pair.target.vocab_size, []
-    for depth in range(scenario.k + 1):
-        for tail in itertools.product(range(vocab), repeat=depth):
-            context = (*scenario.prefix, *tail)
-            for model in (scenario.pair.target, scenario.pair.draft):
-                row = scenario_logits(model, scenario, torch.tensor([context]))[0]  # its dtype
-                if int((row == row.max()).sum()) > 1:
-                    tied.append(context)
+    vocab = scenario.pair.target.vocab_size
+    tied: list[tuple[int, ...]] = []
+    for depth in range(scenario.k + 1):  # each depth's contexts in one batch, in product order
+        contexts = [
+            (*scenario.prefix, *tail) for tail in itertools.product(range(vocab), repeat=depth)
+        ]
+        ties = []
+        for model in (scenario.pair.target, scenario.pair.draft):
+            rows = scenario_logits(model, scenario, torch.tensor(contexts))  # its dtype
+            ties.append((rows == rows.amax(dim=-1, keepdim=True)).sum(dim=-1) > 1)
+        for number, context in enumerate(contexts):
+            tied.extend(context for tie in ties if bool(tie[number]))
     return tied
 
 

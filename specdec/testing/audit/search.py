@@ -62,6 +62,7 @@ from torch import Tensor
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.noise import uniforms as draw_uniforms
 from specdec.testing.audit.coverage import ArcRecorder, CodeCoverage
+from specdec.testing.audit.drawer import chunk_seed
 from specdec.testing.audit.scenario import Scenario, acceptance_mass
 from specdec.testing.audit.small_mass import threshold_candidates
 from specdec.testing.audit.subject import Subject
@@ -198,6 +199,7 @@ class CoverageSearch:
 
 
 def _probe(
+<<<<<<< HEAD
     subject: Subject,
     recorder: ArcRecorder,
     scenario: Scenario,
@@ -208,6 +210,14 @@ def _probe(
     thresholds of its torch ops, given ``values``); what the function raises is left to the
     audit (it runs every kept scenario itself)."""
     rng = random.Random(f"specdec-coverage:{seed}:{scenario.name}")
+=======
+    subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: int, number: int
+) -> None:
+    """Run ``subject`` on ``scenario``'s probe (``PROBE``) with arcs recorded, seeded by the
+    one seed rule for scenario ``number`` of the search (the battery's, then the candidates');
+    what the function raises is left to the audit (it runs every kept scenario itself)."""
+    rng = random.Random(chunk_seed(seed, number, 0, "coverage-probe"))
+>>>>>>> suitetime
     single = subject.form != "rule" and not subject.batched  # one call per block: fewer
     blocks = _blocks(scenario, rng, _SINGLE_BLOCKS if single else _BLOCKS)
     if not blocks:
@@ -283,16 +293,20 @@ def coverage_search(
     per_scenario: list[tuple[str, int]] = []
     witnesses: Counter[Any] = Counter()
 
-    def run(scenario: Scenario) -> frozenset[Any]:
+    def run(scenario: Scenario, number: int) -> frozenset[Any]:
         recorder.start_scenario()
+<<<<<<< HEAD
         values.start_scenario()
         _probe(subject, recorder, scenario, seed, values)
+=======
+        _probe(subject, recorder, scenario, seed, number)
+>>>>>>> suitetime
         keys = _keys(recorder)
         per_scenario.append((scenario.name, sum(1 for key in keys if len(key) == 3)))
         return keys
 
-    for scenario in battery:
-        witnesses.update(run(scenario))
+    for number, scenario in enumerate(battery):
+        witnesses.update(run(scenario, number))
     found: list[Scenario] = []
     tried = 0
     for candidate in coverage_candidates(tries, seed=seed):
@@ -300,7 +314,7 @@ def coverage_search(
         if len(found) >= keep or all(witnesses[b] >= WITNESSES for b in branches):
             break
         tried += 1
-        keys = run(candidate)
+        keys = run(candidate, len(battery) + tried - 1)
         if any(witnesses[key] < WITNESSES for key in keys):
             found.append(candidate)
             witnesses.update(keys)
@@ -414,8 +428,9 @@ def _model(vocab: int, rows: Sequence[list[int]]) -> ToyModel:
 
 
 def coverage_candidates(count: int, *, seed: int = 0) -> Iterator[Scenario]:
-    """``count`` seeded candidate scenarios (module docstring), the kinds in turn, each scale
-    of ``SCALES`` in turn from the largest; those that cannot accept a draft are skipped (a
+    """``count`` seeded candidate scenarios (module docstring; candidate ``index`` drawn from
+    ``chunk_seed(seed, index, 0, ...)``, the one seed rule), the kinds in turn, each scale of
+    ``SCALES`` in turn from the largest; those that cannot accept a draft are skipped (a
     scenario must exercise acceptance).
 
     Example:
@@ -423,8 +438,8 @@ def coverage_candidates(count: int, *, seed: int = 0) -> Iterator[Scenario]:
         ['coverage-0-tiny-residual-v2-k1', 'coverage-1-near-one-v3-k1',
          'coverage-2-tiny-draft-v4-k1']
     """
-    rng = random.Random(f"specdec-coverage-search:{seed}")
     for index in range(count):
+        rng = random.Random(chunk_seed(seed, index, 0, "coverage-candidate"))
         kind = KINDS[index % len(KINDS)]
         scale = SCALES[(index // len(KINDS)) % len(SCALES)]
         vocab, k = 2 + index % 3, 1 + (index // 3) % 3

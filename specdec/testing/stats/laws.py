@@ -38,6 +38,11 @@ def law_tensor(
         tensor([0.0000, 0.2500, 0.0000, 0.7500], dtype=torch.float64)
     """
     expected = torch.zeros(vocab_size**length, dtype=torch.float64)
+    sequences = list(law)
+    if length > 0 and sequences and all(len(s) == length for s in sequences):
+        cells = encode_sequences(torch.tensor(sequences, dtype=torch.int64), vocab_size)
+        expected[cells] = torch.tensor([float(p) for p in law.values()], dtype=torch.float64)
+        return expected  # every sequence encoded in one call (dict keys: distinct cells)
     for sequence, prob in law.items():
         expected[int(encode_sequences(torch.tensor([sequence]), vocab_size))] = float(prob)
     return expected
