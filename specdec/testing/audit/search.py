@@ -51,7 +51,7 @@ that it is unreachable.
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
@@ -64,7 +64,7 @@ from specdec.noise import uniforms as draw_uniforms
 from specdec.testing.audit.coverage import ArcRecorder, CodeCoverage
 from specdec.testing.audit.drawer import chunk_seed
 from specdec.testing.audit.scenario import Scenario, acceptance_mass
-from specdec.testing.audit.small_mass import threshold_candidates
+from specdec.testing.audit.small_mass import threshold_search
 from specdec.testing.audit.subject import Subject
 from specdec.testing.thresholds import ThresholdRecorder
 from specdec.types import VerifyRule
@@ -73,7 +73,6 @@ __all__ = [
     "KINDS",
     "PROBE",
     "SCALES",
-    "THRESHOLD_KEEP",
     "TRIES_PER_SEARCH",
     "WITNESSES",
     "CoverageSearch",
@@ -102,9 +101,6 @@ TRIES_PER_SEARCH = 8
 """Candidates tried per unit of ``search`` (the search's budget knob): 128 at the default 16, for
 a rule or a batched verifier (one call per candidate); a single-sequence verifier, called once
 per block, tries ``search`` candidates (``tries_for``)."""
-
-THRESHOLD_KEEP = 6
-"""Pairs the threshold search keeps at most (each is audited: ``_threshold_search``)."""
 
 WITNESSES = 3
 """Scenarios the search gives each branch arc and line before it stops looking for more."""
@@ -199,25 +195,18 @@ class CoverageSearch:
 
 
 def _probe(
-<<<<<<< HEAD
     subject: Subject,
     recorder: ArcRecorder,
     scenario: Scenario,
     seed: int,
+    number: int,
     values: ThresholdRecorder | None = None,
 ) -> None:
     """Run ``subject`` on ``scenario``'s probe (``PROBE``) with arcs recorded (and the
-    thresholds of its torch ops, given ``values``); what the function raises is left to the
-    audit (it runs every kept scenario itself)."""
-    rng = random.Random(f"specdec-coverage:{seed}:{scenario.name}")
-=======
-    subject: Subject, recorder: ArcRecorder, scenario: Scenario, seed: int, number: int
-) -> None:
-    """Run ``subject`` on ``scenario``'s probe (``PROBE``) with arcs recorded, seeded by the
-    one seed rule for scenario ``number`` of the search (the battery's, then the candidates');
-    what the function raises is left to the audit (it runs every kept scenario itself)."""
+    thresholds of its torch ops, given ``values``), seeded by the one seed rule for scenario
+    ``number`` of the search (the battery's, then the candidates'); what the function raises
+    is left to the audit (it runs every kept scenario itself)."""
     rng = random.Random(chunk_seed(seed, number, 0, "coverage-probe"))
->>>>>>> suitetime
     single = subject.form != "rule" and not subject.batched  # one call per block: fewer
     blocks = _blocks(scenario, rng, _SINGLE_BLOCKS if single else _BLOCKS)
     if not blocks:
@@ -295,12 +284,8 @@ def coverage_search(
 
     def run(scenario: Scenario, number: int) -> frozenset[Any]:
         recorder.start_scenario()
-<<<<<<< HEAD
         values.start_scenario()
-        _probe(subject, recorder, scenario, seed, values)
-=======
-        _probe(subject, recorder, scenario, seed, number)
->>>>>>> suitetime
+        _probe(subject, recorder, scenario, seed, number, values)
         keys = _keys(recorder)
         per_scenario.append((scenario.name, sum(1 for key in keys if len(key) == 3)))
         return keys
@@ -320,7 +305,8 @@ def coverage_search(
             witnesses.update(keys)
         else:
             per_scenario.pop()  # not kept: not audited, not counted
-    derived, threshold_tried = _threshold_search(run, values, per_scenario, tries)
+    first = len(battery) + tried  # the threshold pairs' scenario numbers follow
+    derived, threshold_tried = threshold_search(run, values, per_scenario, tries, first)
     found += derived
     coverage = recorder.summary(
         tuple(per_scenario),
@@ -333,33 +319,6 @@ def coverage_search(
         threshold_found=tuple(s.name for s in derived),
     )
     return CoverageSearch(tuple(found), coverage)
-
-
-def _threshold_search(
-    run: Callable[[Scenario], frozenset[Any]],
-    values: ThresholdRecorder,
-    per_scenario: list[tuple[str, int]],
-    tries: int,
-) -> tuple[list[Scenario], int]:
-    """The threshold search (module docstring): pairs derived from the thresholds logged so
-    far (``small_mass.threshold_candidates``), each kept when it puts a compared quantity on
-    a side of a constant nothing before had; at most ``THRESHOLD_KEEP`` kept, ``tries``
-    tried. Returns the kept scenarios and how many were tried."""
-    if not tries:
-        return [], 0
-    kept: list[Scenario] = []
-    tried = 0
-    for candidate in threshold_candidates(values.thresholds()):
-        if len(kept) >= THRESHOLD_KEEP or tried >= tries:
-            break
-        before = values.sides()
-        tried += 1
-        run(candidate)
-        if values.scenario_sides() - before:
-            kept.append(candidate)
-        else:
-            per_scenario.pop()  # not kept: not audited, not counted
-    return kept, tried
 
 
 def _composition(rng: random.Random, vocab: int, zeros: bool) -> list[int]:

@@ -23,19 +23,25 @@ largest scale wholly below it and at a scale wholly above it, so that each compa
 """
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
+from typing import Any
 
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.testing.audit.scenario import Scenario, check_exercises_acceptance
-from specdec.testing.thresholds import EPS_LIMIT, Threshold
+from specdec.testing.thresholds import EPS_LIMIT, Threshold, ThresholdRecorder
 
 __all__ = [
+    "THRESHOLD_KEEP",
     "small_draft_pair",
     "small_mass_scenarios",
     "threshold_candidates",
+    "threshold_search",
     "tiny_residual_pair",
 ]
+
+THRESHOLD_KEEP = 6
+"""Pairs the threshold search keeps at most (each is audited: ``threshold_search``)."""
 
 _FINEST = 40
 """The smallest scale derived is ``2^-40``: float64 holds ``1/2 - 3 * 2^-40`` exactly."""
@@ -180,3 +186,31 @@ def threshold_candidates(thresholds: Sequence[Threshold]) -> Iterator[Scenario]:
                 1,
             )
             index += 1
+
+
+def threshold_search(
+    run: Callable[[Scenario, int], frozenset[Any]],
+    values: ThresholdRecorder,
+    per_scenario: list[tuple[str, int]],
+    tries: int,
+    first: int,
+) -> tuple[list[Scenario], int]:
+    """The threshold search (module docstring): pairs derived from the thresholds logged so
+    far (``small_mass.threshold_candidates``), each kept when it puts a compared quantity on
+    a side of a constant nothing before had; at most ``THRESHOLD_KEEP`` kept, ``tries``
+    tried, numbered from ``first``. Returns the kept scenarios and how many were tried."""
+    if not tries:
+        return [], 0
+    kept: list[Scenario] = []
+    tried = 0
+    for candidate in threshold_candidates(values.thresholds()):
+        if len(kept) >= THRESHOLD_KEEP or tried >= tries:
+            break
+        before = values.sides()
+        tried += 1
+        run(candidate, first + tried - 1)
+        if values.scenario_sides() - before:
+            kept.append(candidate)
+        else:
+            per_scenario.pop()  # not kept: not audited, not counted
+    return kept, tried
