@@ -200,7 +200,11 @@ class AuditPlan:
         if self.engine == "stream":
             limit = f"V ** n = {self.stream_sequences}, exact-law up to {EXACT_LAW_SEQUENCES}"
             chosen = "" if options.stream.mode == "auto" else f" (mode={options.stream.mode})"
-            return f"stream mode {self.stream_mode}{chosen}, {limit}; {self._power()}"
+            rates = (
+                f"false-fail {options.false_fail_rate:g}, false-pass {options.false_pass_rate:g}"
+            )
+            power = self._power() if self.stream_mode == "exact" else rates  # sizes: stream_pilot
+            return f"stream mode {self.stream_mode}{chosen}, {limit}; {power}"
         if options.exact:
             return "exactly, from the function's own decisions (no sampling, no error rates)"
         how = "against the engine's sampler (two-sample); " if self.engine == "sampler" else ""
