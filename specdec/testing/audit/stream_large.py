@@ -169,7 +169,9 @@ BLIND_SPOTS = (
     "mean surprisal (e.g. swapping tokens of equal target probability), deviations below the "
     "stated sizes (averaged over positions, so a bug on few positions is diluted), nor anything "
     "after new_tokens or after other prompts, and LOSSLESS bounds the binned PIT law, not the "
-    "token law's TV"
+    "token law's TV; the rows judged against are the target's in its own dtype, so an engine "
+    "computing in bfloat16 or float16 is held to that law and its rounding counts as a "
+    "deviation (two-sample mode, the engine against itself without speculation, cancels it)"
 )
 KIND_BLIND_SPOTS = (
     " (with position kinds: accepted drafts and corrected tokens are not judged apart, their "
