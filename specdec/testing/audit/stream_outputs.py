@@ -86,6 +86,7 @@ def returned_prompt(outputs: Sequence[Tensor], prompt: Sequence[int], n: int) ->
         raise InvalidOutputError(
             f"every row the sampler returned starts with the prompt {list(prompt)[:8]} and has "
             f"at least L + n = {length} + {n} tokens: it returned the prompt with the new "
-            f"tokens (as generate does). Return the new tokens only (out[..., {length}:]); "
-            f"the forms: {FORMS}."
+            f"tokens (as generate does). Return the new tokens only (out[..., {length}:]), "
+            f"or, if these are new tokens that repeat the prompt, exactly {n} of them; the "
+            f"forms: {FORMS}."
         )
