@@ -26,7 +26,7 @@ from specdec.testing.audit import (
     plan_audit,
 )
 from specdec.testing.audit.stream import stream_scenarios
-from specdec.testing.audit.stream_large import judge_stream
+from specdec.testing.audit.stream_large import LARGE_DETECT_TV, judge_stream, large_sizes
 from specdec.testing.audit.stream_options import StreamModeError, StreamSignatureError
 from specdec.testing.audit.stream_pilot import stream_announcement, stream_sizes
 from specdec.testing.signatures import batched
@@ -234,8 +234,6 @@ def test_every_mode_reports_its_plan_sizes_and_estimate_first(mode: str) -> None
 def test_the_large_sizes_follow_the_modes_formula() -> None:
     """Large mode at its default power: the binned-PIT test's token count over ``n`` and the
     prompts, plus the 16-generation probe; nothing called."""
-    from specdec.testing.audit.stream_large import LARGE_DETECT_TV, large_sizes
-
     plan = plan_audit(
         as_subject(counted, level="stream"),
         AuditOptions(stream=StreamOptions(mode="large")),
