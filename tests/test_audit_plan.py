@@ -54,7 +54,8 @@ def _ran(subject: Any, options: AuditOptions, **keywords: Any) -> tuple[list[str
     """The report's scenario names and the progress lines' names of ``audit``."""
     lines: list[str] = []
     report = audit(subject, options, progress=lines.append, **keywords)
-    names = [line.split("] ", 1)[1].split(":", 1)[0] for line in lines]
+    ran = [line for line in lines if line.startswith("[")]  # a stream's plan lines first
+    names = [line.split("] ", 1)[1].split(":", 1)[0] for line in ran]
     return [s.name for s in report.scenarios], names
 
 

@@ -211,7 +211,7 @@ def test_judge_stream_has_one_door(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     assert calls == [
         ("specdec/testing/audit/door.py",
-         "            return judge_stream(subject, chosen, prompts, progress)  # mode by V ** n"),
+         "            return judge_stream(subject, chosen, prompts, progress, plan.stream_mode)"),
     ]  # fmt: skip
     seen: list[StreamOptions] = []
     judge = door_module.judge_stream

@@ -157,8 +157,8 @@ def test_resume_refuses_another_stream_s_checkpoint(
 
 
 DRAWING = ("shard", "cells", "run", "sampled", "stream", "stream_drawer", "stream_evidence",
-           "stream_large", "stream_probe", "stream_rounds", "stream_statistics", "multi_sampled",
-           "sampler")  # fmt: skip
+           "stream_large", "stream_probe", "stream_rounds", "stream_statistics", "stream_pilot",
+           "multi_sampled", "sampler")  # fmt: skip
 """The audit modules that draw evidence: their randomness comes from ``drawer.seeded``."""
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "is_batched",
     "named_like",
     "seeded_global_rng",
+    "stream_signature_problem",
     "takes_uniforms",
     "verifier_from_rule",
 ]
@@ -137,6 +138,34 @@ def takes_uniforms(fn: object) -> bool:
     except (TypeError, ValueError):  # not introspectable: not a rule
         return False
     return len(parameters) >= 4 and parameters[3] == "uniforms"
+
+
+def stream_signature_problem(fn: object, role: str = "sample") -> str:
+    """Why ``fn`` cannot be called as a stream sampler ``fn(prompt, generator)`` (``""`` if
+    it can, or if its signature cannot be read: then its call decides).
+
+    Example:
+        >>> stream_signature_problem(lambda prompt, generator: prompt)
+        ''
+        >>> print(stream_signature_problem(lambda prompt: prompt))  # doctest: +ELLIPSIS
+        sample must take (prompt, generator): sample(prompt [L], generator) -> ...
+    """
+    try:
+        signature = inspect.signature(fn)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        return (
+            f"{role} must take (prompt, generator): {role}(prompt [L], generator) -> LongTensor "
+            f"[n] new tokens (one prompt), or with @batched {role}(prompts [N, L], generator) -> "
+            f"LongTensor [N, n]; got {name}{signature}. A sampler drawing from torch's global "
+            "RNG is wrapped: def sample(prompt, generator): with seeded_global_rng(generator): "
+            "return engine(prompt) (specdec.testing.signatures)."
+        )
+    return ""
 
 
 def named_like(fn: F, source: Callable[..., Any], suffix: str = "") -> F:

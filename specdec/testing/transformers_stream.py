@@ -31,10 +31,23 @@ adapted draft length back into ``assistant_model.generation_config.num_assistant
 the end of every call (its documented persistence), so a second call with the same seed drafts
 other lengths and draws other tokens. The sampler restores that field after each call.
 
-End of sequence: ``generate`` stops at the model's EOS; the rows are padded with ``-1`` to
-``max_new_tokens`` (audit them with ``audit_stream(..., eos_token_id=...)``, which judges the
-law of "the first ``n`` tokens or until EOS"). Tokens transformers returns after an EOS are
-kept as returned, so an engine that runs past its EOS is seen.
+End of sequence, one choice made here (``stop_at_eos``), and the audit told the same:
+
+* ``stop_at_eos=True`` (default): ``generate`` stops at the model's EOS
+  (``generation_config.eos_token_id``); the rows are padded with ``-1`` to ``max_new_tokens``.
+  Audit them with ``audit_stream(..., eos_token_id=that id)``, which judges the law of "the
+  first ``n`` tokens or until EOS" (exact-law mode: small ``V ** n``). Tokens transformers
+  returns after an EOS are kept as returned, so an engine that runs past its EOS is seen.
+* ``stop_at_eos=False``: ``generate`` runs with no EOS (``eos_token_id=None`` passed to each
+  call, which transformers applies over the model's ``generation_config``, left as it is; a
+  ``generation_config`` copy with ``eos_token_id=None`` would not do: transformers 5 reads a
+  ``None`` there as unset and takes the model's EOS again), so
+  every row has ``max_new_tokens`` tokens and EOS is a token like any other: the target's law
+  without stopping, which every mode judges (the large-vocabulary mode of a real model
+  needs this: it does not judge "until EOS").
+
+An audit of a stopping sampler without ``eos_token_id`` fails at the first stopped row with an
+invalid output that names both choices.
 """
 
 from collections.abc import Callable
@@ -76,6 +89,7 @@ def transformers_stream_sampler(
     *,
     max_new_tokens: int,
     options: SamplingOptions | None = None,
+    stop_at_eos: bool = True,
     **generate_kwargs: Any,
 ) -> Callable[[Tensor, torch.Generator], Tensor]:
     """A batched stream sampler running ``model.generate`` once per prompt row (module notes).
@@ -84,17 +98,22 @@ def transformers_stream_sampler(
         model: a transformers causal LM on the CPU (the target).
         max_new_tokens: ``n``, new tokens per generation.
         options: the sampling law passed to ``generate`` (default temperature 1, no filter).
+        stop_at_eos: stop at the model's EOS (``-1`` after it; audit with ``eos_token_id=``),
+            or (``False``) generate ``max_new_tokens`` with EOS an ordinary token (module
+            notes).
         **generate_kwargs: more ``generate`` arguments: ``assistant_model=``,
             ``prompt_lookup_num_tokens=``, ``pad_token_id=``, ...; not the sampling options,
-            ``max_new_tokens`` or ``generation_config`` (given above, or fixed by them).
+            ``max_new_tokens``, ``generation_config``, ``eos_token_id`` (given above, or fixed
+            by them) nor ``batched`` (the sampler is always batched).
 
     Returns:
         ``sample(prompts [N, L], generator) -> LongTensor [N, n]`` (``@batched``), new tokens
         only, ``-1`` after a generation that stopped early.
 
     Raises:
-        TypeError: ``options`` not a ``SamplingOptions``, or a sampling option in
+        TypeError: ``options`` not a ``SamplingOptions``, a sampling option or ``batched`` in
             ``generate_kwargs``. ValueError: ``max_new_tokens < 1``, a model not on the CPU.
+            The sampler raises ValueError for prompts that are not ``[N, L]``.
 
     Example:
         >>> import torch
@@ -112,12 +131,20 @@ def transformers_stream_sampler(
     sampling = options if options is not None else SamplingOptions()
     if not isinstance(sampling, SamplingOptions):
         raise TypeError(f"options must be a SamplingOptions, got {type(sampling).__name__}.")
+    if "batched" in generate_kwargs:
+        raise TypeError(
+            "transformers_stream_sampler takes no batched=: its sampler is always batched "
+            "(sample(prompts [N, L], generator) -> [N, n], one generate call per row, marked "
+            "@batched); audit it as it is, without batched=False."
+        )
     fixed = {*generate_options(sampling), "temperature", "max_new_tokens", "generation_config"}
+    fixed.add("eos_token_id")
     clash = sorted(fixed & set(generate_kwargs))
     if clash:
         raise TypeError(
             f"generate_kwargs must not hold {clash}: pass the sampling law as options= "
-            "(a SamplingOptions) and the length as max_new_tokens=."
+            "(a SamplingOptions), the length as max_new_tokens= and the end of sequence as "
+            "stop_at_eos=."
         )
     if getattr(model, "device", torch.device("cpu")).type != "cpu":
         raise ValueError(
@@ -126,6 +153,8 @@ def transformers_stream_sampler(
         )
     arguments = {**generate_kwargs, **generate_options(sampling)}
     arguments["max_new_tokens"] = max_new_tokens
+    if not stop_at_eos:  # EOS an ordinary token, for this call only (the model's config kept)
+        arguments["eos_token_id"] = None
     assistant = generate_kwargs.get("assistant_model")
 
     def one(prompt: Int[Tensor, " seq"]) -> Int[Tensor, " n"]:
@@ -145,6 +174,12 @@ def transformers_stream_sampler(
 
     @batched
     def sample(prompts: Int[Tensor, "batch seq"], generator: torch.Generator) -> Tensor:
+        if not isinstance(prompts, Tensor) or prompts.dim() != 2:
+            shape = tuple(prompts.shape) if isinstance(prompts, Tensor) else type(prompts)
+            raise ValueError(
+                f"this sampler is batched: it takes prompts [N, L], got {shape} (audit it "
+                "without batched=False)."
+            )
         with seeded_global_rng(generator):  # one seed per call; the global state restored
             return torch.stack([one(row) for row in prompts.cpu().long()])
 

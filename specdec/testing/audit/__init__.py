@@ -42,7 +42,10 @@ workers or on any executor with the same report, ``checkpoint`` saves and resume
 and tree rules, exactly or by sampling), ``stream`` (an engine's whole generation against the
 target's law enumerated by teacher forcing: exact-law mode), ``stream_large`` (the same for a large
 vocabulary: each token's PITs and surprisal against its row, anytime-valid; and two engines
-compared; both drawn round-robin on the scheduler by ``stream_rounds``). ``audit_verifier``,
+compared; both drawn round-robin on the scheduler by ``stream_rounds``); a stream's mode is
+resolved once when planned (``stream_modes``), its sampler's output checked with each misuse
+named (``stream_outputs``), its sizes and a pilot's estimate said first (``stream_pilot``).
+``audit_verifier``,
 ``audit_step``, ``audit_multi_draft``, ``audit_tree`` and ``audit_stream`` are ``audit`` for
 one level; ``command`` is ``specdec audit``.
 

@@ -41,7 +41,7 @@ from specdec.testing.audit.plan import DETECT_TV_BATCHED, DETECT_TV_SINGLE
 from specdec.testing.audit.scenario import Scenario, StreamScenario
 from specdec.testing.audit.search import measurable, tries_for
 from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES
-from specdec.testing.audit.stream_large import resolved_stream_mode
+from specdec.testing.audit.stream_modes import planned_stream_mode
 from specdec.testing.audit.subject import Subject
 
 __all__ = [
@@ -201,7 +201,11 @@ class AuditPlan:
         if self.engine == "stream":
             limit = f"V ** n = {self.stream_sequences}, exact-law up to {EXACT_LAW_SEQUENCES}"
             chosen = "" if options.stream.mode == "auto" else f" (mode={options.stream.mode})"
-            return f"stream mode {self.stream_mode}{chosen}, {limit}; {self._power()}"
+            rates = (
+                f"false-fail {options.false_fail_rate:g}, false-pass {options.false_pass_rate:g}"
+            )
+            power = self._power() if self.stream_mode == "exact" else rates  # sizes: stream_pilot
+            return f"stream mode {self.stream_mode}{chosen}, {limit}; {power}"
         if self.engine == "trace":
             return ("each recorded step against the exact law of its rule given its rows; "
                     f"false-fail {options.false_fail_rate:g}, false-pass "
@@ -363,14 +367,15 @@ def _pilot(
 def _stream_plan(
     subject: Subject, options: AuditOptions, scenarios: Sequence[AnyScenario] | None
 ) -> AuditPlan:
-    """A stream's plan: its prompts and its mode, resolved from ``V ** n``."""
+    """A stream's plan: its prompts and its mode, resolved once, here (``stream_modes``:
+    ``StreamModeError`` before anything is called, ``--dry-run`` included)."""
     prompts = tuple(s for s in scenarios or () if isinstance(s, StreamScenario))
     if not prompts:
         raise ValueError(
             "a stream audit needs its prompts as scenarios (stream_scenarios, or "
             "audit_stream(sample, target, prompts=..., new_tokens=...))."
         )
-    mode, sequences = resolved_stream_mode(prompts, options.stream.mode)
+    mode, sequences = planned_stream_mode(subject, prompts, options.stream)
     return AuditPlan(
         subject, options, "stream", prompts, given=True, stream_mode=mode,
         stream_sequences=sequences,

@@ -6,7 +6,8 @@ that do not apply to it (from the subject's table, ``subject.APPLICABLE``, namin
 by its flag: the options record's own, ``flags``), builds the ``AuditOptions`` and the
 scenarios the user named, imports the function, recognises it (``as_subject``) and plans the
 audit once (``audit_plan.plan_audit``). ``--dry-run`` prints that plan and stops; before a long
-statistical audit the plan and its pilot's estimate are printed (``pilot``); then the plan
+statistical audit the plan and its pilot's estimate are printed (``pilot``), before every
+stream its plan, sizes and pilot's estimate (``stream_pilot``); then the plan
 runs (``door.run_plan``, as ``audit()`` runs it): one report, printed (``--json``: as JSON),
 one exit code (``report.ExitCode``). A usage error exits 2 before the function is imported;
 what went wrong later is reported where it arose (``command_output``: the function's invalid
@@ -45,6 +46,7 @@ from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario
 from specdec.testing.audit.stream import as_causal_lm, stream_scenarios
 from specdec.testing.audit.stream_arguments import STREAM_FLAGS
 from specdec.testing.audit.stream_options import StreamOptions, check_stream_options
+from specdec.testing.audit.stream_pilot import stream_announcement, stream_sizes
 from specdec.testing.audit.subject import APPLICABLE, SAMPLING_OPTIONS, Recorded, as_subject
 from specdec.testing.audit.trace_teacher import TEACHER_TOLERANCE
 from specdec.testing.step_record import load_trace
@@ -305,8 +307,12 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_audit(subject, options, scenarios)
     except Exception as error:  # reported where it arose (command_output.failed)
         return failed(args, None, error, hint)
-    if args.dry_run:  # the plan alone: nothing is called
-        print("\n".join(filter(None, [plan.format(), format_sizes(plan)])), file=sys.stderr)
+    if args.dry_run:  # the plan alone: nothing is called (a stream: the target's law may be)
+        try:
+            sizes = stream_sizes(plan).line() if plan.engine == "stream" else format_sizes(plan)
+        except Exception as error:
+            return failed(args, None, error, hint)
+        print("\n".join(filter(None, [plan.format(), sizes])), file=sys.stderr)
         return 0
     return _audited(args, plan, hint)
 
@@ -354,7 +360,13 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
     shown = not (args.quiet or args.json)
     names = plan.progress_names
     bar = start_progress(len(names), "audit", enabled=shown, unit="scenario")
-    if shown and is_long(plan):  # the plan, timed by its pilot (its first scenario)
+    if shown and plan.engine == "stream":  # every stream: its plan, sizes and pilot first
+        try:
+            for line in stream_announcement(plan):
+                bar.note(line)
+        except Exception as error:
+            return failed(args, bar, error, hint)
+    elif shown and is_long(plan):  # the plan, timed by its pilot (its first scenario)
         bar.note(plan.format())
         try:
             estimate = plan_estimate(plan)
@@ -368,7 +380,7 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
             beat.done(line)
 
         try:
-            report = run_plan(plan, progress)
+            report = run_plan(plan, progress, announce=False)
         except Exception as error:
             return failed(args, bar, error, hint)
     bar.close()

@@ -48,6 +48,7 @@ from specdec.testing.audit.scenario import Scenario, StreamScenario
 from specdec.testing.audit.search import CoverageSearch, coverage_search
 from specdec.testing.audit.shard import start_server
 from specdec.testing.audit.stream_large import judge_stream
+from specdec.testing.audit.stream_pilot import stream_announcement
 from specdec.testing.audit.subject import Subject
 from specdec.testing.audit.trace_judge import judge_trace
 
@@ -81,8 +82,14 @@ def audit(
     return run_plan(plan_audit(subject, options, scenarios), progress)
 
 
-def run_plan(plan: AuditPlan, progress: Progress | None = None) -> AuditReport:
+def run_plan(
+    plan: AuditPlan, progress: Progress | None = None, *, announce: bool = True
+) -> AuditReport:
     """Run ``plan`` (``audit_plan.plan_audit``): what ``audit`` does once it has planned.
+
+    A stream with ``progress`` first reports its plan, sizes and a pilot's time estimate
+    there (``stream_pilot.stream_announcement``: a few generations timed), unless
+    ``announce=False`` (the command prints them itself).
 
     Returns:
         The ``AuditReport``; what the audited function raises propagates.
@@ -95,7 +102,10 @@ def run_plan(plan: AuditPlan, progress: Progress | None = None) -> AuditReport:
             return judge_trace(subject, chosen, progress)  # the records, judged
         if plan.engine == "stream":
             prompts = [s for s in battery if isinstance(s, StreamScenario)]
-            return judge_stream(subject, chosen, prompts, progress)  # mode by V ** n
+            if progress is not None and announce:  # the plan and its pilot's estimate first
+                for line in stream_announcement(plan):
+                    progress(line)
+            return judge_stream(subject, chosen, prompts, progress, plan.stream_mode)
         if plan.engine == "multi":
             multi = [s for s in battery if isinstance(s, (PositionScenario, TreeScenario))]
             engine = exact_multi_audit if chosen.exact else sampled_audit

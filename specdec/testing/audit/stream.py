@@ -98,6 +98,7 @@ __all__ = [
     "STREAM_BATCH",
     "StreamPlan",
     "as_causal_lm",
+    "exact_sizes",
     "first_tokens",
     "stream_audit",
     "stream_law",
@@ -287,6 +288,31 @@ def _planner(laws: dict[str, Tensor]) -> Callable[[StreamScenario, int], StreamP
     return plan
 
 
+def _sized(
+    subject: Subject,
+    options: AuditOptions,
+    scenarios: Sequence[StreamScenario],
+    budget: ErrorBudget,
+) -> tuple[Callable[[StreamScenario, int], StreamPlan], list[tuple[int, StreamPlan]]]:
+    """The planner from every prompt's law, and each prompt's sample size and plan."""
+    target_tv, _ = power_of(options, subject.batched)
+    with calling("target"):  # the target model is the user's: its errors are its own
+        plan = _planner({s.name: stream_law(s) for s in scenarios})
+    size = lambda s: samples_for_tv(plan, s, target_tv or 0.0, budget)  # noqa: E731
+    return plan, plan_battery(plan, scenarios, options.samples, size)
+
+
+def exact_sizes(
+    subject: Subject, options: AuditOptions, scenarios: Sequence[StreamScenario]
+) -> list[int]:
+    """The continuations exact-law mode draws per prompt at most (``stream_audit``'s sizes:
+    the target's law computed, the engine never called; the e-process may stop earlier)."""
+    budget = split_error_rate(
+        options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
+    )
+    return [n for n, _ in _sized(subject, options, scenarios, budget)[1]]
+
+
 def stream_audit(
     subject: Subject,
     options: AuditOptions,
@@ -308,14 +334,7 @@ def stream_audit(
         options.false_fail_rate, options.false_pass_rate, num_scenarios=len(scenarios)
     )
     target_tv, minimum = power_of(options, subject.batched)
-    with calling("target"):  # the target model is the user's: its errors are its own
-        plan = _planner({s.name: stream_law(s) for s in scenarios})
-    sized = plan_battery(
-        plan,
-        scenarios,
-        options.samples,
-        lambda s: samples_for_tv(plan, s, target_tv or 0.0, budget),
-    )
+    plan, sized = _sized(subject, options, scenarios, budget)
     chunks = [chunk_sizes(n, subject.batched) for n, _ in sized]
     given: list[Given] = [(subject.fn, subject.batched, None, "noise", "function")]
     tokens, _ = stream_drawing(given, scenarios, options.seed, round_robin=False, codes=True)

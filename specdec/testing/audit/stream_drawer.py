@@ -29,6 +29,7 @@ from specdec.testing.audit.drawer import register, seeded
 from specdec.testing.audit.run import InvalidOutputError
 from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.shard import function_reference, imported
+from specdec.testing.audit.stream_outputs import returned_prompt, sampler_rows
 from specdec.testing.stats import encode_sequences
 
 __all__ = [
@@ -49,6 +50,14 @@ __all__ = [
 
 STREAM_BATCH = 4096
 """Sequences per teacher-forced forward pass, and prompts per call of a batched sampler."""
+
+
+STOPPED = (
+    "an engine that stops at an end of sequence is judged with eos_token_id=ID "
+    "(--eos-token-id, exact-law mode), or run without stopping (transformers_stream_sampler"
+    "(..., stop_at_eos=False))"
+)
+"""What the early-stop errors say an engine that stopped is audited with."""
 
 
 def first_tokens(
@@ -73,19 +82,21 @@ def first_tokens(
         after = is_eos.cumsum(1) - is_eos > 0  # strictly after the first EOS
         if bool((~after & (tokens == -1)).any()):
             raise InvalidOutputError(
-                f"a generation stopped before {n} new tokens without an EOS ({eos}) first."
+                f"a generation stopped before {n} new tokens without an EOS ({eos}) first "
+                f"(eos_token_id={eos} judges stops at that EOS only)."
             )
         return torch.where(after & ((tokens == -1) | (tokens == eos)), stop, tokens)
     if tokens.dim() != 2 or tokens.shape[0] != rows or tokens.shape[1] < n:
         raise InvalidOutputError(
             f"expected {rows} generation(s) of at least {n} new tokens, got shape "
             f"{tuple(tokens.shape)} (an engine that stopped early must still return new_tokens "
-            "tokens for the audited prompts)."
+            f"tokens for the audited prompts; {STOPPED})."
         )
     first = tokens[:, :n]
     if bool((first < 0).any() or (first >= vocab).any()):
         raise InvalidOutputError(
-            f"new tokens must be ids in [0, {vocab}) (no -1 padding within the first {n})."
+            f"new tokens must be ids in [0, {vocab}) (no -1 padding within the first {n}: "
+            f"{STOPPED})."
         )
     return first
 
@@ -166,18 +177,22 @@ def draw_tokens(
     """``size`` continuations of ``prompt`` by ``engine``, checked (``first_tokens``; ``symbols``
     counts the stop symbol with ``eos``), labelled by its ``position_kinds`` after each call."""
     ids = torch.tensor(tuple(prompt), dtype=torch.int64)
-    rows, marks = [], []
+    outputs, rows, marks = [], [], []
     if not engine.batched:
         for _ in range(size):
             single = ids.clone()
-            row = first_tokens(engine.sample(single, noise)[None], 1, n, symbols, eos)
+            outputs.append(sampler_rows(engine.sample(single, noise), batched=False, rows=1))
+            row = first_tokens(outputs[-1], 1, n, symbols, eos)
             rows.append(row)
             if engine.labels is not None:
                 marks.append(checked_kinds(engine.labels(single[None], row), 1, n))
+        returned_prompt(outputs, prompt, n)
     for start in range(0, size if engine.batched else 0, STREAM_BATCH):
         count = min(STREAM_BATCH, size - start)
         prompts = ids.expand(count, -1).clone()
-        tokens = first_tokens(engine.sample(prompts, noise), count, n, symbols, eos)
+        out = sampler_rows(engine.sample(prompts, noise), batched=True, rows=count)
+        returned_prompt([out], prompt, n)
+        tokens = first_tokens(out, count, n, symbols, eos)
         rows.append(tokens)
         if engine.labels is not None:
             marks.append(checked_kinds(engine.labels(prompts, tokens), count, n))

@@ -93,7 +93,7 @@ from specdec.testing.audit.scenario import StreamScenario
 from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES, stream_audit
 from specdec.testing.audit.stream_drawer import Given
 from specdec.testing.audit.stream_evidence import LargeDrawer, TwoSampleDrawer
-from specdec.testing.audit.stream_options import STREAM_MODES, PositionKinds, StreamModeError
+from specdec.testing.audit.stream_options import STREAM_MODES, PositionKinds
 from specdec.testing.audit.stream_probe import same_streams
 from specdec.testing.audit.stream_results import (
     EProcessRow,
@@ -131,6 +131,7 @@ __all__ = [
     "empty_statistics",
     "judge_stream",
     "large_log_e",
+    "large_sizes",
     "large_stream_audit",
     "resolved_stream_mode",
     "token_statistics",
@@ -173,7 +174,9 @@ BLIND_SPOTS = (
     "mean surprisal (e.g. swapping tokens of equal target probability), deviations below the "
     "stated sizes (averaged over positions, so a bug on few positions is diluted), nor anything "
     "after new_tokens or after other prompts, and LOSSLESS bounds the binned PIT law, not the "
-    "token law's TV"
+    "token law's TV; the rows judged against are the target's in its own dtype, so an engine "
+    "computing in bfloat16 or float16 is held to that law and its rounding counts as a "
+    "deviation (two-sample mode, the engine against itself without speculation, cancels it)"
 )
 KIND_BLIND_SPOTS = (
     " (with position kinds: accepted drafts and corrected tokens are not judged apart, their "
@@ -202,18 +205,12 @@ def large_stream_audit(
     forbidden token, a crossing, or the planned number of continuations per prompt.
     """
     start = time.perf_counter()
-    alpha, beta = options.false_fail_rate, options.false_pass_rate
+    beta = options.false_pass_rate
     n, prompts = scenarios[0].new_tokens, len(scenarios)
     # the groups decided on: all tokens, then each kind judged alone (Bonferroni over all)
     alone_codes = () if position_kinds is None else DECIDED_KINDS
     decided = [0, *(1 + n + prompts + code for code in alone_codes)]
-    level = math.log(len(LARGE_TESTS) * len(decided) / alpha)
-    target = None if options.samples is not None else (options.detect_tv or LARGE_DETECT_TV)
-    if options.samples is not None:
-        per_prompt = options.samples
-    else:
-        needed = min_tokens_for_binned_tv(target or LARGE_DETECT_TV, PIT_BINS, level, beta)
-        per_prompt = math.ceil(needed / (n * prompts))
+    level, per_prompt, target = large_sizes(options, n, prompts, position_kinds is not None)
     minimum = options.min_power_tv or max(LARGE_DETECT_TV, target or 0.0)
     names = group_names(scenarios, position_kinds is not None)
     given: list[Given] = [(subject.fn, subject.batched, position_kinds, "noise", "function")]
@@ -272,6 +269,21 @@ def large_stream_audit(
     return AuditReport.of(
         subject, options, (result,), decision, seconds=time.perf_counter() - start
     )
+
+
+def large_sizes(
+    options: AuditOptions, n: int, prompts: int, kinds: bool
+) -> tuple[float, int, float | None]:
+    """Large-vocabulary mode's stopping level, continuations per prompt (``samples``, or
+    enough tokens for the binned-PIT test to detect ``detect_tv``) and that ``detect_tv``
+    (``None`` with ``samples`` fixed); ``kinds``: the bonus positions judged alone too."""
+    level = math.log(len(LARGE_TESTS) * (1 + (len(DECIDED_KINDS) if kinds else 0))
+                     / options.false_fail_rate)  # fmt: skip
+    if options.samples is not None:
+        return level, options.samples, None
+    target = options.detect_tv or LARGE_DETECT_TV
+    needed = min_tokens_for_binned_tv(target, PIT_BINS, level, options.false_pass_rate)
+    return level, math.ceil(needed / (n * prompts)), target
 
 
 def _underpowered(result: StreamStatisticsResult, minimum: float) -> str:
@@ -375,45 +387,25 @@ def judge_stream(
     options: AuditOptions,
     scenarios: Sequence[StreamScenario],
     progress: Progress | None = None,
+    mode: str | None = None,
 ) -> AuditReport:
-    """The stream audit in ``options.stream.mode`` (``STREAM_MODES``), resolved here, once
-    (``resolved_stream_mode``): the one dispatch point of the modes, reached only through the
-    door (``audits.audit``), which has checked the options against the subject.
+    """The stream audit in the plan's ``mode`` (``stream_modes.planned_stream_mode``,
+    resolved once when the audit is planned; ``STREAM_MODES`` but ``"auto"``): the one
+    dispatch point of the modes, reached only through the door (``door.run_plan``), which has
+    checked the options against the subject and the prompts.
 
     Raises:
-        StreamModeError: ``"exact"`` above ``EXACT_LAW_SEQUENCES``, ``position_kinds`` in
-            exact-law mode (``"auto"`` on a small ``V ** n`` included: its outcome is a whole
-            continuation, not positions), an ``eos_token_id`` the prompts were not built with.
+        ValueError: no planned mode (``mode`` ``None`` or ``"auto"``: plan the audit).
     """
     stream = options.stream
-    if stream.eos_token_id is not None:
-        other = [s.name for s in scenarios if s.eos_token_id != stream.eos_token_id]
-        if other:
-            raise StreamModeError(
-                f"eos_token_id is {stream.eos_token_id} but {', '.join(other)} judge "
-                "another end of sequence: build the prompts with stream_scenarios(..., "
-                f"eos_token_id={stream.eos_token_id})."
-            )
-    chosen, sequences = resolved_stream_mode(scenarios, stream.mode)
-    if chosen == "exact" and sequences > EXACT_LAW_SEQUENCES:
-        raise StreamModeError(
-            f"exact-law mode does not apply: V ** new_tokens = {sequences} continuations, above "
-            f"the {EXACT_LAW_SEQUENCES} it enumerates per prompt; use mode='large' (or 'auto')."
-        )
-    if chosen == "exact" and stream.position_kinds is not None:
-        raise StreamModeError(
-            "position_kinds applies to the large-vocabulary and two-sample modes; V ** "
-            f"new_tokens = {sequences} makes this audit exact-law (its outcome is a whole "
-            "continuation, not positions)."
-        )
-    if chosen == "exact":
+    if mode == "exact":
         return stream_audit(subject, options, scenarios, progress)
-    if chosen == "large":
+    if mode == "large":
         return large_stream_audit(
             subject, options, scenarios, progress, position_kinds=stream.position_kinds
         )
-    if stream.reference is None:  # unreachable: StreamOptions checks it (narrows the type)
-        raise ValueError("mode='two-sample' needs reference=.")
+    if mode != "two-sample" or stream.reference is None:  # the plan resolves and checks it
+        raise ValueError(f"judge_stream runs a planned mode (plan_audit), got {mode!r}.")
     return two_sample_stream_audit(
         subject, stream.reference, options, scenarios, progress,
         position_kinds=stream.position_kinds,

@@ -41,6 +41,7 @@ __all__ = [
     "PositionKinds",
     "StreamModeError",
     "StreamOptions",
+    "StreamSignatureError",
     "check_stream_options",
 ]
 
@@ -56,6 +57,12 @@ class StreamModeError(ValueError):
     """Stream options that do not fit the prompts, found once the mode is resolved (exact-law
     mode above its limit, position kinds in exact-law mode): a usage error (the command exits
     2), raised before the engine is called."""
+
+
+class StreamSignatureError(StreamModeError, TypeError):
+    """A stream sampler (or reference) that cannot be called in its form: a usage error
+    found when the audit is planned (the command exits 2), before the engine is called; a
+    ``TypeError`` as well as a ``StreamModeError``."""
 
 
 def check_stream_options(
