@@ -192,7 +192,9 @@ class Subject:
                 its level (``forms.check_form``), naming the expected signature(s).
         """
         ragged = options.ragged and self.form == "batched verifier"  # else refused below
-        if self.level != "trace":  # a recorded trace calls nothing
+        # a recorded trace calls nothing; a stream sampler's form is checked when its mode is
+        # planned (signatures.stream_signature_problem: StreamSignatureError, a usage error)
+        if self.level not in ("trace", "stream"):
             check_form(self.fn, self.level, self.name, ragged=ragged)
         streamed = options.stream.given()
         if streamed and self.level != "stream":
