@@ -35,9 +35,16 @@ End of sequence: ``generate`` stops at the model's EOS; the rows are padded with
 ``max_new_tokens`` (audit them with ``audit_stream(..., eos_token_id=...)``, which judges the
 law of "the first ``n`` tokens or until EOS"). Tokens transformers returns after an EOS are
 kept as returned, so an engine that runs past its EOS is seen.
+
+Step record: with ``record=callback`` each generation's verification steps (the drafts, the
+rows they claim and were verified with, what was emitted) are recorded from the functions
+transformers calls and handed to ``callback`` as a tuple of ``StepRecord`` s, one call per
+generated row in order (``specdec.testing.transformers_record``; ``transformers_trace`` builds
+a judged ``Trace`` from them).
 """
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -46,6 +53,8 @@ from torch import Tensor
 
 from specdec._checks import check_positive_int
 from specdec.testing.signatures import batched, seeded_global_rng
+from specdec.testing.step_record import StepRecord
+from specdec.testing.transformers_record import recording_steps
 from specdec.warp import SamplingOptions
 
 __all__ = ["generate_options", "transformers_stream_sampler"]
@@ -76,6 +85,7 @@ def transformers_stream_sampler(
     *,
     max_new_tokens: int,
     options: SamplingOptions | None = None,
+    record: Callable[[tuple[StepRecord, ...]], None] | None = None,
     **generate_kwargs: Any,
 ) -> Callable[[Tensor, torch.Generator], Tensor]:
     """A batched stream sampler running ``model.generate`` once per prompt row (module notes).
@@ -84,6 +94,8 @@ def transformers_stream_sampler(
         model: a transformers causal LM on the CPU (the target).
         max_new_tokens: ``n``, new tokens per generation.
         options: the sampling law passed to ``generate`` (default temperature 1, no filter).
+        record: if given, called after each generation with its steps' ``StepRecord`` s
+            (module notes; assisted generation and prompt lookup; none without candidates).
         **generate_kwargs: more ``generate`` arguments: ``assistant_model=``,
             ``prompt_lookup_num_tokens=``, ``pad_token_id=``, ...; not the sampling options,
             ``max_new_tokens`` or ``generation_config`` (given above, or fixed by them).
@@ -127,13 +139,16 @@ def transformers_stream_sampler(
     arguments = {**generate_kwargs, **generate_options(sampling)}
     arguments["max_new_tokens"] = max_new_tokens
     assistant = generate_kwargs.get("assistant_model")
+    rule = "greedy" if sampling.temperature == 0 else "token"
 
     def one(prompt: Int[Tensor, " seq"]) -> Int[Tensor, " n"]:
         """One generation from the global stream, the assistant's draft length restored."""
         config = getattr(assistant, "generation_config", None)
         length = getattr(config, "num_assistant_tokens", None)
+        steps: list[StepRecord] = []
+        recorder = recording_steps(model, prompt.shape[0], rule, steps.append)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), recorder if record is not None else nullcontext():
                 sequence = model.generate(prompt[None], **arguments)[0]
         finally:
             if config is not None:  # transformers' "heuristic" schedule writes it back
@@ -141,6 +156,8 @@ def transformers_stream_sampler(
         new = sequence[prompt.shape[0] :].cpu().long()
         out = torch.full((max_new_tokens,), -1, dtype=torch.int64)
         out[: new.shape[0]] = new[:max_new_tokens]
+        if record is not None:
+            record(tuple(steps))
         return out
 
     @batched
