@@ -57,10 +57,11 @@ __all__ = [
     "plan_audit",
 ]
 
-Engine = Literal["sampled", "sampler", "exact", "multi", "stream"]
+Engine = Literal["sampled", "sampler", "exact", "multi", "stream", "trace"]
 """How the plan is judged: sampled (``sampled``), against an engine's sampler (``sampler``),
-exactly (``exact``), a multi-draft or tree rule (``multi``, sampled or exact) or a stream
-(``stream_large.judge_stream``, in ``AuditPlan.stream_mode``)."""
+exactly (``exact``), a multi-draft or tree rule (``multi``, sampled or exact), a stream
+(``stream_large.judge_stream``, in ``AuditPlan.stream_mode``) or a recorded trace's steps
+(``trace_judge.judge_trace``)."""
 
 PILOT_SINGLE = 300
 """Pilot samples of a single-sequence function (one call each)."""
@@ -201,6 +202,10 @@ class AuditPlan:
             limit = f"V ** n = {self.stream_sequences}, exact-law up to {EXACT_LAW_SEQUENCES}"
             chosen = "" if options.stream.mode == "auto" else f" (mode={options.stream.mode})"
             return f"stream mode {self.stream_mode}{chosen}, {limit}; {self._power()}"
+        if self.engine == "trace":
+            return ("each recorded step against the exact law of its rule given its rows; "
+                    f"false-fail {options.false_fail_rate:g}, false-pass "
+                    f"{options.false_pass_rate:g}")  # fmt: skip
         if options.exact:
             return "exactly, from the function's own decisions (no sampling, no error rates)"
         how = "against the engine's sampler (two-sample); " if self.engine == "sampler" else ""
@@ -286,6 +291,8 @@ def plan_audit(
         raise ValueError("scenarios must hold at least one scenario, got none.")
     if subject.level == "stream":
         return _stream_plan(subject, chosen, scenarios)
+    if subject.level == "trace":  # the records are the evidence: nothing is drawn
+        return AuditPlan(subject, chosen, "trace", (), given=True)
     if subject.level in ("position", "tree"):
         listed = list(scenarios or default_scenarios(subject.level))
         multi = tuple(s for s in listed if isinstance(s, (PositionScenario, TreeScenario)))

@@ -50,9 +50,10 @@ __all__ = [
 METHODS = ("statistical", "exact")
 """How a verdict is reached: by sampling (error rates, power) or from exact laws."""
 
-STREAM_STATISTICS_MODES = ("large", "two-sample")
+STREAM_STATISTICS_MODES = ("large", "two-sample", "trace")
 """A stream's modes whose result is a ``StreamStatisticsResult`` (``stream_large``); a
-stream's exact-law mode is a sampled audit like any other (``stream_mode`` ``None``)."""
+stream's exact-law mode is a sampled audit like any other (``stream_mode`` ``None``); a
+recorded trace's steps (``trace_judge``) are judged as a ``"trace"``."""
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from specdec.testing.audit.search import CoverageSearch, coverage_search
 from specdec.testing.audit.shard import start_server
 from specdec.testing.audit.stream_large import judge_stream
 from specdec.testing.audit.subject import Subject
+from specdec.testing.audit.trace_judge import judge_trace
 
 __all__ = ["audit", "run_plan"]
 
@@ -90,6 +91,8 @@ def run_plan(plan: AuditPlan, progress: Progress | None = None) -> AuditReport:
     if chosen.workers > 1 and chosen.executor is None and not chosen.exact:
         start_server()  # its import of specdec overlaps the search below
     with threads(chosen.num_threads):
+        if plan.engine == "trace":
+            return judge_trace(subject, chosen, progress)  # the records, judged
         if plan.engine == "stream":
             prompts = [s for s in battery if isinstance(s, StreamScenario)]
             return judge_stream(subject, chosen, prompts, progress)  # mode by V ** n

@@ -136,7 +136,8 @@ def _exact_line(report: Reported) -> str:
 
 def _stream_line(report: Reported) -> str:
     """Large-vocabulary and two-sample stream modes: the verdict, what it is about."""
-    title = {"large": "large-vocabulary", "two-sample": "two-sample"}[str(report.stream_mode)]
+    titles = {"large": "large-vocabulary", "two-sample": "two-sample", "trace": "recorded steps"}
+    title = titles[str(report.stream_mode)]
     streams = [s for s in report.scenarios if isinstance(s, StreamStatisticsResult)]
     tokens = sum(s.tokens for s in streams)
     kinds = [kind for s in streams for kind in s.kinds]  # kinds judged alone
@@ -252,6 +253,8 @@ def _stream_lines(report: Reported) -> list[str]:
 
 
 def _title(report: Reported) -> str:
+    if report.stream_mode == "trace":
+        return "--trace"
     if report.stream_mode is not None:
         return f"--stream-mode {report.stream_mode}"
     option = {"position": " --multi-draft", "tree": " --tree"}.get(report.level, "")

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
+from specdec.testing._trace_types import Trace
 from specdec.testing.signatures import (
     VerifierFn,
     is_batched,
@@ -53,6 +54,7 @@ from specdec.types import VerifyRule
 
 __all__ = [
     "APPLICABLE",
+    "Recorded",
     "DRAWS",
     "FORMS",
     "SAMPLING_OPTIONS",
@@ -63,10 +65,11 @@ __all__ = [
     "is_step",
 ]
 
-Level = Literal["verifier", "step", "position", "tree", "stream"]
+Level = Literal["verifier", "step", "position", "tree", "stream", "trace"]
 """What one call of the audited function does: verify a block, run a whole step, pick one
 token among candidates at one position, verify a draft tree, or generate a whole
-continuation of a prompt (a stream)."""
+continuation of a prompt (a stream); or no call at all: an engine's recorded steps (a trace,
+``specdec.testing.step_record``)."""
 
 DRAWS = ("iid", "without_replacement", "point_mass", "hub")
 """The candidate draws of multi-draft and tree rules (``specdec.multi_law.Draw``)."""
@@ -82,6 +85,7 @@ FORMS = {
     "batched stream sampler": "batched stream sampler (prompts [N, L] and generator in, "
     "[N, n] new tokens out)",
     "stream sampler": "stream sampler (prompt [L] and generator in, new tokens out)",
+    "recorded trace": "recorded trace (an engine's step records: specdec.testing.step_record)",
 }
 """Each form and the words the report's ``run as:`` line uses for it."""
 
@@ -115,6 +119,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
     "tree rule": frozenset((*_COMMON, "allow_nondeterministic", "coverage", *_SCALE)),
     "batched stream sampler": frozenset((*_STREAM,)),
     "stream sampler": frozenset((*_STREAM,)),
+    "recorded trace": frozenset(("seed", "false_fail_rate", "false_pass_rate", "min_power_tv")),
 }
 """The options each form takes (``AuditOptions`` field names); the others are refused."""
 
@@ -220,6 +225,23 @@ class Subject:
             )
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded trace as a subject's function: calling it gives the trace (nothing of an
+    engine runs; ``trace_judge`` reads the records).
+
+    Attributes:
+        trace: the records (``specdec.testing.step_record.Trace``).
+        source: where they came from (a file's path), as reports print it.
+    """
+
+    trace: Trace
+    source: str = "a Trace"
+
+    def __call__(self) -> Trace:
+        return self.trace
+
+
 def is_step(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` has the audit's step signature (``target_logits, draft_logits, prefix, k,
     generator, *, temperature, ...``) rather than a verifier's four parameters.
@@ -243,7 +265,7 @@ def is_step(fn: Callable[..., Any]) -> bool:
 
 
 def as_subject(
-    fn: "Callable[..., Any] | Subject",
+    fn: "Callable[..., Any] | Subject | Trace",
     *,
     level: Level | None = None,
     batched: bool | None = None,
@@ -252,7 +274,8 @@ def as_subject(
     """Recognise ``fn``'s form once (module docstring); a ``Subject`` is returned as it is.
 
     Args:
-        fn: the user's function.
+        fn: the user's function; or a recorded ``Trace`` (``Recorded``: its steps are
+            judged, ``trace_judge``).
         level: what it does (default: ``"step"`` if ``is_step(fn)``, else ``"verifier"``);
             ``"position"`` and ``"tree"`` need ``draw``; ``"stream"`` is an engine's whole
             generation (``sample(prompt, generator)``, batched with ``@batched``).
@@ -272,6 +295,13 @@ def as_subject(
     """
     if isinstance(fn, Subject):
         return fn
+    if isinstance(fn, Trace):
+        fn = Recorded(fn)
+    if isinstance(fn, Recorded):
+        if level not in (None, "trace") or batched is not None or draw is not None:
+            raise ValueError("a recorded trace takes none of level, batched or draw.")
+        steps = f"{len(fn.trace.sequences)} sequence(s), {fn.trace.steps} steps"
+        return Subject(fn, "trace", "recorded trace", f"{fn.source} ({steps})", False)
     if not callable(fn):
         raise TypeError(f"the audited function must be callable, got {type(fn).__name__}.")
     name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"

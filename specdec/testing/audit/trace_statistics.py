@@ -1,0 +1,175 @@
+r"""A recorded run's steps as randomized PITs under the exact law of the declared rule.
+
+Given the rows an engine recorded (``specdec.testing.step_record``), each step's outcome has
+an exact conditional law under token-level rejection sampling, and each of its parts, taken
+in the order the engine decides them, has a randomized PIT that is Uniform(0, 1) given
+everything before it (so the values of a whole trace are i.i.d. uniform under the null):
+
+* each draft ``x_i`` under the row it claims to come from, :math:`q_i(\text{before } x_i) +
+  W q_i(x_i)` (by decreasing probability, and by token id);
+* each accept/reject decision, a Bernoulli of :math:`\alpha_i = \min(1, p_i(x_i) / q_i(x_i))`:
+  :math:`W \alpha_i` if accepted, :math:`\alpha_i + W (1 - \alpha_i)` if rejected;
+* the correction under the normalised residual :math:`\max(0, p_j - q_j)`, the bonus token
+  under :math:`p_{k+1}` (by decreasing probability, and by token id).
+
+``W`` are the audit's own uniforms (seeded). A *reused uniform* across a step's positions
+keeps each acceptance's marginal right but couples them: given an acceptance, the next one
+has probability :math:`\min(1, \alpha_{i+1} / \min_{l \le i} \alpha_l) \ge \alpha_{i+1}`.
+The PITs above are conditioned sequentially, so they see it, and one statistic looks at it
+directly: the standardized surprise of each acceptance decision after an acceptance in the
+same step, :math:`(\mathbb{1}[\text{accept}] - \alpha) / \sqrt{\alpha (1 - \alpha)}`, a
+martingale difference of variance 1 (the normal-mixture e-process of
+``specdec.testing.stats.streaming``).
+
+Under ``rule="greedy"`` an outcome is forbidden unless it is the rule's (a draft accepted iff
+it is the target row's argmax, the correction and the bonus the argmax): any other is a
+forbidden outcome, as is any event of probability 0 under the token rule (a draft its row
+forbids, an acceptance of probability 0, a rejection of probability 0, a correction or bonus
+of probability 0).
+"""
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from specdec.testing._trace_types import StepRecord, Trace
+
+__all__ = ["PROCESSES", "TraceEvidence", "trace_evidence"]
+
+DECISIONS = "accept/reject decisions (PIT)"
+AFTER_ACCEPT = "acceptance after acceptance (mean)"
+CORRECTIONS = "corrections (PIT by probability)"
+BONUSES = "bonus tokens (PIT by probability)"
+OUTCOMES = "step outcomes (PIT by token id)"
+DRAFTS = "drafts vs rows (PIT by probability)"
+DRAFTS_BY_ID = "drafts vs rows (PIT by token id)"
+PROCESSES = (OUTCOMES, DECISIONS, AFTER_ACCEPT, CORRECTIONS, BONUSES, DRAFTS, DRAFTS_BY_ID)
+"""The e-processes a trace is judged by (the token rule; greedy: the two draft ones)."""
+
+
+@dataclass(frozen=True)
+class TraceEvidence:
+    """What a trace's steps give, in the order the engine decided them.
+
+    Attributes:
+        values: per process (``PROCESSES``), its values: PITs, or (``AFTER_ACCEPT``) the
+            standardized acceptance surprises.
+        steps: per process, the step (counted over the whole trace) of each value.
+        forbidden: each forbidden outcome, in words, in order.
+        forbidden_steps: the step of each.
+        counts: ``(kind, count)``: steps, accepted drafts, rejections, corrections, bonus
+            tokens, steps cut after an accepted draft, emitted tokens.
+    """
+
+    values: dict[str, list[float]]
+    steps: dict[str, list[int]]
+    forbidden: tuple[str, ...]
+    forbidden_steps: tuple[int, ...]
+    counts: tuple[tuple[str, int], ...]
+
+
+def _pit(below: float, at: float, uniform: float) -> float:
+    return min(1.0, max(0.0, below + uniform * at))
+
+
+def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
+    """The PITs and surprises of every step of ``trace`` (module docstring), with the
+    audit's uniforms ``W`` from ``generator``."""
+    needed = sum(2 * step.k + 3 for steps in trace.sequences for step in steps)
+    uniforms = iter(torch.rand(needed, generator=generator, dtype=torch.float64).tolist())
+    values: dict[str, list[float]] = {name: [] for name in PROCESSES}
+    steps: dict[str, list[int]] = {name: [] for name in PROCESSES}
+    forbidden: list[str] = []
+    forbidden_steps: list[int] = []
+    counts = dict.fromkeys(
+        ("steps", "accepted drafts", "rejections", "corrections", "bonus tokens",
+         "cut steps", "tokens"), 0,
+    )  # fmt: skip
+    number = 0
+
+    def add(name: str, value: float) -> None:
+        values[name].append(value)
+        steps[name].append(number)
+
+    for index, records in enumerate(trace.sequences):
+        for record in records:
+            where = f"sequence {index}, step at position {record.position}"
+            for problem in _step(record, trace.rule, uniforms, add):
+                forbidden.append(f"{where}: {problem}")
+                forbidden_steps.append(number)
+            counts["steps"] += 1
+            counts["accepted drafts"] += record.accepted
+            counts["tokens"] += len(record.emitted)
+            ending = record.ending
+            counts["rejections"] += ending == "correction"
+            counts[{"correction": "corrections", "bonus": "bonus tokens", "cut": "cut steps"}[
+                ending]] += 1  # fmt: skip
+            number += 1
+    return TraceEvidence(
+        values, steps, tuple(forbidden), tuple(forbidden_steps), tuple(counts.items())
+    )
+
+
+def _step(
+    record: StepRecord, rule: str, uniforms: Iterator[float], add: Callable[[str, float], None]
+) -> list[str]:
+    """Add one step's values (in the order the engine decided them); its forbidden outcomes."""
+    problems: list[str] = []
+    for i in range(record.k):  # 1. the drafts, under the rows they claim to come from
+        if record.draft_at[i] <= 0.0:
+            problems.append(f"draft {i + 1} (token {record.drafted[i]}) has probability 0 "
+                            "under the draft row recorded for it")  # fmt: skip
+        uniform = next(uniforms)
+        if record.draft_above:
+            add(DRAFTS, _pit(record.draft_above[i], record.draft_at[i], uniform))
+        add(DRAFTS_BY_ID, _pit(record.draft_below[i], record.draft_at[i], uniform))
+    accepted, ending = record.accepted, record.ending
+    decided = accepted + (ending == "correction")
+    if rule == "greedy":
+        return problems + _greedy(record, decided)
+    for i in range(decided):  # 2. each accept/reject decision, then the last token
+        ratio = record.target_at[i] / record.draft_at[i] if record.draft_at[i] > 0 else 1.0
+        alpha = min(1.0, ratio)
+        accept = i < accepted
+        if accept and alpha <= 0.0:
+            problems.append(f"draft {i + 1} accepted though the target row gives it 0")
+        if not accept and alpha >= 1.0:
+            problems.append(f"draft {i + 1} rejected though p >= q there (it must be accepted)")
+        uniform = next(uniforms)
+        pit = _pit(0.0, alpha, uniform) if accept else _pit(alpha, 1.0 - alpha, uniform)
+        add(DECISIONS, pit)
+        add(OUTCOMES, pit)
+        if i > 0 and 0.0 < alpha < 1.0:  # the surprise of an acceptance after an acceptance
+            add(AFTER_ACCEPT, (float(accept) - alpha) / math.sqrt(alpha * (1.0 - alpha)))
+    if ending == "cut" or record.final_at is None or record.final_below is None:
+        return problems
+    kind = "correction" if ending == "correction" else "bonus token"
+    if record.final_at <= 0.0:
+        law = "the residual max(0, p - q)" if ending == "correction" else "the bonus row"
+        problems.append(f"{kind} {record.emitted[-1]} has probability 0 under {law}")
+        return problems
+    uniform = next(uniforms)
+    add(OUTCOMES, _pit(record.final_below, record.final_at, uniform))
+    if record.final_above is not None:
+        name = CORRECTIONS if ending == "correction" else BONUSES
+        add(name, _pit(record.final_above, record.final_at, uniform))
+    return problems
+
+
+def _greedy(record: StepRecord, decided: int) -> list[str]:
+    """The greedy rule's forbidden outcomes: a draft accepted iff it is the argmax, the
+    correction and the bonus the argmax (ties: the lowest id)."""
+    problems = []
+    for i in range(decided):
+        best = record.target_argmax[i]
+        if (i < record.accepted) != (record.drafted[i] == best):
+            verb = "accepted" if i < record.accepted else "rejected"
+            problems.append(f"draft {i + 1} (token {record.drafted[i]}) {verb}; the target's "
+                            f"argmax is {best}")  # fmt: skip
+    if record.ending != "cut" and record.emitted[-1] != record.target_argmax[record.accepted]:
+        kind = "correction" if record.ending == "correction" else "bonus token"
+        problems.append(f"{kind} {record.emitted[-1]} is not the target's argmax "
+                        f"{record.target_argmax[record.accepted]}")  # fmt: skip
+    return problems
