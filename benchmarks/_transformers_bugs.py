@@ -7,7 +7,8 @@ looks up at run time), and restores it on exit:
 
 * ``"bonus_temperature"``: ``transformers.generation.utils._speculative_sampling`` replaced
   by ``speculative_sampling(bug)``, whose bonus token (all drafts accepted) is drawn at
-  temperature 1 instead of ``T`` (the processed bonus logits times ``T``);
+  temperature ``bonus_temperature`` (default 1) instead of ``T`` (the processed bonus logits
+  times ``T / bonus_temperature``);
 * ``"correction_from_p"``: the same rule drawing a rejected position's token from the target
   row ``p`` instead of the residual ``norm(max(0, p - q))``;
 * ``"reused_uniform"``: the same rule testing every draft against one uniform;
@@ -31,7 +32,9 @@ __all__ = ["HF_BUGS", "planted", "speculative_sampling", "unwarped_candidates"]
 HF_BUGS = ("bonus_temperature", "correction_from_p", "q_unwarped", "reused_uniform")
 
 
-def speculative_sampling(bug: str | None, *, temperature: float = 1.0) -> Callable[..., Any]:
+def speculative_sampling(
+    bug: str | None, *, temperature: float = 1.0, bonus_temperature: float = 1.0
+) -> Callable[..., Any]:
     """A stand-in for ``_speculative_sampling`` with ``bug`` planted (``None``: lossless)."""
 
     def rule(
@@ -56,7 +59,7 @@ def speculative_sampling(bug: str | None, *, temperature: float = 1.0) -> Callab
             if bug == "correction_from_p":
                 law = target_probs[accepted]
         elif bug == "bonus_temperature":  # bonus: the processed logits are logits / T
-            law = (new_logits[0, -1] * temperature).softmax(dim=-1)
+            law = (new_logits[0, -1] * temperature / bonus_temperature).softmax(dim=-1)
         else:
             law = target_probs[-1]
         last = torch.multinomial(law / law.sum(), 1)  # [1]
@@ -75,7 +78,9 @@ def unwarped_candidates(self: Any, generation_args: dict[str, Any]) -> tuple[Ten
 
 
 @contextmanager
-def planted(bug: str | None, *, temperature: float = 1.0) -> Iterator[None]:
+def planted(
+    bug: str | None, *, temperature: float = 1.0, bonus_temperature: float = 1.0
+) -> Iterator[None]:
     """Within: transformers runs with ``bug`` planted (``None``: as installed)."""
     from transformers.generation import candidate_generator, utils
 
@@ -89,7 +94,9 @@ def planted(bug: str | None, *, temperature: float = 1.0) -> Iterator[None]:
         name, replacement = "_generate_candidates", unwarped_candidates
     else:
         owner, name = utils, "_speculative_sampling"
-        replacement = speculative_sampling(bug, temperature=temperature)
+        replacement = speculative_sampling(
+            bug, temperature=temperature, bonus_temperature=bonus_temperature
+        )
     original = owner.__dict__[name]
     setattr(owner, name, replacement)
     try:

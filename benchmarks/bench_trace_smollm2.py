@@ -7,7 +7,7 @@ copy (``int8_dynamic_copy``), ``k`` drafts per step (``num_assistant_tokens``, a
 schedule, no confidence stop), temperature ``T``, ``n`` new tokens after each of two prompts.
 Each run records its steps with ``specdec.testing.transformers_record.transformers_trace``
 (nothing else: the record comes from the functions transformers calls) and the growing trace
-is judged by ``audit(trace)`` after every round of ``--round`` generations per prompt, until
+is judged by ``audit(as_subject(trace))`` after every round of ``--round`` generations per prompt, until
 LOSSY or ``--max-tokens`` generated tokens; the first LOSSY trace is then cut back, by
 bisection over its generations, to the fewest generations that are LOSSY (the judge is
 deterministic given its seed, so a prefix's verdict is that of the same steps). The bugs
@@ -88,7 +88,7 @@ def _fewest(trace: Any, judge: Any) -> int:
     low, high = 0, len(trace.sequences)  # prefix of `low` is not lossy, of `high` is
     while high - low > 1:
         middle = (low + high) // 2
-        if judge(_prefix(trace, middle)).verdict == "lossy":
+        if judge(as_subject(_prefix(trace, middle))).verdict == "lossy":
             high = middle
         else:
             low = middle
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import specdec
     from benchmarks._transformers_bugs import planted
-    from specdec.testing import audit
+    from specdec.testing.audit import as_subject, audit
     from specdec.testing.step_record import Trace, load_trace, save_trace
     from specdec.testing.transformers_record import transformers_trace
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         kept = None if args.traces is None else args.traces / f"{bug}.jsonl"
         trace: Any = load_trace(kept) if kept is not None and kept.exists() else None
         generating = judging = 0.0
-        report = None if trace is None or args.no_judge else audit(trace)
+        report = None if trace is None or args.no_judge else audit(as_subject(trace))
         while trace is None or _tokens(trace) < budget:
             if report is not None and report.verdict == "lossy":
                 break
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.no_judge:
                 continue
             start = time.perf_counter()
-            report = audit(trace)
+            report = audit(as_subject(trace))
             judging += time.perf_counter() - start
         if report is None:  # --no-judge
             print(json.dumps({"bug": bug, "generated_tokens": _tokens(trace),

@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 
 import specdec
+from benchmarks._transformers_bugs import planted
+from specdec.testing.audit import AuditOptions, as_subject, audit
 from specdec.testing.step_record import StepRecord, record_step
 from specdec.testing.transformers_record import recording_steps, transformers_trace
 from specdec.testing.transformers_stream import transformers_stream_sampler
@@ -59,7 +61,9 @@ def _teacher_forced(
     context = prompt + new[: step.position]
     k = step.k
     target = _warped(model, context + list(step.drafted), LAW)[len(context) - 1 :]  # [k+1, V]
-    rows = _warped(draft, context + list(step.drafted), DRAFT_LAW)[len(context) - 1 : len(context) - 1 + k]
+    rows = _warped(draft, context + list(step.drafted), DRAFT_LAW)[
+        len(context) - 1 : len(context) - 1 + k
+    ]
     return record_step(
         torch.tensor(step.drafted, dtype=torch.long), torch.tensor(step.emitted), rows, target,
         position=step.position,
@@ -149,3 +153,57 @@ def test_greedy_and_prompt_lookup_are_recorded(pair: tuple[Any, Any]) -> None:
     )  # fmt: skip
     drafted = [step for steps in lookup.sequences for step in steps if step.k > 0]
     assert drafted and all(set(step.draft_at) == {1.0} for step in drafted)
+
+
+def _bug_pair(temperature: float, *, scale: float) -> tuple[Any, Any]:
+    """A V = 8 pair without EOS whose draft, warped twice by transformers (``T^2``, notes),
+    samples the target's row exactly when ``scale = 0`` (its head scaled by ``T``)."""
+    model = tiny_model("llama", vocab=8, seed=0)
+    draft = noisy_copy(model, scale=scale, seed=1)
+    with torch.no_grad():
+        draft.lm_head.weight.mul_(temperature)
+    for config in (model.generation_config, draft.generation_config):
+        config.eos_token_id = None
+    draft.generation_config.num_assistant_tokens = K
+    draft.generation_config.assistant_confidence_threshold = 0.0
+    return model, draft
+
+
+BUGS = {  # bug: (law, draft noise, bonus temperature, generations of 16 tokens)
+    "bonus_temperature": (S(temperature=0.25), 0.0, 4.0, 10),
+    "correction_from_p": (S(temperature=0.7), 0.3, 1.0, 6),
+    "q_unwarped": (S(temperature=0.5), 0.2, 1.0, 6),
+}
+
+
+@pytest.mark.parametrize("bug", BUGS)
+def test_bugs_planted_in_transformers_are_lossy_via_the_record(bug: str) -> None:
+    """Each bug planted in transformers' own verification path (``benchmarks/
+    _transformers_bugs.py``: the bonus drawn at temperature 4 under a law at 0.25, the
+    correction drawn from ``p``, ``q`` the draft's unwarped logits) is LOSSY on the trace
+    (family-wise false-fail 1e-6)."""
+    law, scale, bonus_temperature, generations = BUGS[bug]
+    model, draft = _bug_pair(law.temperature, scale=scale)
+    common: dict[str, Any] = {
+        "generations": generations, "max_new_tokens": 16, "options": law,
+        "assistant_model": draft, "pad_token_id": 0,
+    }  # fmt: skip
+    with planted(bug, temperature=law.temperature, bonus_temperature=bonus_temperature):
+        trace = transformers_trace(
+            model, [[2, 3]], generator=torch.Generator().manual_seed(1), **common
+        )
+    report = audit(as_subject(trace))
+    assert report.verdict == "lossy", report.format()
+
+
+def test_transformers_own_code_is_lossless_on_its_trace(pair: tuple[Any, Any]) -> None:
+    """transformers' assisted generation as installed (T = 0.7, top-k 5, k = 3, EOS with real
+    mass: cut steps and EOS corrections among the steps), 16 runs of 12 tokens: LOSSLESS,
+    with the pooled step outcomes' detectable TV <= 0.6 (false-fail 1e-6, false-pass 1e-3)."""
+    model, draft = pair
+    trace = transformers_trace(
+        model, [[2, 3]], generations=16, max_new_tokens=12, options=LAW,
+        generator=torch.Generator().manual_seed(0), assistant_model=draft, pad_token_id=0,
+    )  # fmt: skip
+    report = audit(as_subject(trace), AuditOptions(min_power_tv=0.6))
+    assert report.verdict == "lossless", report.format()
