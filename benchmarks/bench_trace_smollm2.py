@@ -7,7 +7,8 @@ copy (``int8_dynamic_copy``), ``k`` drafts per step (``num_assistant_tokens``, a
 schedule, no confidence stop), temperature ``T``, ``n`` new tokens after each of two prompts.
 Each run records its steps with ``specdec.testing.transformers_record.transformers_trace``
 (nothing else: the record comes from the functions transformers calls) and the growing trace
-is judged by ``audit(as_subject(trace))`` after every round of ``--round`` generations per prompt, until
+is judged by ``audit(as_subject(trace))`` after every round of ``--round`` generations per
+prompt, until
 LOSSY or ``--max-tokens`` generated tokens; the first LOSSY trace is then cut back, by
 bisection over its generations, to the fewest generations that are LOSSY (the judge is
 deterministic given its seed, so a prefix's verdict is that of the same steps). The bugs
@@ -85,6 +86,8 @@ def _prefix(trace: Any, count: int) -> Any:
 
 def _fewest(trace: Any, judge: Any) -> int:
     """The fewest leading generations of a LOSSY ``trace`` that are LOSSY (bisection)."""
+    from specdec.testing.audit import as_subject
+
     low, high = 0, len(trace.sequences)  # prefix of `low` is not lossy, of `high` is
     while high - low > 1:
         middle = (low + high) // 2

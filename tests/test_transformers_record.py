@@ -1,4 +1,4 @@
-"""transformers' assisted generation recorded step by step (``specdec.testing.transformers_record``).
+"""transformers' assisted generation recorded step by step (``testing.transformers_record``).
 
 Tiny config-built Llama pairs (``tests._tiny_models``: 2 layers, V = 8, token 1 the EOS),
 the draft a noisy copy of the target. The record is checked against rows recomputed by
@@ -125,10 +125,9 @@ def test_recording_restores_the_model_and_keeps_the_draws(pair: tuple[Any, Any])
     seed = torch.Generator().manual_seed(3)
     assert torch.equal(plain(prompts, seed), recorded(prompts, torch.Generator().manual_seed(3)))
     assert "_get_candidate_generator" not in model.__dict__
-    with pytest.raises(RuntimeError, match="inside"):
-        with recording_steps(model, 2, "token", steps.append):
-            assert "_get_candidate_generator" in model.__dict__
-            raise RuntimeError("inside")
+    with pytest.raises(RuntimeError, match="inside"), recording_steps(model, 2, "token", print):
+        assert "_get_candidate_generator" in model.__dict__
+        raise RuntimeError("inside")
     assert "_get_candidate_generator" not in model.__dict__
 
 
