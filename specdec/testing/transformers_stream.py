@@ -48,9 +48,16 @@ End of sequence, one choice made here (``stop_at_eos``), and the audit told the 
 
 An audit of a stopping sampler without ``eos_token_id`` fails at the first stopped row with an
 invalid output that names both choices.
+
+Step record: with ``record=callback`` each generation's verification steps (the drafts, the
+rows they claim and were verified with, what was emitted) are recorded from the functions
+transformers calls and handed to ``callback`` as a tuple of ``StepRecord`` s, one call per
+generated row in order (``specdec.testing.transformers_record``; ``transformers_trace`` builds
+a judged ``Trace`` from them).
 """
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -59,6 +66,8 @@ from torch import Tensor
 
 from specdec._checks import check_positive_int
 from specdec.testing.signatures import batched, seeded_global_rng
+from specdec.testing.step_record import StepRecord
+from specdec.testing.transformers_record import recording_steps
 from specdec.warp import SamplingOptions
 
 __all__ = ["generate_options", "transformers_stream_sampler"]
@@ -90,6 +99,7 @@ def transformers_stream_sampler(
     max_new_tokens: int,
     options: SamplingOptions | None = None,
     stop_at_eos: bool = True,
+    record: Callable[[tuple[StepRecord, ...]], None] | None = None,
     **generate_kwargs: Any,
 ) -> Callable[[Tensor, torch.Generator], Tensor]:
     """A batched stream sampler running ``model.generate`` once per prompt row (module notes).
@@ -101,6 +111,8 @@ def transformers_stream_sampler(
         stop_at_eos: stop at the model's EOS (``-1`` after it; audit with ``eos_token_id=``),
             or (``False``) generate ``max_new_tokens`` with EOS an ordinary token (module
             notes).
+        record: if given, called after each generation with its steps' ``StepRecord`` s
+            (module notes; assisted generation and prompt lookup; none without candidates).
         **generate_kwargs: more ``generate`` arguments: ``assistant_model=``,
             ``prompt_lookup_num_tokens=``, ``pad_token_id=``, ...; not the sampling options,
             ``max_new_tokens``, ``generation_config``, ``eos_token_id`` (given above, or fixed
@@ -156,13 +168,16 @@ def transformers_stream_sampler(
     if not stop_at_eos:  # EOS an ordinary token, for this call only (the model's config kept)
         arguments["eos_token_id"] = None
     assistant = generate_kwargs.get("assistant_model")
+    rule = "greedy" if sampling.temperature == 0 else "token"
 
     def one(prompt: Int[Tensor, " seq"]) -> Int[Tensor, " n"]:
         """One generation from the global stream, the assistant's draft length restored."""
         config = getattr(assistant, "generation_config", None)
         length = getattr(config, "num_assistant_tokens", None)
+        steps: list[StepRecord] = []
+        recorder = recording_steps(model, prompt.shape[0], rule, steps.append)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), recorder if record is not None else nullcontext():
                 sequence = model.generate(prompt[None], **arguments)[0]
         finally:
             if config is not None:  # transformers' "heuristic" schedule writes it back
@@ -170,6 +185,8 @@ def transformers_stream_sampler(
         new = sequence[prompt.shape[0] :].cpu().long()
         out = torch.full((max_new_tokens,), -1, dtype=torch.int64)
         out[: new.shape[0]] = new[:max_new_tokens]
+        if record is not None:
+            record(tuple(steps))
         return out
 
     @batched
