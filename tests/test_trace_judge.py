@@ -9,11 +9,13 @@ Bonferroni; 11 or more of 20 has probability < 6e-4 under that bound).
 from pathlib import Path
 
 import pytest
+import torch
 
 from specdec.cli import main
 from specdec.testing.audit import AuditOptions, as_subject, audit
-from specdec.testing.step_record import Trace, save_trace
+from specdec.testing.step_record import Trace, record_step, save_trace
 from specdec.testing.trace_zoo import toy_trace
+from specdec.warp import SamplingOptions
 
 LEVEL = AuditOptions(false_fail_rate=0.01)
 
@@ -89,3 +91,27 @@ def test_specdec_audit_refuses_a_bad_trace_call(
         assert message in capsys.readouterr().err
     assert main(["audit"]) == 2
     assert "or --trace FILE" in capsys.readouterr().err
+
+
+def _cut_then_bonus(cut_last: bool) -> Trace:
+    """Two steps of ``k = 2`` drafts at ``V = 3``; one ends after its accepted drafts with no
+    correction or bonus (a "cut": what a correction equal to its rejected draft looks like)."""
+    q = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]], dtype=torch.float64)
+    p = torch.tensor([[0.5, 0.25, 0.25]] * 3, dtype=torch.float64)
+    drafted = torch.tensor([0, 1])
+    cut = torch.tensor([0, 1])  # the second draft "emitted" though p < q rejects it sometimes
+    bonus = torch.tensor([0, 1, 2])
+    first, second = (bonus, cut) if cut_last else (cut, bonus)
+    steps = (record_step(drafted, first, q, p, position=0),
+             record_step(drafted, second, q, p, position=len(first)))  # fmt: skip
+    return Trace(SamplingOptions(), 3, "token", ((0,),), (steps,))
+
+
+def test_a_step_cut_inside_a_sequence_is_a_forbidden_outcome() -> None:
+    """Only an EOS or the budget ends a step after its accepted drafts; inside a sequence such
+    a step is impossible under the token rule (a rejected draft's residual is 0 there)."""
+    inside = audit(as_subject(_cut_then_bonus(cut_last=False)), LEVEL)
+    assert inside.verdict == "lossy", inside.headline()
+    assert "neither a correction nor a bonus" in inside.format()
+    last = audit(as_subject(_cut_then_bonus(cut_last=True)), LEVEL)  # the budget's last step
+    assert last.verdict != "lossy", last.headline()

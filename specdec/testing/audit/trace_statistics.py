@@ -36,7 +36,7 @@ import torch
 
 from specdec.testing._trace_types import StepRecord, Trace
 
-__all__ = ["PROCESSES", "TraceEvidence", "trace_evidence"]
+__all__ = ["CUT_INSIDE", "PROCESSES", "TraceEvidence", "trace_evidence"]
 
 DECISIONS = "accept/reject decisions (PIT)"
 AFTER_ACCEPT = "acceptance after acceptance (mean)"
@@ -94,9 +94,12 @@ def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
         steps[name].append(number)
 
     for index, records in enumerate(trace.sequences):
-        for record in records:
+        for place, record in enumerate(records):
             where = f"sequence {index}, step at position {record.position}"
-            for problem in _step(record, trace.rule, uniforms, add):
+            problems = _step(record, trace.rule, uniforms, add)
+            if record.ending == "cut" and place < len(records) - 1:
+                problems.append(CUT_INSIDE)
+            for problem in problems:
                 forbidden.append(f"{where}: {problem}")
                 forbidden_steps.append(number)
             counts["steps"] += 1
@@ -110,6 +113,14 @@ def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
     return TraceEvidence(
         values, steps, tuple(forbidden), tuple(forbidden_steps), tuple(counts.items())
     )
+
+
+CUT_INSIDE = (
+    "the step ends after its accepted drafts with neither a correction nor a bonus, and the "
+    "sequence goes on: only an EOS or the budget may cut a step (its last token equals the "
+    "draft it rejected, which the residual never gives: max(0, p - q) is 0 where p <= q)"
+)
+"""A cut step before a sequence's last: forbidden under every rule the trace declares."""
 
 
 def _step(
