@@ -120,6 +120,8 @@ class CapturedRule:
     values in order from the front of its ``d`` (module docstring).
 
     Attributes:
+        per_row: whether it calls ``fn`` one row at a time (not batched, or a batched ``fn``
+            whose random ops' leading dimension was not the batch: from then on).
         race_bound: the largest rounding allowance (``specdec.races.race_bound``, summed over
             one call's races) of the races substituted since it was last set to 0: the exact
             audit adds it to a scenario's rounding bound.
@@ -133,6 +135,7 @@ class CapturedRule:
         self.fn = fn
         self.batched = batched
         self.race_bound = 0.0
+        self.per_row = not batched  # a batched fn: set once a call fell back to rows alone
 
     def _supplied(self, supply: Supply, run: Callable[[], Tensor]) -> Tensor:
         try:
@@ -145,11 +148,11 @@ class CapturedRule:
         self, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
     ) -> Verification:
         fn, batched = self.fn, self.batched
-        if batched:  # one call for every row: each random op's rows take their own values
+        if batched and not self.per_row:  # one call for every row: each random op's rows
             verified = self._batched_call(draft_tokens, draft_probs, target_probs, values)
-            if verified is not None:
+            if verified is not None:  # take their own values
                 return verified
-            # else per-row draws (a loop over the batch): one row per call
+            self.per_row = True  # per-row draws (a loop over the batch): one row per call
         k = draft_tokens.shape[-1]
         blocks = torch.full((draft_tokens.shape[0], k + 1), -1, dtype=torch.int64)
         for row in range(draft_tokens.shape[0]):
