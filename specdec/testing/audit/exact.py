@@ -25,7 +25,7 @@ scenario's bound (``CapturedRule.race_bound``).
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
 from typing import Any, cast
@@ -61,7 +61,7 @@ from specdec.testing.signatures import VerifierFn
 from specdec.theory import accepted_length_tail
 from specdec.types import VerifyRule
 
-__all__ = ["audit_exact", "exact_audit"]
+__all__ = ["ExactRule", "audit_exact", "exact_audit", "exact_rule"]
 
 
 def _draws(fn: VerifierFn, batched: bool, rows: BlockRows) -> int:
@@ -83,6 +83,42 @@ def _in_dtype(fn: Callable[..., Any], dtype: torch.dtype | None) -> Callable[...
         return fn(draft_tokens, draft_probs.to(dtype), target_probs.to(dtype), last)
 
     return cast
+
+
+@dataclass(frozen=True)
+class ExactRule:
+    """A verifier as the exact engine runs it (``exact_rule``).
+
+    Attributes:
+        rule: a rule of explicit values (``VerifyRule`` signature).
+        per_block: how many values it draws for a draft block (``None``: ``k + 1``
+            uniforms, a ``VerifyRule``'s).
+        captured: the captured verifier (a generator-drawing one), else ``None``.
+        signature: how it is run, in words (the report's "run as").
+    """
+
+    rule: VerifyRule
+    per_block: Callable[[BlockRows], int] | None
+    captured: CapturedRule | None
+    signature: str
+
+
+def exact_rule(subject: Subject, dtype: torch.dtype | None) -> ExactRule:
+    """``subject``'s function as a rule of explicit values, its rows handed to it in
+    ``dtype`` (``None``: float64, as they come): a ``VerifyRule`` as it is, a verifier
+    drawing from a generator captured (``specdec.testing.capture``)."""
+    if subject.form == "rule":
+        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
+        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
+        return ExactRule(rule, None, None, signature)
+    drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
+    captured = captured_rule(drawing, subject.batched)
+    signature = (
+        "verifier drawing its own randomness (generator in): its rand / uniform_ / "
+        "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
+        "it asked for, path by path; exponential and Gumbel races replaced by their law"
+    )
+    return ExactRule(captured, partial(_draws, drawing, subject.batched), captured, signature)
 
 
 def _scenario(
@@ -183,20 +219,8 @@ def exact_audit(
     name = "float64" if dtype is None else str(dtype).removeprefix("torch.")
     if name not in UNIT_ROUNDOFF:
         raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype}.")
-    per_block: Callable[[BlockRows], int] | None = None
-    captured: CapturedRule | None = None
-    if subject.form == "rule":
-        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
-        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
-    else:  # a generator-drawing verifier: capture its uniform-type draws
-        drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
-        rule = captured = captured_rule(drawing, subject.batched)
-        per_block = partial(_draws, drawing, subject.batched)
-        signature = (
-            "verifier drawing its own randomness (generator in): its rand / uniform_ / "
-            "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
-            "it asked for, path by path; exponential and Gumbel races replaced by their law"
-        )
+    made = exact_rule(subject, dtype)
+    rule, per_block, captured = made.rule, made.per_block, made.captured
     if dtype is None:  # the narrowest float dtype its ops are seen to compute in
         values = (lambda rows: len(rows.target_rows)) if per_block is None else MAX_DRAWS
         name = narrowest_of(rule, scenarios, values)
@@ -213,7 +237,7 @@ def exact_audit(
         done,
         decision,
         seconds=time.perf_counter() - start,
-        signature=signature,
+        signature=made.signature,
     )
     return report if dtype is not None else replace(report, dtype_seen=True)
 
