@@ -61,9 +61,10 @@ def _rows(draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, stric
     blocks = torch.full((rows, k + 1), -1, dtype=torch.int64)
     for row in range(rows):
         uniforms = torch.rand(k, dtype=torch.float64)
-        ratios = target_probs[row, torch.arange(k), draft_tokens[row]] / draft_probs[
-            row, torch.arange(k), draft_tokens[row]
-        ]
+        ratios = (
+            target_probs[row, torch.arange(k), draft_tokens[row]]
+            / draft_probs[row, torch.arange(k), draft_tokens[row]]
+        )
         accepted = uniforms < ratios if strict else uniforms < ratios.clamp(max=1) * 0.99
         n = int(accepted.int().cumprod(0).sum())
         blocks[row, :n] = draft_tokens[row, :n]

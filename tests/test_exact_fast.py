@@ -76,3 +76,28 @@ def test_a_forbidden_outcome_of_mass_2_to_the_minus_24_stays_lossy() -> None:
     forbidden = report.scenarios[0].forbidden_mass
     assert forbidden is not None and 0 < forbidden <= Fraction(1, 2**24)
     assert forbidden.denominator % 2**24 == 0
+
+
+def wide_clocks_first(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, generator: torch.Generator
+) -> Tensor:
+    """Lossless: 16 exponential clocks drawn before anything else (more than the capture's
+    8 values per call), then the uniforms; the final token by a race on the first V."""
+    vocab = target_probs.shape[-1]
+    clocks = torch.empty(16, dtype=torch.float64).exponential_(generator=generator)[:vocab]
+    tokens: list[int] = []
+    for i, token in enumerate(draft_tokens.tolist()):
+        u = torch.rand((), dtype=torch.float64, generator=generator)
+        if bool(u < target_probs[i, token] / draft_probs[i, token]):
+            tokens.append(token)
+            continue
+        residual = (target_probs[i] - draft_probs[i]).clamp(min=0)
+        tokens.append(int((residual / clocks).argmax()))
+        return torch.tensor(tokens)
+    tokens.append(int((target_probs[-1] / clocks).argmax()))
+    return torch.tensor(tokens)
+
+
+def test_a_wide_clock_row_drawn_first_is_decided() -> None:
+    report = audit_exact(wide_clocks_first, scenarios=[ZEROS])
+    assert report.verdict == "lossless", report.format()

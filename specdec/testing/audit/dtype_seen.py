@@ -43,11 +43,11 @@ PROBES = 32
 """Value vectors per probe (seeded, one call of a batched rule; row by row otherwise)."""
 
 
-class DtypeWatch(TorchDispatchMode):  # type: ignore[misc]
+class DtypeWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records the float dtypes of every op's tensor results (``seen``)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.seen: set[torch.dtype] = set()
 
     def __torch_dispatch__(

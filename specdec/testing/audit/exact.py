@@ -118,7 +118,9 @@ def exact_rule(subject: Subject, dtype: torch.dtype | None) -> ExactRule:
         "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
         "it asked for, path by path; exponential and Gumbel races replaced by their law"
     )
-    return ExactRule(captured, partial(_draws, drawing, subject.batched), captured, signature)
+    return ExactRule(
+        cast(VerifyRule, captured), partial(_draws, drawing, subject.batched), captured, signature
+    )
 
 
 def _scenario(
