@@ -35,7 +35,6 @@ from specdec.testing.audit.branches import with_branches
 from specdec.testing.audit.catalogue import AnyScenario
 from specdec.testing.audit.coverage import ArcRecorder
 from specdec.testing.audit.exact import exact_audit
-from specdec.testing.audit.exact_pilot import exact_estimate, format_exact_estimate
 from specdec.testing.audit.invariance import check_invariance
 from specdec.testing.audit.multi import exact_multi_audit
 from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
@@ -68,8 +67,7 @@ def audit(
         options: the audit's options (default ``AuditOptions()``: statistical).
         scenarios: the battery (default: the subject level's, ``default_scenarios``; a
             stream's are its prompts, ``stream.stream_scenarios``: it has no default).
-        progress: called with one line per finished scenario (an exact verifier audit's
-            estimate first, ``exact_pilot``).
+        progress: called with one line per finished scenario.
 
     Returns:
         The ``AuditReport``. Exceptions raised by the audited function propagate; an output
@@ -79,10 +77,7 @@ def audit(
         ValueError, TypeError: an option that does not apply to the subject's form or mode
             (``Subject.check``), an empty battery, before the function is ever called.
     """
-    plan = plan_audit(subject, options, scenarios)
-    if progress is not None and plan.engine == "exact":  # its estimate first (exact_pilot)
-        progress(format_exact_estimate(exact_estimate(plan)))
-    return run_plan(plan, progress)
+    return run_plan(plan_audit(subject, options, scenarios), progress)
 
 
 def run_plan(plan: AuditPlan, progress: Progress | None = None) -> AuditReport:

@@ -15,8 +15,8 @@ and rule, times it, and scales:
 over the scenarios :math:`s` with :math:`B_s` draft blocks of :math:`k_s` drafts (a block's
 refinement grows with the values it enumerates; :math:`k_0` is the pilot's). It is an
 estimate: blocks differ in how many cuts their rows need, and the machine's load changes.
-``specdec audit --exact`` prints it before the audit, and ``audit(..., progress=...)`` hands it
-to ``progress`` first.
+``specdec audit --exact`` prints it before the audit; from Python, ``exact_estimate(plan)``
+(``plan_audit``) before ``run_plan(plan)``.
 
 Example:
     >>> import specdec
