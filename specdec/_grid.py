@@ -8,11 +8,14 @@ modules bind it to a verification rule (``specdec.discover``) or a whole step
 """
 
 import itertools
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Literal, Protocol
 
 import torch
 from torch import Tensor
+
+from specdec._hints import narrow_by_hints
 
 __all__ = [
     "GRID",
@@ -20,6 +23,7 @@ __all__ = [
     "MAX_CUTS",
     "MAX_PASSES",
     "SEARCH_POINTS",
+    "START_POINTS",
     "BatchEvaluator",
     "Evaluator",
     "Status",
@@ -160,7 +164,10 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
                 cell = line[coordinate]
                 point[coordinate] = int(axis[2 * cell])
                 starts.append((point, int(axis[2 * cell]), int(axis[2 * cell + 1])))
-            for index in _first_changes(evaluate, coordinate, starts):
+            at_low = lines.clone()  # each line's corner at its cell's lowest index
+            at_low[:, coordinate] *= 2
+            reference = outputs[tuple(at_low.T)]
+            for index in _first_changes(evaluate, coordinate, starts, reference):
                 if index not in cuts[coordinate]:
                     cuts[coordinate].add(index)
                     found += 1
@@ -169,15 +176,27 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
     return None
 
 
+START_POINTS = 64
+"""Seeded points evaluated twice before refining (a rule that is not a function of its
+uniforms is caught before refinement assumes one). An evaluator may ask for fewer (its
+``start_points``: one whose cost is per row, whose every box's interior probes are evaluated
+twice by the guards anyway)."""
+
+
 SEARCH_POINTS = 15
 """Indices probed per line and evaluation by ``_first_changes``: each evaluation narrows a
 line's interval 16-fold, so at most 14 evaluations reach one grid step (bisection takes up to
 53, each of one row per line: an evaluator with a cost per call, such as a captured engine
-function, pays that cost about a quarter as often)."""
+function, pays that cost about a quarter as often). An evaluator may say otherwise: its
+``search_points`` (1, bisection, for one whose cost is per row: a captured function called
+row by row) and its ``hints``, sorted indices tried first (``specdec._hints``)."""
 
 
 def _first_changes(
-    evaluate: Evaluator, coordinate: int, starts: list[tuple[list[int], int, int]]
+    evaluate: Evaluator,
+    coordinate: int,
+    starts: list[tuple[list[int], int, int]],
+    reference: Tensor | None = None,
 ) -> set[int]:
     """For each line (a point, and the lowest and highest index of a cell along
     ``coordinate`` whose outputs differ), the first index whose output differs from the
@@ -188,23 +207,74 @@ def _first_changes(
     lowest's output, ``high`` does not" finds it; this narrows to the first probe that differs.
     """
     points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
-    reference = evaluate(points)  # the output at the lowest index of each cell
+    if reference is None:
+        reference = evaluate(points)  # the output at the lowest index of each cell
     low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
     high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
-    steps = torch.arange(1, SEARCH_POINTS + 1, dtype=torch.int64)
-    while bool((active := (high - low > 1).nonzero().flatten()).numel()):
+
+    def outputs_at(lines: Tensor, at: Tensor) -> Tensor:
+        probe = points[lines].clone()
+        probe[:, coordinate] = at
+        return evaluate(probe)
+
+    # lines through one cell mostly change at one index: search one line per cell first,
+    # then try its change on the others (two evaluations each) before searching them
+    _, group, counts = torch.unique(
+        torch.stack([low, high], 1), dim=0, return_inverse=True, return_counts=True
+    )
+    first = torch.full((len(counts),), len(starts), dtype=torch.int64)
+    first = first.scatter_reduce(0, group, torch.arange(len(starts)), "amin")
+    _search(evaluate, outputs_at, reference, low, high, first, coordinate, points)
+    rest = torch.ones(len(starts), dtype=torch.bool).index_fill(0, first, False)
+    others = rest.nonzero().flatten()
+    if others.numel():
+        guess = high[first[group[others]]]  # the change its cell's first line found
+        inside = (guess > low[others]) & (guess <= high[others])
+        below = outputs_at(others, (guess - 1).maximum(low[others]))
+        at = outputs_at(others, guess.minimum(high[others]))
+        same_below = (below == reference[others]).all(dim=-1)
+        differs_at = (at != reference[others]).any(dim=-1)
+        hit = inside & same_below & differs_at
+        low[others[hit]] = guess[hit] - 1
+        high[others[hit]] = guess[hit]
+        _search(evaluate, outputs_at, reference, low, high, others[~hit], coordinate, points)
+    return set(high.tolist())
+
+
+def _search(
+    evaluate: Evaluator,
+    outputs_at: Callable[[Tensor, Tensor], Tensor],
+    reference: Tensor,
+    low: Tensor,
+    high: Tensor,
+    lines: Tensor,
+    coordinate: int,
+    points: Tensor,
+) -> None:
+    """Narrow ``(low, high]`` of ``lines`` (in place, on the caller's own tensors) to one grid
+    step: the evaluator's hints first, then a ``search_points``-ary search."""
+    if lines.numel() == 0:
+        return
+    hints = getattr(evaluate, "hints", None)  # guesses first (``specdec._hints``)
+    if hints is not None:
+        low[lines], high[lines] = narrow_by_hints(
+            lambda chosen, at: outputs_at(lines[chosen], at),
+            reference[lines], low[lines], high[lines], hints,
+        )  # fmt: skip
+    count = int(getattr(evaluate, "search_points", SEARCH_POINTS))
+    steps = torch.arange(1, count + 1, dtype=torch.int64)
+    while bool((active := lines[high[lines] - low[lines] > 1]).numel()):
         lo, hi = low[active], high[active]
-        at = lo[:, None] + ((hi - lo)[:, None] * steps) // (SEARCH_POINTS + 1)  # [a, P]
-        probe = points[active].repeat_interleave(SEARCH_POINTS, dim=0)
+        at = lo[:, None] + ((hi - lo)[:, None] * steps) // (count + 1)  # [a, P]
+        probe = points[active].repeat_interleave(count, dim=0)
         probe[:, coordinate] = at.reshape(-1)
-        outputs = evaluate(probe).reshape(len(active), SEARCH_POINTS, -1)
+        outputs = evaluate(probe).reshape(len(active), count, -1)
         differ = (outputs != reference[active][:, None, :]).any(dim=-1)  # [a, P]
         found = differ.any(dim=-1)
         first = differ.to(torch.int8).argmax(dim=-1)  # the first differing probe (if any)
         before = at.gather(1, (first - 1).clamp(min=0)[:, None])[:, 0]
         low[active] = torch.where(found, torch.where(first > 0, before, lo), at[:, -1])
         high[active] = torch.where(found, at.gather(1, first[:, None])[:, 0], hi)
-    return set(high.tolist())
 
 
 def twice(evaluate: Evaluator, points: Tensor) -> tuple[Tensor, tuple[Status, str] | None]:
@@ -314,7 +384,8 @@ def explore(
     if evaluate.dims == 0:
         evaluate, candidates = _Unused(evaluate), [[]]
     generator = torch.Generator().manual_seed(seed)
-    sample = torch.randint(0, GRID, (64, evaluate.dims), generator=generator)
+    points = int(getattr(evaluate, "start_points", START_POINTS))
+    sample = torch.randint(0, GRID, (points, evaluate.dims), generator=generator)
     _, failure = twice(evaluate, sample)  # before refining, which assumes a function
     if failure is not None:
         return failure[0], failure[1], [], None

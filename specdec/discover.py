@@ -51,7 +51,17 @@ from specdec._checks import (
     check_positive_int,
     check_same_vocabulary,
 )
-from specdec._grid import GRID, BatchEvaluator, Status, box_volumes, explore, grid_index
+from specdec._grid import (
+    GRID,
+    SEARCH_POINTS,
+    START_POINTS,
+    BatchEvaluator,
+    Status,
+    box_volumes,
+    explore,
+    grid_index,
+)
+from specdec._hints import line_hints
 from specdec.exact import BlockRows, Breakpoints, Law, draft_law, rejection_breakpoints
 from specdec.models.toy import ToyModel
 from specdec.supply import MoreValuesNeeded
@@ -120,6 +130,19 @@ class _Rows(BatchEvaluator):
         self._target_probs = torch.tensor(
             [[float(v) for v in row] for row in rows.target_rows], dtype=torch.float64
         )
+        self.hints = line_hints(rows)  # where the cuts probably are, tried first
+
+    @property
+    def search_points(self) -> int:
+        """Probes per line and call when searching (``specdec._grid.SEARCH_POINTS``): 1 for a
+        rule whose cost is per row (a captured function called one row at a time)."""
+        return 1 if getattr(self.rule, "per_row", False) else SEARCH_POINTS
+
+    @property
+    def start_points(self) -> int:
+        """Points evaluated twice before refining (``specdec._grid.START_POINTS``): 16 for a
+        rule whose cost is per row."""
+        return 16 if getattr(self.rule, "per_row", False) else START_POINTS
 
     def alone(self, indices: Tensor) -> Tensor:
         """The rule's blocks at ``indices``, in one call."""

@@ -83,7 +83,7 @@ from specdec._race_forms import (
     scalar_value,
     unit_roundoff,
 )
-from specdec.value_tape import ValueTape
+from specdec.value_tape import LazyClocksUsed, ValueTape
 
 __all__ = ["Form", "RaceTracker", "race_bound"]
 
@@ -96,6 +96,7 @@ class _Source:
     end: int  # after
     concrete: bool = False  # used other than in a race
     raced: bool = False
+    lazy: bool = False  # fed no values (its values are placeholders: only a race may use it)
 
 
 _VIEWS = {
@@ -162,11 +163,15 @@ class RaceTracker:
         beta: float,
         scale: float = 1.0,
         offset: float = 0.0,
+        *,
+        lazy: bool = False,
     ) -> None:
         """Follow ``tensor`` (a fresh draw whose values took ``start .. tape.used``):
-        ``E = scale Z`` (``pow``) or ``U = offset + scale exp(-Z)`` (``unif``)."""
+        ``E = scale Z`` (``pow``) or ``U = offset + scale exp(-Z)`` (``unif``); ``lazy``: it
+        took no values (placeholders), and any use but a race asks for them
+        (``LazyClocksUsed``)."""
         index = len(self.sources)
-        self.sources.append(_Source(start, self.tape.used))
+        self.sources.append(_Source(start, self.tape.used, lazy=lazy))
         ids = torch.arange(self.clocks, self.clocks + tensor.numel()).reshape(tensor.shape)
         self.clocks += tensor.numel()
         zero = torch.zeros(tensor.shape, dtype=torch.float64)
@@ -194,6 +199,11 @@ class RaceTracker:
             )
         for index in form.sources:
             source = self.sources[index]
+            if source.lazy:  # placeholders: the call runs again with values for them
+                self.tape.refusal = LazyClocksUsed(
+                    "exponential clocks fed without values were used other than in a race"
+                )
+                raise self.tape.refusal
             if source.raced:
                 raise self._both()
             source.concrete = True

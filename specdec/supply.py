@@ -16,7 +16,10 @@ generator, at the dtype the code asked for:
   ``specdec.uniforms``, which draws 53-bit mantissas this way, is fed too);
 * ``exponential_``: by its inverse CDF, ``E = -log(1 - u') / lambda`` with ``u' = u + 2^-54``
   (the middle of the value's ``2^-53`` grid cell, so ``E > 0``), computed in float64 and
-  rounded to the tensor's dtype.
+  rounded to the tensor's dtype. With ``races`` and ``lazy_clocks`` the clocks take no values
+  (placeholders ``u = 1/2``): a clock used only in a race reaches the output only through the
+  race's substituted winner, so a V-wide row costs no value wherever it was drawn; any other
+  use raises ``specdec.value_tape.LazyClocksUsed``, and the caller runs the call again without.
 
 **Races** (``races=True``, what ``specdec.testing.capture`` uses). An exponential race
 (``argmax(probs / E)``) or a Gumbel race (``argmax(log(probs) - log(-log(u)))``) decides on a
@@ -79,7 +82,8 @@ class MoreValuesNeeded(Exception):  # noqa: N818 (a request, not an error)
 
 
 class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Feed the uniform-type random ops from ``values`` (``None``: record, feeding ``1/2``).
+    """Feed the uniform-type random ops from ``values`` (``None``: record, feeding ``1/2``);
+    ``lazy_clocks``: exponential clocks take no values (module docstring).
 
     ``used`` counts the values consumed per row; more than given raises
     ``NotEnumerableError``, or with ``extend`` is fed ``1/2``; more than ``limit`` is refused.
@@ -98,8 +102,10 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         limit: int | None = None,
         extend: bool = False,
         races: bool = False,
+        lazy_clocks: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        self.lazy_clocks = lazy_clocks
         self.tape = ValueTape(values, rows, limit=limit, extend=extend, deferred=races)
         self.races = RaceTracker(self.tape) if races else None
 
@@ -201,12 +207,18 @@ class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if tensor.dtype not in _BITS:
             raise self.tape.refuse(f"exponential values of dtype {tensor.dtype} are not modelled")
         start = self.tape.used
-        middle = self.tape.take(tensor.numel()) + 2.0**-54  # in (0, 1): E > 0
+        lazy = self.lazy_clocks and self.races is not None  # no values: placeholders 1/2
+        middle = (
+            torch.full((tensor.numel(),), 0.5, dtype=torch.float64)
+            if lazy
+            else self.tape.take(tensor.numel())
+        ) + 2.0**-54  # in (0, 1): E > 0
         drawn = -torch.log1p(-middle) / rate  # increasing in the value
         out = tensor.copy_(drawn.reshape(tensor.shape).to(tensor.dtype))
         if self.races is not None:  # E = Z / rate, rounded to the dtype (its eps)
             eps = 2.0 ** -_BITS[tensor.dtype]
-            self.races.source(out, start, "pow", eps, torch.finfo(tensor.dtype).tiny, 1 / rate)
+            tiny = torch.finfo(tensor.dtype).tiny
+            self.races.source(out, start, "pow", eps, tiny, 1 / rate, lazy=lazy)
         return out
 
     def _randint(self, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:

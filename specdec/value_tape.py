@@ -23,11 +23,16 @@ Example:
 import torch
 from torch import Tensor
 
-__all__ = ["NotEnumerableError", "ValueTape"]
+__all__ = ["LazyClocksUsed", "NotEnumerableError", "ValueTape"]
 
 
 class NotEnumerableError(RuntimeError):
     """The function used randomness the capture cannot feed (or a varying amount of it)."""
+
+
+class LazyClocksUsed(NotEnumerableError):  # noqa: N818 (a request, not an error)
+    """Exponential clocks fed without values (``specdec.supply.Supply(lazy_clocks=True)``)
+    were used other than in a race: the caller runs the call again with values for them."""
 
 
 class ValueTape:

@@ -124,7 +124,7 @@ def test_the_exact_plan_states_its_search_budget_not_a_count() -> None:
     assert list(plan.names) == [*names, *plan.searched] and len(plan.searched) == 2
     assert plan.search == SearchBudget(tries=16, keep=2) and plan.pilot is None
     text = plan.format()
-    assert "16 candidate pairs tried, at most 2 kept" in text and "nothing to estimate" in text
+    assert "16 candidate pairs tried, at most 2 kept" in text and "draft block decided" in text
     given = search_scenarios(2)
     chosen = plan_audit(subject, AuditOptions(exact=True), given)
     assert chosen.searched == () and chosen.search == SearchBudget(tries=0, keep=0)
@@ -180,7 +180,7 @@ def never_stream(prompt: Tensor, generator: Any) -> Any:
           "samples: the audit draws", "detect-tv 0.1 would draw"]),
         ([f"{HERE}:never_rule", "--exact"],
          ["plan: exact verifier audit", "search-15-near-equal-v2-k1",
-          "128 candidate pairs tried, at most 16 kept", "nothing to estimate"]),
+          "128 candidate pairs tried, at most 16 kept", "draft block decided and timed"]),
         (["--stream", f"{HERE}:never_stream", "--target", f"{HERE}:TARGET", "--prompts", "1;2",
           "--new-tokens", "2"],
          ["plan: statistical stream audit", "stream mode exact, V ** n = 16", "prompt-1"]),

@@ -110,7 +110,9 @@ def test_rounding_bound_is_the_stated_formula_and_float64_keeps_its_floor() -> N
 def test_a_float32_engine_is_lossy_at_float64s_bound_and_lossless_up_to_float32_rounding() -> None:
     """The control: float32 rounding is a TV far above float64's bound (LOSSY there) and far
     below float32's; the report says which bound it used, in words and in JSON."""
-    at_float64 = audit_exact(engines.per_row_global_rng, scenarios=SCENARIOS)
+    at_float64 = audit_exact(  # given: by default the float32 its ops compute in is seen
+        engines.per_row_global_rng, scenarios=SCENARIOS, dtype=torch.float64
+    )
     assert at_float64.verdict == "lossy" and "--dtype (dtype=)" in at_float64.format()
     scaled = audit_exact(engines.per_row_global_rng_scaled, scenarios=SCENARIOS[:1])
     assert scaled.verdict == "lossy" and "--dtype (dtype=)" not in scaled.format()  # TV 4e-5

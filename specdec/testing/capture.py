@@ -5,7 +5,8 @@ Engines' verifiers take a ``torch.Generator`` or use torch's global one (``torch
 engine can enumerate. Under ``specdec.supply.Supply``, a ``torch`` dispatch mode (which ops it
 feeds, and how, is listed there), every uniform-type random op the function calls gets its
 values from a given vector instead of a generator, at the dtype the function asked for;
-``exponential_`` gets its inverse CDF of them; any other random op is refused
+``exponential_`` gets its inverse CDF of them (or, used only in races, no values at all:
+``Supply(lazy_clocks=True)``, so a V-wide clock row costs nothing); any other random op is refused
 (``NotEnumerableError``): the exact audit then says it cannot decide. An exponential or Gumbel
 race on those draws (``argmax(r / E)``, ``argmax(log r + G)``) has its winner replaced by its
 law at one more value (``specdec.races``), so the grid engine decides it; the rounding that
@@ -43,6 +44,7 @@ from torch import Tensor
 
 from specdec.supply import MoreValuesNeeded, NotEnumerableError, Supply
 from specdec.types import Verification
+from specdec.value_tape import LazyClocksUsed
 
 __all__ = [
     "MAX_DRAWS",
@@ -109,8 +111,13 @@ def count_draws(fn: VerifierFn, batched: bool, rows: tuple[Tensor, Tensor, Tenso
     Raises:
         NotEnumerableError: a random op the capture cannot feed, or more than ``MAX_DRAWS``.
     """
-    supply = Supply(None, limit=MAX_DRAWS, races=True)
-    _supplied(supply, lambda: _call(fn, batched, rows))
+    for lazy in (True, False):  # exponential clocks fed no values, unless used otherwise
+        supply = Supply(None, limit=MAX_DRAWS, races=True, lazy_clocks=lazy)
+        try:
+            _supplied(supply, lambda: _call(fn, batched, rows))
+        except LazyClocksUsed:
+            continue
+        break
     return supply.used
 
 
@@ -120,6 +127,8 @@ class CapturedRule:
     values in order from the front of its ``d`` (module docstring).
 
     Attributes:
+        per_row: whether it calls ``fn`` one row at a time (not batched, or a batched ``fn``
+            whose random ops' leading dimension was not the batch: from then on).
         race_bound: the largest rounding allowance (``specdec.races.race_bound``, summed over
             one call's races) of the races substituted since it was last set to 0: the exact
             audit adds it to a scenario's rounding bound.
@@ -133,6 +142,8 @@ class CapturedRule:
         self.fn = fn
         self.batched = batched
         self.race_bound = 0.0
+        self.per_row = not batched  # a batched fn: set once a call fell back to rows alone
+        self.lazy_clocks = True  # exponential clocks fed no values until one is used otherwise
 
     def _supplied(self, supply: Supply, run: Callable[[], Tensor]) -> Tensor:
         try:
@@ -144,16 +155,28 @@ class CapturedRule:
     def __call__(
         self, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
     ) -> Verification:
+        try:
+            return self._call(draft_tokens, draft_probs, target_probs, values)
+        except LazyClocksUsed:  # clocks used other than in a race: values for them, from now
+            self.lazy_clocks = False
+            return self._call(draft_tokens, draft_probs, target_probs, values)
+
+    def _call(
+        self, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
+    ) -> Verification:
         fn, batched = self.fn, self.batched
-        if batched:  # one call for every row: each random op's rows take their own values
+        if batched and not self.per_row:  # one call for every row: each random op's rows
             verified = self._batched_call(draft_tokens, draft_probs, target_probs, values)
-            if verified is not None:
+            if verified is not None:  # take their own values
                 return verified
-            # else per-row draws (a loop over the batch): one row per call
+            self.per_row = True  # per-row draws (a loop over the batch): one row per call
         k = draft_tokens.shape[-1]
         blocks = torch.full((draft_tokens.shape[0], k + 1), -1, dtype=torch.int64)
         for row in range(draft_tokens.shape[0]):
-            supply = Supply(values[row].double(), limit=MAX_DRAWS, extend=True, races=True)
+            supply = Supply(
+                values[row].double(), limit=MAX_DRAWS, extend=True, races=True,
+                lazy_clocks=self.lazy_clocks,
+            )  # fmt: skip
             seed = zlib.crc32(values[row].double().numpy().tobytes())
             rows = (draft_tokens[row], draft_probs[row], target_probs[row])
             block = self._supplied(supply, partial(_call, fn, batched, rows, seed))
@@ -171,7 +194,10 @@ class CapturedRule:
         ``None`` when a random op's leading dimension is not the batch (the caller then calls
         one row at a time)."""
         rows = draft_tokens.shape[0]
-        supply = Supply(values.double(), rows, limit=MAX_DRAWS, extend=True, races=True)
+        supply = Supply(
+            values.double(), rows, limit=MAX_DRAWS, extend=True, races=True,
+            lazy_clocks=self.lazy_clocks,
+        )  # fmt: skip
         seed = zlib.crc32(values.double().numpy().tobytes())
         generator = torch.Generator().manual_seed(seed)
         try:

@@ -242,6 +242,9 @@ class AuditPlan:
         )
 
     def _pilot(self) -> str:
+        if self.engine == "exact":
+            return ("the first scenario's most likely draft block decided and timed, scaled "
+                    "to the battery's draft blocks (exact_pilot)")  # fmt: skip
         if self.pilot is None:
             return ("none, nothing to estimate (the pilot times statistical verifier, step, "
                     "multi-draft and tree audits)")  # fmt: skip

@@ -35,6 +35,7 @@ from specdec.testing.audit.command_output import (
 )
 from specdec.testing.audit.conventions import resolve_device
 from specdec.testing.audit.door import run_plan
+from specdec.testing.audit.exact_pilot import exact_estimate, exact_sizes, format_exact_estimate
 from specdec.testing.audit.flags import flag_values, flags_of, given_flags, ids_of
 from specdec.testing.audit.heartbeat import Heartbeat
 from specdec.testing.audit.loading import load_attribute, load_function
@@ -309,10 +310,13 @@ def run(args: argparse.Namespace) -> int:
         return failed(args, None, error, hint)
     if args.dry_run:  # the plan alone: nothing is called (a stream: the target's law may be)
         try:
-            sizes = stream_sizes(plan).line() if plan.engine == "stream" else format_sizes(plan)
+            if plan.engine == "stream":
+                sizes = [stream_sizes(plan).line()]
+            else:
+                sizes = [format_sizes(plan), exact_sizes(plan)]
         except Exception as error:
             return failed(args, None, error, hint)
-        print("\n".join(filter(None, [plan.format(), sizes])), file=sys.stderr)
+        print("\n".join(filter(None, [plan.format(), *sizes])), file=sys.stderr)
         return 0
     return _audited(args, plan, hint)
 
@@ -373,6 +377,13 @@ def _audited(args: argparse.Namespace, plan: AuditPlan, hint: str) -> int:
         except Exception as error:
             return failed(args, bar, error, hint)
         bar.note(format_estimate(estimate))
+    if shown and plan.engine == "exact":  # the plan, and the estimate timed on one block
+        bar.note(plan.format())
+        try:
+            exact = exact_estimate(plan)
+        except Exception as error:
+            return failed(args, bar, error, hint)
+        bar.note(format_exact_estimate(exact))
     with Heartbeat(bar.note, names, interval=HEARTBEAT_SECONDS) as beat:
 
         def progress(line: str) -> None:

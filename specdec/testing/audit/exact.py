@@ -7,9 +7,10 @@ battery plus a seeded search over small context-dependent toy pairs (V 2-4, k 1-
 one-hot rows, ``p == q``, near-equal rows). Each completed law is compared with the target's
 exactly (``specdec.discover.exact_verdict``: lossy iff an outcome the target forbids occurs or
 the total variation exceeds the rounding bound of the dtype the engine computes in:
-``specdec.discover.rounding_bound``, float64 unless ``dtype`` says otherwise; the rows are
-then handed to the function in that dtype). A law within the bound but not equal to the
-target's is reported as "LOSSLESS up to <dtype> rounding".
+``specdec.discover.rounding_bound``; unless ``dtype`` says which (the rows are then handed to
+the function in it), the narrowest float dtype its ops are seen to compute in,
+``dtype_seen``: "LOSSLESS up to float32 rounding (float32 ops seen)"). A law within the bound
+but not equal to the target's is reported as "LOSSLESS up to <dtype> rounding".
 
 Verdicts: ``lossless`` (every scenario exact and within rounding), ``lossless, suboptimal``
 (fewer expected tokens per step than token-level rejection sampling somewhere), ``lossy`` (a
@@ -24,6 +25,7 @@ scenario's bound (``CapturedRule.race_bound``).
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
 from typing import Any, cast
@@ -41,12 +43,14 @@ from specdec.exact import BlockRows, completion_law, rejection_breakpoints, targ
 from specdec.testing.audit.blame import blamed
 from specdec.testing.audit.catalogue import default_verifier_scenarios, search_scenarios
 from specdec.testing.audit.decision import exact_decision
+from specdec.testing.audit.dtype_seen import narrowest_of
 from specdec.testing.audit.options import AuditOptions, Progress
 from specdec.testing.audit.report import AuditReport
 from specdec.testing.audit.results import ExactScenarioResult, exact_progress_line
 from specdec.testing.audit.scenario import Scenario
 from specdec.testing.audit.subject import Subject, as_subject
 from specdec.testing.capture import (
+    MAX_DRAWS,
     CapturedRule,
     NotEnumerableError,
     captured_rule,
@@ -56,7 +60,7 @@ from specdec.testing.signatures import VerifierFn
 from specdec.theory import accepted_length_tail
 from specdec.types import VerifyRule
 
-__all__ = ["audit_exact", "exact_audit"]
+__all__ = ["ExactRule", "audit_exact", "exact_audit", "exact_rule"]
 
 
 def _draws(fn: VerifierFn, batched: bool, rows: BlockRows) -> int:
@@ -78,6 +82,44 @@ def _in_dtype(fn: Callable[..., Any], dtype: torch.dtype | None) -> Callable[...
         return fn(draft_tokens, draft_probs.to(dtype), target_probs.to(dtype), last)
 
     return cast
+
+
+@dataclass(frozen=True)
+class ExactRule:
+    """A verifier as the exact engine runs it (``exact_rule``).
+
+    Attributes:
+        rule: a rule of explicit values (``VerifyRule`` signature).
+        per_block: how many values it draws for a draft block (``None``: ``k + 1``
+            uniforms, a ``VerifyRule``'s).
+        captured: the captured verifier (a generator-drawing one), else ``None``.
+        signature: how it is run, in words (the report's "run as").
+    """
+
+    rule: VerifyRule
+    per_block: Callable[[BlockRows], int] | None
+    captured: CapturedRule | None
+    signature: str
+
+
+def exact_rule(subject: Subject, dtype: torch.dtype | None) -> ExactRule:
+    """``subject``'s function as a rule of explicit values, its rows handed to it in
+    ``dtype`` (``None``: float64, as they come): a ``VerifyRule`` as it is, a verifier
+    drawing from a generator captured (``specdec.testing.capture``)."""
+    if subject.form == "rule":
+        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
+        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
+        return ExactRule(rule, None, None, signature)
+    drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
+    captured = captured_rule(drawing, subject.batched)
+    signature = (
+        "verifier drawing its own randomness (generator in): its rand / uniform_ / "
+        "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
+        "it asked for, path by path; exponential and Gumbel races replaced by their law"
+    )
+    return ExactRule(
+        cast(VerifyRule, captured), partial(_draws, drawing, subject.batched), captured, signature
+    )
 
 
 def _scenario(
@@ -160,8 +202,10 @@ def exact_audit(
             ``uniform_`` / ``multinomial`` / ``bernoulli`` draws are captured and enumerated;
             randomness the audit cannot enumerate makes the report say so (``cannot decide``).
         options: ``seed`` (the discovery's probes) and ``dtype`` (the dtype the engine
-            computes in, default float64: the rows are handed to the function in it, and a
-            law within its rounding bound is "LOSSLESS up to <dtype> rounding").
+            computes in: the rows are handed to the function in it, and a law within its
+            rounding bound is "LOSSLESS up to <dtype> rounding"; ``None``, the default: the
+            narrowest float dtype the function's ops are seen to compute in,
+            ``dtype_seen``, and the report says it was seen).
         scenarios: the battery.
         progress: called with one line per finished scenario.
 
@@ -176,20 +220,11 @@ def exact_audit(
     name = "float64" if dtype is None else str(dtype).removeprefix("torch.")
     if name not in UNIT_ROUNDOFF:
         raise ValueError(f"dtype must be one of {', '.join(UNIT_ROUNDOFF)}, got {dtype}.")
-    per_block: Callable[[BlockRows], int] | None = None
-    captured: CapturedRule | None = None
-    if subject.form == "rule":
-        rule = _in_dtype(blamed(cast(VerifyRule, subject.fn), "function"), dtype)
-        signature = "VerifyRule (uniforms in, Verification out; every uniform enumerated)"
-    else:  # a generator-drawing verifier: capture its uniform-type draws
-        drawing = _in_dtype(blamed(cast(VerifierFn, subject.fn), "function"), dtype)
-        rule = captured = captured_rule(drawing, subject.batched)
-        per_block = partial(_draws, drawing, subject.batched)
-        signature = (
-            "verifier drawing its own randomness (generator in): its rand / uniform_ / "
-            "multinomial / bernoulli / exponential_ draws captured and enumerated at the dtype "
-            "it asked for, path by path; exponential and Gumbel races replaced by their law"
-        )
+    made = exact_rule(subject, dtype)
+    rule, per_block, captured = made.rule, made.per_block, made.captured
+    if dtype is None:  # the narrowest float dtype its ops are seen to compute in
+        values = (lambda rows: len(rows.target_rows)) if per_block is None else MAX_DRAWS
+        name = narrowest_of(rule, scenarios, values)
     done: list[ExactScenarioResult] = []
     for scenario in scenarios:
         done.append(_scenario(rule, scenario, options.seed, per_block, name, captured))
@@ -197,14 +232,15 @@ def exact_audit(
             progress(exact_progress_line(len(done), len(scenarios), done[-1]))
     bound = max((s.rounding_bound for s in done if s.rounding_bound), default=None)
     decision = exact_decision(done, rounding_bound=bound, dtype=name)
-    return AuditReport.of(
+    report = AuditReport.of(
         subject,
         options,
         done,
         decision,
         seconds=time.perf_counter() - start,
-        signature=signature,
+        signature=made.signature,
     )
+    return report if dtype is not None else replace(report, dtype_seen=True)
 
 
 def audit_exact(
@@ -233,7 +269,8 @@ def audit_exact(
         search: how many searched pairs join the default battery.
         seed: seed of the search and of the discovery's probes.
         progress: called with one line per finished scenario.
-        dtype: the dtype the engine computes in (default float64): the rows are handed to
+        dtype: the dtype the engine computes in (default: the narrowest float dtype its
+            ops are seen to compute in, ``dtype_seen``): the rows are handed to
             ``fn`` in it, and a law within its rounding bound
             (``specdec.discover.rounding_bound``) is "LOSSLESS up to <dtype> rounding"; an
             outcome the target forbids is lossy whatever the dtype.

@@ -173,6 +173,8 @@ class AuditReport:
         dtype: (exact) the dtype the engine computes in, whose rounding the bound allows
             (``None``: float64); a lossless verdict whose laws are within the bound but not
             exactly the target's reads "LOSSLESS up to <dtype> rounding" (``up_to_rounding``).
+        dtype_seen: (exact) ``dtype`` was seen from the function's ops, not given
+            (``dtype_seen``): the report says "(<dtype> ops seen)".
         branches: each scenario's rate of every branch of the rule
             (``specdec.testing.audit.branches``), with its expected count at the scenario's
             sample size when sampled; empty where none were computed (a stream).
@@ -208,6 +210,7 @@ class AuditReport:
     invariance: InvarianceResult | None = None
     dtype: str | None = None
     stream_mode: str | None = None
+    dtype_seen: bool = False
 
     @classmethod
     def of(

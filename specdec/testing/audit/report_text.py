@@ -77,6 +77,8 @@ class Reported(Protocol):
     @property
     def stream_mode(self) -> str | None: ...
     @property
+    def dtype_seen(self) -> bool: ...
+    @property
     def up_to_rounding(self) -> bool: ...
     @property
     def rounding_tv(self) -> Fraction | None: ...
@@ -133,9 +135,11 @@ def _exact_line(report: Reported) -> str:
         undecided = [s.name for s in _exact(report) if s.lossless is None]
         return f"CANNOT DECIDE (exact {where}): no law for {', '.join(undecided)}"
     if report.up_to_rounding and report.dtype not in (None, "float64"):
+        seen = f" ({report.dtype} ops seen)" if report.dtype_seen else ""
         return (
-            f"{report.verdict.upper()} up to {report.dtype} rounding (exact {where}): largest "
-            f"TV {float(report.rounding_tv or 0):.3g} within the {report.dtype} rounding bound"
+            f"{report.verdict.upper()} up to {report.dtype} rounding{seen} (exact {where}): "
+            f"largest TV {float(report.rounding_tv or 0):.3g} within the {report.dtype} "
+            "rounding bound"
         )
     return f"{report.verdict.upper()} (exact {where})"
 
@@ -348,6 +352,9 @@ def _exact_lines(report: Reported) -> list[str]:
         f"occurs (at any probability) or TV > the {dtype} rounding bound (at most "
         f"{float(report.rounding_bound or 0):.3g} here)",
     ]
+    if report.dtype_seen:
+        lines.append(f"  dtype: {dtype}, the narrowest its ops were seen to compute in "
+                     "(--dtype overrides)")  # fmt: skip
     if report.up_to_rounding:
         lines.append(
             f"  LOSSLESS up to {dtype} rounding: largest exact TV "

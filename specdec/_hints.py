@@ -1,0 +1,164 @@
+"""Where a rule's decisions probably change: grid indices to try first when searching a line.
+
+The grid engine (``specdec._grid``) finds the first index along a line at which a rule's output
+changes. Bisection costs up to 53 evaluations a line, and a captured engine function that
+loops over rows pays a whole Python call for each (``specdec.testing.capture``). But the
+change is almost always at a place the rows predict: an acceptance ratio ``p / q``, a step of
+an inverse CDF (a target row's, a residual's), each as float64 computes it from the rows
+rounded to the dtype the engine computes in, and moved to the grid of the dtype its uniform is
+drawn in (``torch.rand`` in float32 draws multiples of ``2^-24``: a decision ``u < t`` changes
+at the first such multiple at or above ``t``). ``line_hints`` lists those indices (and their
+neighbours, for one rounding either way), and ``narrow_by_hints`` searches them first.
+
+A hint is only a guess: on an interval-decided rule (``proofs/theory.md`` claim 14) the indices
+of a line whose output is the lowest index's form an interval from it, so "differs from the
+lowest's output" is monotone along the line and a binary search over the hints inside the
+line's cell brackets the first change between two hints; one more evaluation (the index just
+below the bracketing hint) says whether the hint is the change itself. Where it is not, the
+caller's own search goes on inside the bracket, so the cut found is the same as without hints:
+hints change the number of evaluations, never the result.
+
+Example:
+    >>> from fractions import Fraction as F
+    >>> from specdec.exact import BlockRows
+    >>> rows = BlockRows((0,), ((F(1, 2), F(1, 2)),), ((F(1, 4), F(3, 4)), (F(1), F(0))))
+    >>> 2**52 in line_hints(rows).tolist()  # the ratio 1/2 on the float64 grid
+    True
+"""
+
+from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # specdec.exact imports the grid engine, which imports this module
+    from specdec.exact import BlockRows
+
+__all__ = ["GRID_BITS", "line_hints", "narrow_by_hints"]
+
+GRID_BITS = 53
+"""``specdec.uniforms`` draws ``m · 2^-53``: the grid the engine searches."""
+
+_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+_UNIFORM_BITS = (53, 24, 11, 8)  # the grids torch.rand draws on in each of those dtypes
+
+
+def _exact_breakpoints(rows: "BlockRows") -> list[Fraction]:
+    """The acceptance ratios and every target row's and residual's cumulative sums, exactly
+    (``specdec.exact.all_breakpoints``, flattened)."""
+
+    def steps(row: Sequence[Fraction]) -> list[Fraction]:
+        total, out = Fraction(0), []
+        for value in row:
+            total += value
+            out.append(total)
+        return out
+
+    values: list[Fraction] = []
+    for token, draft, target in zip(rows.draft_tokens, rows.draft_rows, rows.target_rows,
+                                    strict=False):  # fmt: skip
+        if draft[token]:
+            values.append(target[token] / draft[token])
+        excess = [max(Fraction(0), p - q) for p, q in zip(target, draft, strict=True)]
+        mass = sum(excess, Fraction(0))
+        if mass:
+            values += steps([e / mass for e in excess])
+    for target in rows.target_rows:
+        values += steps(target)
+    return values
+
+
+def _rounded_breakpoints(rows: "BlockRows", dtype: torch.dtype) -> list[float]:
+    """Ratios and inverse-CDF steps as float64 computes them from the rows rounded to
+    ``dtype``: the rows' own values, the acceptance ratios, every residual's and target
+    row's cumulative sums normalised."""
+
+    def rounded(row: Iterable[Fraction]) -> Tensor:
+        return torch.tensor([float(v) for v in row], dtype=torch.float64).to(dtype).double()
+
+    values: list[float] = []
+    targets = [rounded(r) for r in rows.target_rows]
+    drafts = [rounded(r) for r in rows.draft_rows]
+    for token, target, draft in zip(rows.draft_tokens, targets, drafts, strict=False):
+        if float(draft[token]) > 0:
+            values.append(float(target[token] / draft[token]))
+        excess = (target - draft).clamp(min=0)
+        for row in (excess, target):
+            total = float(row.sum())
+            if total > 0:
+                values += (row.cumsum(0) / total).tolist()
+    total = float(targets[-1].sum())
+    if total > 0:
+        values += (targets[-1].cumsum(0) / total).tolist()
+    return values
+
+
+def line_hints(rows: "BlockRows") -> Tensor:
+    """Sorted grid indices (``int64``, inside ``(0, 2^53)``) where a rule on ``rows`` probably
+    changes its output: the exact breakpoints (``specdec.exact.all_breakpoints``) and those
+    of the rows rounded to each float dtype, each on each dtype's uniform grid (the first
+    grid value at or above it, and one either side)."""
+    points = {float(v) for v in _exact_breakpoints(rows)}
+    for dtype in _DTYPES[1:]:
+        points.update(_rounded_breakpoints(rows, dtype))
+    found: set[int] = set()
+    for value in points:
+        if not 0 < value < 1:
+            continue
+        for bits in _UNIFORM_BITS:
+            scaled = Fraction(value) * 2**bits
+            first = -((-scaled.numerator) // scaled.denominator)  # ceil
+            for m in (first - 1, first, first + 1):
+                index = m << (GRID_BITS - bits)
+                if 0 < index < 2**GRID_BITS:
+                    found.add(index)
+    return torch.tensor(sorted(found), dtype=torch.int64)
+
+
+def narrow_by_hints(
+    outputs_at: Callable[[Tensor, Tensor], Tensor],
+    reference: Tensor,
+    low: Tensor,
+    high: Tensor,
+    hints: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Narrow each line's bracket ``(low, high]`` (``low`` has the line's reference output,
+    ``high`` does not) to one between two hints, then to the hint itself where the index
+    below it still has the reference output (module docstring).
+
+    Args:
+        outputs_at: ``outputs_at(lines, indices)``: the outputs ``[n, width]`` of the lines
+            (indices into the caller's lines) at those indices along the searched coordinate.
+        reference: ``[m, width]`` each line's output at ``low``.
+        low: ``[m]`` indices with the reference output.
+        high: ``[m]`` indices without it.
+        hints: sorted grid indices (``line_hints``).
+
+    Returns:
+        The narrowed ``(low, high)``: the same invariant, ``high - low == 1`` where a hint was
+        the first change.
+    """
+    low, high = low.clone(), high.clone()
+    if hints.numel() == 0 or low.numel() == 0:
+        return low, high
+    # hint positions strictly inside (low, high): [left, right) of the sorted hints
+    left = torch.searchsorted(hints, low, right=True)
+    right = torch.searchsorted(hints, high, right=False)
+    lo, hi = left - 1, right  # bracket over hint positions: lo same (or low), hi differs
+    while bool((active := (hi - lo > 1).nonzero().flatten()).numel()):
+        middle = (lo[active] + hi[active]) // 2
+        same = (outputs_at(active, hints[middle]) == reference[active]).all(dim=-1)
+        lo[active] = torch.where(same, middle, lo[active])
+        hi[active] = torch.where(same, hi[active], middle)
+    inside_low = lo >= left
+    inside_high = hi < right
+    low = torch.where(inside_low, hints[lo.clamp(min=0, max=hints.numel() - 1)], low)
+    high = torch.where(inside_high, hints[hi.clamp(max=hints.numel() - 1)], high)
+    below = (high - low > 1).nonzero().flatten()  # is the bracketing index itself the change?
+    if below.numel():
+        same = (outputs_at(below, high[below] - 1) == reference[below]).all(dim=-1)
+        low[below] = torch.where(same, high[below] - 1, low[below])
+        high[below] = torch.where(same, high[below], high[below] - 1)
+    return low, high
