@@ -1,7 +1,7 @@
 """A whole speculative loop on causal LMs (tiny transformers models, SmolLM2), as engines write
 it: a lossless control and planted bugs, for the stream audit's large-vocabulary and
-two-sample modes (``specdec.testing.audit.stream_large``), used by ``bench_stream`` and by the
-tests (``tests/_stream_lm_loops.py`` re-exports it).
+two-sample modes (``specdec.testing.audit.judging.stream_large``), used by ``bench_stream`` and by
+the tests (``tests/_stream_lm_loops.py`` re-exports it).
 
 ``lm_loop(target, draft, options, k=, new_tokens=, bug=)`` returns a batched stream sampler
 ``sample(prompts [N, L], generator) -> [N, new_tokens]`` and a ``position_kinds`` hook giving

@@ -46,11 +46,11 @@ from specdec.plots import (
 )
 from specdec.progressbar import progress
 from specdec.testing.audit import verifier_scenarios
-from specdec.testing.audit.cells import draw_chunk, evidence_of, merge_chunk, start_state
-from specdec.testing.audit.pictures import panel_from_evidence
-from specdec.testing.audit.plan import plan_verifier_scenario, split_error_rate
-from specdec.testing.audit.results import decide_by_holm, scenario_result
-from specdec.testing.audit.run import (
+from specdec.testing.audit.reporting.pictures import panel_from_evidence
+from specdec.testing.audit.reporting.results import decide_by_holm, scenario_result
+from specdec.testing.audit.running.cells import draw_chunk, evidence_of, merge_chunk, start_state
+from specdec.testing.audit.running.plan import plan_verifier_scenario, split_error_rate
+from specdec.testing.audit.running.run import (
     complete_verifier,
     is_deterministic,
     verifier_draw,

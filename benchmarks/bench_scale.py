@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import specdec
-from specdec.testing.audit import audit_verifier, shard
-from specdec.testing.audit.allocator import keep_freed_memory
+from specdec.testing.audit import audit_verifier
+from specdec.testing.audit.running import shard
+from specdec.testing.audit.running.allocator import keep_freed_memory
 from specdec.types import Verification
 
 VERIFIER_SECONDS = [0.0]  # the timing wrapper's total CPU time, in this process only

@@ -84,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     import specdec
     from benchmarks._stream_engine import lm_loop
     from specdec.testing import audit_stream
-    from specdec.testing.audit.drawer import seeded
-    from specdec.testing.audit.options import AuditOptions
-    from specdec.testing.audit.stream import stream_scenarios
-    from specdec.testing.audit.stream_statistics import score_tokens, seeded_order
+    from specdec.testing.audit.contract.drawer import seeded
+    from specdec.testing.audit.contract.options import AuditOptions
+    from specdec.testing.audit.judging.stream import stream_scenarios
+    from specdec.testing.audit.running.stream_statistics import score_tokens, seeded_order
 
     if args.quick:
         args.model, args.samples, args.new_tokens = "tiny", 8, 4

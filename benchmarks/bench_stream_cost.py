@@ -68,8 +68,8 @@ def _judging(model_name: str, count: int, repeats: int) -> dict[str, Any]:
 
     from benchmarks._stream_cost_engine import NEW_TOKENS, OPTIONS
     from specdec.models.base import empty_context, extend
-    from specdec.testing.audit.stream import stream_scenarios
-    from specdec.testing.audit.stream_statistics import seeded_order, token_statistics
+    from specdec.testing.audit.judging.stream import stream_scenarios
+    from specdec.testing.audit.running.stream_statistics import seeded_order, token_statistics
 
     if model_name == "smollm2":
         from specdec.models import load_smollm2
@@ -142,7 +142,7 @@ def _preload() -> None:
     import multiprocessing
     from multiprocessing import forkserver
 
-    from specdec.testing.audit import shard
+    from specdec.testing.audit.running import shard
 
     if shard.START_METHOD == "forkserver":
         modules = [*shard.PRELOADED, "benchmarks._stream_cost_engine", "benchmarks._stream_engine"]

@@ -347,9 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     import specdec
     from benchmarks._stream_engine import lm_loop
     from benchmarks.bench_stream import _models
-    from specdec.testing.audit.drawer import seeded
-    from specdec.testing.audit.options import AuditOptions
-    from specdec.testing.audit.stream_statistics import PIT_BINS, seeded_order
+    from specdec.testing.audit.contract.drawer import seeded
+    from specdec.testing.audit.contract.options import AuditOptions
+    from specdec.testing.audit.running.stream_statistics import PIT_BINS, seeded_order
     from specdec.testing.stats.streaming import min_tokens_for_binned_tv
 
     if args.quick:

@@ -178,7 +178,7 @@ pair below (one-hot rows at the leaves) their distance is 0.006."""
 
 def check_tree_bugs_are_lossy() -> int:
     """MULTI_ZOO tree bugs, exact laws from their own decisions: TV >= 0.03 (controls: tests)"""
-    from specdec.testing.audit.multi_battery import tree_scenarios
+    from specdec.testing.audit.scenarios.multi_battery import tree_scenarios
 
     soft = next(s for s in tree_scenarios() if s.name == "soft-leaves-t07-topk3").pair()
     cases = 0

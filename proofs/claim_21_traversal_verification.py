@@ -424,7 +424,7 @@ SHOWN = {
 
 def check_traversal_bugs_are_lossy() -> int:
     """MULTI_ZOO traversal bugs, exact laws from their own decisions: TV >= 0.03"""
-    from specdec.testing.audit.multi_battery import tree_scenarios
+    from specdec.testing.audit.scenarios.multi_battery import tree_scenarios
 
     scenarios = {s.name: s for s in tree_scenarios()}
     bugs = [n for n, e in MULTI_ZOO.items() if n.startswith("traversal_") and e.lossy]

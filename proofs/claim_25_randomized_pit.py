@@ -22,7 +22,7 @@ from fractions import Fraction
 import torch
 from _common import Row, quick, run_checks, simplex_grid
 
-from specdec.testing.audit.stream_statistics import seeded_order
+from specdec.testing.audit.running.stream_statistics import seeded_order
 from specdec.testing.stats import bin_of, randomized_pit
 
 F = Fraction

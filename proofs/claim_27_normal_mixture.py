@@ -28,7 +28,7 @@ import torch
 import z3
 from _common import quick, run_checks, z3_holds
 
-from specdec.testing.audit.stream_statistics import (
+from specdec.testing.audit.running.stream_statistics import (
     MIXTURE_PRECISION,
     empty_statistics,
     large_log_e,

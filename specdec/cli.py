@@ -50,9 +50,9 @@ def load_function(spec: str) -> Callable[..., Any]:
 def _run_audit(args: argparse.Namespace) -> int:
     """``specdec audit``, imported on use: the other commands never load the audit. The
     command's process is specdec's own: its allocator keeps freed chunks' memory
-    (``specdec.testing.audit.allocator``)."""
-    from specdec.testing.audit.allocator import keep_freed_memory
+    (``specdec.testing.audit.running.allocator``)."""
     from specdec.testing.audit.command import run
+    from specdec.testing.audit.running.allocator import keep_freed_memory
 
     keep_freed_memory()
     return run(args)

@@ -2,7 +2,7 @@ r"""Pictures of what specdec checks, as PNG files: observed against exact laws.
 
 Three pictures, each drawn from plain numbers so that the audit, the benchmarks and a user's
 own script can all feed them (the audit's own, drawn from its reports, are in
-``specdec.testing.audit.pictures``):
+``specdec.testing.audit.reporting.pictures``):
 
 * ``plot_law_panels``: observed against exact law of completed blocks, one panel per scenario
   (a lossy rule beside a lossless control, or every scenario of an audit). Each cell shows the

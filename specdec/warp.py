@@ -9,7 +9,7 @@ that crosses ``top_p`` and sorts stably (lower id first on ties); temperature 0 
 lowest id on ties; filters apply in the order temperature, top-k, top-p, min-p. An engine whose
 warping differs is not wrong for that: its target is its own warped law. The audit checks a
 step against the engine's warping and reports how far it is from this one
-(``specdec.testing.audit.conventions``).
+(``specdec.testing.audit.scenarios.conventions``).
 """
 
 import math

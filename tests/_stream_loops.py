@@ -1,5 +1,5 @@
 """Whole speculative loops on toy models, as engines write them: a lossless control and
-planted bugs, for the stream audit (``specdec.testing.audit.stream``).
+planted bugs, for the stream audit (``specdec.testing.audit.judging.stream``).
 
 ``speculative_loop(pair, options, k=, new_tokens=, bug=)`` returns a batched stream sampler,
 ``sample(prompts [N, L], generator) -> [N, new_tokens]``: every row drafts ``k`` tokens from the

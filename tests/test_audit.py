@@ -19,8 +19,8 @@ from specdec.testing.audit import (
     step_scenarios,
     verifier_scenarios,
 )
-from specdec.testing.audit.catalogue import default_scenarios
-from specdec.testing.audit.plan import chunk_sizes, split_error_rate
+from specdec.testing.audit.running.plan import chunk_sizes, split_error_rate
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
 from specdec.testing.signatures import batched, is_batched
 from specdec.types import VerifyRule
 

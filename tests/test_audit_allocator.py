@@ -1,5 +1,5 @@
-"""The audit's allocator setting (``specdec.testing.audit.allocator``): what it changes, when
-it leaves the process alone, and which processes specdec applies it to."""
+"""The audit's allocator setting (``specdec.testing.audit.running.allocator``): what it changes,
+when it leaves the process alone, and which processes specdec applies it to."""
 
 import argparse
 import os
@@ -10,13 +10,13 @@ import sys
 import pytest
 
 from specdec import cli
-from specdec.testing.audit import allocator, shard
+from specdec.testing.audit.running import allocator, shard
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 CHURN = """
 import ctypes, resource, sys, torch
-from specdec.testing.audit.allocator import keep_freed_memory
+from specdec.testing.audit.running.allocator import keep_freed_memory
 
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -1,4 +1,4 @@
-"""Errors are reported where they arose (``specdec.testing.audit.blame``).
+"""Errors are reported where they arose (``specdec.testing.audit.contract.blame``).
 
 One test per path, each with its control: the audited function's crash (exit 6, named), a
 helper's crash (the engine's warping or sampler: exit 6, the helper named, never the function),
@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 
 from specdec.cli import main
-from specdec.testing.audit import blame
-from specdec.testing.audit.blame import blamed, origin, passed_invalid_rows, refuses_options
+from specdec.testing.audit.contract import blame
+from specdec.testing.audit.contract.blame import (
+    blamed,
+    origin,
+    passed_invalid_rows,
+    refuses_options,
+)
 
 ENGINE = '''
 import torch
@@ -147,7 +152,7 @@ def test_specdecs_own_failure_is_an_internal_error_not_the_functions_crash(
     def broken(*args: object, **kwargs: object) -> None:
         raise IndexError("specdec's own bug")
 
-    monkeypatch.setattr("specdec.testing.audit.sampled.scenario_result", broken)
+    monkeypatch.setattr("specdec.testing.audit.judging.sampled.scenario_result", broken)
     code, out, err = _run([*argv, "--json"], capsys)
     assert code == 8 and json.loads(out)["verdict"] == "internal-error"
     assert "please report it" in err and "crashed" not in err

@@ -1,4 +1,4 @@
-"""Branch rates (``specdec.testing.audit.branches``): exact, cross-checked, and visible.
+"""Branch rates (``specdec.testing.audit.judging.branches``): exact, cross-checked, and visible.
 
 Hand-computed rates first; then each level's acceptance rates against an independent exact
 law (``exact.block_law`` of ``verify_tokens``, ``tree_law.tree_block_law``,
@@ -21,16 +21,16 @@ from specdec.hub_law import spechub_output_law
 from specdec.models.toy import ToyModel, ToyPair
 from specdec.multi_law import candidate_law, output_law, recursive_steps
 from specdec.testing.audit import audit_multi_draft, audit_verifier
-from specdec.testing.audit.branches import (
+from specdec.testing.audit.contract.scenario import Scenario
+from specdec.testing.audit.judging.branches import (
     BranchRates,
     branch_rates,
     chain_branch_rates,
     default_samples,
     listing,
 )
-from specdec.testing.audit.catalogue import LEVELS, default_scenarios
-from specdec.testing.audit.multi_battery import position_scenarios, tree_scenarios
-from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.scenarios.catalogue import LEVELS, default_scenarios
+from specdec.testing.audit.scenarios.multi_battery import position_scenarios, tree_scenarios
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.tree_law import tree_block_law
 from specdec.verify.tree import TokenTree

@@ -17,8 +17,8 @@ from specdec.testing.audit import (
     tree_scenarios,
     verifier_scenarios,
 )
-from specdec.testing.audit.catalogue import LEVELS, default_scenarios
-from specdec.testing.audit.small_mass import small_mass_scenarios
+from specdec.testing.audit.scenarios.catalogue import LEVELS, default_scenarios
+from specdec.testing.audit.scenarios.small_mass import small_mass_scenarios
 
 
 def test_the_default_batteries_are_the_ones_the_audit_runs() -> None:

@@ -12,7 +12,7 @@ import torch
 
 from specdec.cli import main
 from specdec.testing.audit.command import FLAGS
-from specdec.testing.audit.options import AuditOptions
+from specdec.testing.audit.contract.options import AuditOptions
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Engines' conventions (``specdec.testing.audit.conventions``): their own warping, rows and
-logits in narrow dtypes, devices.
+"""Engines' conventions (``specdec.testing.audit.scenarios.conventions``): their own warping, rows
+and logits in narrow dtypes, devices.
 
 Error rates: every audit here runs at the default family-wise false-fail rate 1e-6 with a fixed
 seed; each lossy control sits far above the detectable TV the report prints for its sample size
@@ -13,10 +13,10 @@ import torch
 import specdec
 from specdec.testing import zoo
 from specdec.testing.audit import audit_step, audit_verifier
-from specdec.testing.audit.battery import verifier_scenarios
-from specdec.testing.audit.catalogue import select_scenarios
-from specdec.testing.audit.conventions import resolve_device, warping_distance
-from specdec.testing.audit.large import dyadic_pair
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.catalogue import select_scenarios
+from specdec.testing.audit.scenarios.conventions import resolve_device, warping_distance
+from specdec.testing.audit.scenarios.large import dyadic_pair
 from specdec.testing.signatures import batched
 from specdec.warp import warp_probs
 from tests._audit_engines import ANY_POWER, SMALL, engine_step, exactly_k, reference

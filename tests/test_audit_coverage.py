@@ -29,11 +29,11 @@ from specdec.testing.audit import (
     search_scenarios,
     verifier_scenarios,
 )
-from specdec.testing.audit.coverage import ArcRecorder, branch_arcs, user_files
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.scenario import Scenario
-from specdec.testing.audit.search import coverage_candidates, coverage_search
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.scenario import Scenario
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.scenarios.coverage import ArcRecorder, branch_arcs, user_files
+from specdec.testing.audit.scenarios.search import coverage_candidates, coverage_search
 from specdec.types import Verification
 from tests import _coverage_control, _coverage_guarded
 from tests._coverage_control import control

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from specdec.cli import main
-from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.crashes import crash_verdict, refuses
+from specdec.testing.audit.contract.blame import blamed
+from specdec.testing.audit.reporting.crashes import crash_verdict, refuses
 
 ENGINE = '''
 import torch

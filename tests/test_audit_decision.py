@@ -1,4 +1,4 @@
-"""The decision record and the one report constructor (``specdec.testing.audit.decision``,
+"""The decision record and the one report constructor (``specdec.testing.audit.reporting.decision``,
 ``AuditReport.of``): hand-built results, no drawing."""
 
 import ast
@@ -11,14 +11,14 @@ import pytest
 
 import specdec
 from specdec.testing.audit import AuditOptions, AuditReport, as_subject
-from specdec.testing.audit.decision import (
+from specdec.testing.audit.reporting.decision import (
     Decision,
     exact_decision,
     sampled_decision,
     stream_decision,
 )
-from specdec.testing.audit.results import ExactScenarioResult, ScenarioResult
-from specdec.testing.audit.stream_results import EProcessRow, StreamStatisticsResult
+from specdec.testing.audit.reporting.results import ExactScenarioResult, ScenarioResult
+from specdec.testing.audit.reporting.stream_results import EProcessRow, StreamStatisticsResult
 
 PACKAGE = Path(specdec.__file__).parent
 
@@ -41,7 +41,7 @@ def _constructions() -> dict[str, list[int]]:
 def test_a_report_is_constructed_in_one_place() -> None:
     found = _constructions()
     assert {f: len(lines) for f, lines in found.items()} == {}, found
-    tree = ast.parse((PACKAGE / "testing/audit/report.py").read_text())
+    tree = ast.parse((PACKAGE / "testing/audit/reporting/report.py").read_text())
     [report] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "AuditReport"]
     builds = [
         function.name

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specdec.testing import zoo
 from specdec.testing.audit import audit_step
-from specdec.testing.audit.catalogue import select_scenarios
+from specdec.testing.audit.scenarios.catalogue import select_scenarios
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "audit.md"
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from specdec.testing.audit import AuditReport, audit_multi_draft, audit_tree, shard
-from specdec.testing.audit.drawer import DRAWER_MODULES, chunk_seed, rebuild
-from specdec.testing.audit.multi_battery import position_scenarios, tree_scenarios
+from specdec.testing.audit import AuditReport, audit_multi_draft, audit_tree
+from specdec.testing.audit.contract.drawer import DRAWER_MODULES, chunk_seed, rebuild
+from specdec.testing.audit.running import shard
+from specdec.testing.audit.scenarios.multi_battery import position_scenarios, tree_scenarios
 from tests._multi_scale import failing_multi_rule, failing_tree_rule
 
 LEVELS: dict[str, Callable[..., AuditReport]] = {

@@ -1,4 +1,4 @@
-"""The exact audit (``specdec.testing.audit.exact``): verdicts from laws computed exactly.
+"""The exact audit (``specdec.testing.audit.judging.exact``): verdicts from laws computed exactly.
 
 Each verdict has its control: the reference rule is LOSSLESS, a planted bug is LOSSY with its
 exact TV and worst outcomes, a rule that wastes acceptance is suboptimal, and functions whose
@@ -24,7 +24,7 @@ from specdec.testing.audit import (
     search_scenarios,
     verifier_scenarios,
 )
-from specdec.testing.audit.catalogue import default_scenarios
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
 from specdec.types import Verification
 from specdec.verify import exact_match_rule
 

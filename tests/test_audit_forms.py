@@ -1,5 +1,5 @@
-"""Forms checked before the first call (``specdec.testing.audit.forms``), and ``--dtype`` for
-the exact audit of multi-draft and tree rules (``multi.multi_rounding_bound``).
+"""Forms checked before the first call (``specdec.testing.audit.contract.forms``), and ``--dtype``
+for the exact audit of multi-draft and tree rules (``multi.multi_rounding_bound``).
 
 Parameters that cannot take the call of the form asked for are a usage error (exit 2) naming
 the expected signature(s), before the function is called (the controls: the same functions in
@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from specdec.cli import main
+from specdec.testing.audit.contract.forms import FormError, check_form, fitting_levels
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import as_subject
 from specdec.testing.audit.door import audit
-from specdec.testing.audit.forms import FormError, check_form, fitting_levels
-from specdec.testing.audit.multi import multi_rounding_bound
-from specdec.testing.audit.multi_battery import position_scenarios
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.judging.multi import multi_rounding_bound
+from specdec.testing.audit.scenarios.multi_battery import position_scenarios
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.verify.multi import verify_multi_iid
 

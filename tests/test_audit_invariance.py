@@ -19,17 +19,17 @@ import specdec
 from specdec.cli import main
 from specdec.testing import zoo
 from specdec.testing.audit import ExitCode, audit_verifier, verifier_scenarios
-from specdec.testing.audit.battery import step_scenarios
-from specdec.testing.audit.invariance import (
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.judging.invariance import (
     VERIFIER_CONTEXTS,
     BatchContext,
     InvarianceResult,
     check_invariance,
     takes_generators,
 )
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.report import VERDICT_EXIT
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.reporting.report import VERDICT_EXIT
+from specdec.testing.audit.scenarios.battery import step_scenarios
 from specdec.testing.signatures import batched
 from specdec.testing.zoo import COUPLING_ZOO
 

@@ -1,4 +1,5 @@
-"""Vocabularies in the thousands and rows exact in every dtype (``specdec.testing.audit.large``).
+"""Vocabularies in the thousands and rows exact in every dtype
+(``specdec.testing.audit.scenarios.large``).
 
 Error rates: every audit here runs at the default family-wise false-fail rate 1e-6 with a fixed
 seed; each lossy control sits far above the detectable TV the report prints for its sample size
@@ -8,7 +9,7 @@ probability below the false-pass rate 1e-3, and each on a lossless one below 1e-
 
 from specdec.testing import zoo
 from specdec.testing.audit import audit_verifier
-from specdec.testing.audit.catalogue import select_scenarios
+from specdec.testing.audit.scenarios.catalogue import select_scenarios
 from tests._audit_engines import ANY_POWER, SMALL, reference
 
 

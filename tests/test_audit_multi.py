@@ -1,4 +1,5 @@
-"""The multi-draft and tree audit (``specdec.testing.audit.multi``): both modes, its command.
+"""The multi-draft and tree audit (``specdec.testing.audit.judging.multi``): both modes, its
+command.
 
 Design of the statistical checks, fixed before anything is drawn:
 

@@ -1,5 +1,6 @@
-"""The multi-draft and tree rules' statistical audit (``specdec.testing.audit.multi_sampled``):
-its G test on pooled cells, its determinism check and their place in the one decision path.
+"""The multi-draft and tree rules' statistical audit
+(``specdec.testing.audit.judging.multi_sampled``): its G test on pooled cells, its determinism check
+and their place in the one decision path.
 
 Design of the checks, fixed before anything is drawn:
 
@@ -30,8 +31,8 @@ from specdec.testing.audit import (
     position_scenarios,
     tree_scenarios,
 )
-from specdec.testing.audit.multi_battery import PositionScenario
-from specdec.testing.audit.multi_sampled import is_deterministic
+from specdec.testing.audit.judging.multi_sampled import is_deterministic
+from specdec.testing.audit.scenarios.multi_battery import PositionScenario
 from specdec.verify import verify_multi_iid, verify_tree
 from specdec.verify.multi import MultiDraftVerification
 from specdec.verify.tree import TokenTree, TreeVerification

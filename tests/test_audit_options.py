@@ -12,8 +12,8 @@ import pytest
 import specdec
 from specdec.testing import zoo
 from specdec.testing.audit import AuditOptions, as_subject, audit_verifier
-from specdec.testing.audit.options import AuditKeywords
-from specdec.testing.audit.subject import APPLICABLE, FORMS, Subject, is_step
+from specdec.testing.audit.contract.options import AuditKeywords
+from specdec.testing.audit.contract.subject import APPLICABLE, FORMS, Subject, is_step
 
 
 def test_the_defaults_are_the_statistical_audit_at_the_documented_rates() -> None:

@@ -17,8 +17,7 @@ import torch
 import specdec
 from specdec.cli import main
 from specdec.testing.audit import AuditOptions, as_subject, audit, tree_scenarios
-from specdec.testing.audit.adversarial import adversarial_scenarios
-from specdec.testing.audit.branches import VISIBLE, branch_rates, default_samples
+from specdec.testing.audit.judging.branches import VISIBLE, branch_rates, default_samples
 from specdec.testing.audit.pilot import (
     PILOT_BATCHED,
     PILOT_SCALE,
@@ -26,6 +25,7 @@ from specdec.testing.audit.pilot import (
     pilot_estimate,
     planned_samples,
 )
+from specdec.testing.audit.scenarios.adversarial import adversarial_scenarios
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.types import Verification
 

@@ -36,9 +36,9 @@ from specdec.testing.audit import (
     step_scenarios,
 )
 from specdec.testing.audit.audit_plan import SearchBudget
-from specdec.testing.audit.catalogue import default_scenarios
-from specdec.testing.audit.flags import flags_of
-from specdec.testing.audit.stream import stream_scenarios
+from specdec.testing.audit.contract.flags import flags_of
+from specdec.testing.audit.judging.stream import stream_scenarios
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
 from specdec.testing.signatures import batched
 from specdec.testing.zoo import MULTI_ZOO
 

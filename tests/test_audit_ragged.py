@@ -1,4 +1,5 @@
-"""Ragged per-row ``k`` in the batched verifier signature (``specdec.testing.audit.ragged``).
+"""Ragged per-row ``k`` in the batched verifier signature
+(``specdec.testing.audit.scenarios.ragged``).
 
 Error rates: every audit here runs at the default family-wise false-fail rate 1e-6 with a fixed
 seed; each lossy control sits far above the detectable TV the report prints for its sample size
@@ -11,7 +12,7 @@ import torch
 
 import specdec
 from specdec.testing.audit import InvalidOutputError, audit_verifier
-from specdec.testing.audit.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
 from specdec.testing.signatures import batched
 from tests._audit_engines import ANY_POWER, SMALL
 

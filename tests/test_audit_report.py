@@ -22,7 +22,7 @@ from specdec.testing.audit import (
     position_scenarios,
     search_scenarios,
 )
-from specdec.testing.audit.results import exact_audit_verdict
+from specdec.testing.audit.reporting.results import exact_audit_verdict
 
 
 def _exact(name: str, lossless: bool | None, tv: Fraction | None) -> ExactScenarioResult:

@@ -1,4 +1,4 @@
-"""Reserved token ids (``specdec.testing.audit.reserved``).
+"""Reserved token ids (``specdec.testing.audit.scenarios.reserved``).
 
 Error rates: every audit here runs at the default family-wise false-fail rate 1e-6 with a fixed
 seed; each lossy control sits far above the detectable TV the report prints for its sample size
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from specdec.testing.audit import InvalidOutputError, audit_verifier
-from specdec.testing.audit.battery import verifier_scenarios
-from specdec.testing.audit.large import large_pair
-from specdec.testing.audit.reserved import without_reserved
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.large import large_pair
+from specdec.testing.audit.scenarios.reserved import without_reserved
 from specdec.testing.signatures import batched
 from tests._audit_engines import ANY_POWER, reference
 

@@ -1,5 +1,5 @@
-"""The statistical audit of verifiers and steps (``specdec.testing.audit.sampled``): greedy-only
-engines, options an engine rejects, and blocks above one step's optimum.
+"""The statistical audit of verifiers and steps (``specdec.testing.audit.judging.sampled``):
+greedy-only engines, options an engine rejects, and blocks above one step's optimum.
 
 Error rates: every audit here runs at the default family-wise false-fail rate 1e-6 with a fixed
 seed; each lossy control sits far above the detectable TV the report prints for its sample size
@@ -14,8 +14,8 @@ import torch
 
 from specdec.testing import zoo
 from specdec.testing.audit import audit_step, audit_verifier
-from specdec.testing.audit.battery import step_scenarios
-from specdec.testing.audit.catalogue import select_scenarios
+from specdec.testing.audit.scenarios.battery import step_scenarios
+from specdec.testing.audit.scenarios.catalogue import select_scenarios
 from specdec.testing.signatures import batched
 from tests._audit_engines import (
     ANY_POWER,

@@ -1,5 +1,5 @@
-"""A step against the engine's own target-only sampler (``specdec.testing.audit.sampler``): a
-two-sample test.
+"""A step against the engine's own target-only sampler (``specdec.testing.audit.judging.sampler``):
+a two-sample test.
 
 Error rates: every audit here runs at the default family-wise false-fail rate 1e-6 with a fixed
 seed; each lossy control sits far above the detectable TV the report prints for its sample size
@@ -13,8 +13,8 @@ import torch
 import specdec
 from specdec.testing import zoo
 from specdec.testing.audit import audit_step
-from specdec.testing.audit.catalogue import select_scenarios
-from specdec.testing.audit.sampler import samples_for_tv_two_sample
+from specdec.testing.audit.judging.sampler import samples_for_tv_two_sample
+from specdec.testing.audit.scenarios.catalogue import select_scenarios
 from specdec.testing.signatures import batched
 from specdec.testing.stats import min_detectable_tv_two_sample
 from tests._audit_engines import ANY_POWER, SMALL, engine_step, exactly_k_sampler

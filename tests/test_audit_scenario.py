@@ -1,4 +1,5 @@
-"""Audit scenarios (``specdec.testing.audit.scenario``): every scenario exercises acceptance."""
+"""Audit scenarios (``specdec.testing.audit.contract.scenario``): every scenario exercises
+acceptance."""
 
 from dataclasses import replace
 from fractions import Fraction
@@ -6,9 +7,13 @@ from fractions import Fraction
 import pytest
 
 from specdec.models.toy import ToyModel, ToyPair
-from specdec.testing.audit.battery import step_scenarios
-from specdec.testing.audit.catalogue import scenario_catalogue
-from specdec.testing.audit.scenario import Scenario, acceptance_mass, check_exercises_acceptance
+from specdec.testing.audit.contract.scenario import (
+    Scenario,
+    acceptance_mass,
+    check_exercises_acceptance,
+)
+from specdec.testing.audit.scenarios.battery import step_scenarios
+from specdec.testing.audit.scenarios.catalogue import scenario_catalogue
 
 # -- (f) every scenario exercises acceptance -----------------------------------------------------
 

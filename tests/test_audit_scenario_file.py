@@ -1,7 +1,7 @@
 """``specdec audit --scenario-file``: custom scenarios from JSON or Python, errors where they arose.
 
-Every path of ``specdec.testing.audit.scenario_file`` with a hand-written file: a pair of rows
-read exactly (and audited: the reference LOSSLESS, a known bug LOSSY, exactly: no sampling, no
+Every path of ``specdec.testing.audit.scenarios.scenario_file`` with a hand-written file: a pair of
+rows read exactly (and audited: the reference LOSSLESS, a known bug LOSSY, exactly: no sampling, no
 error rates), rows per context, a multi-draft and a tree scenario, a Python file (a list and a
 function), and each error: a usage error naming the file and the field (exit 2), the file's own
 code crashing (exit 6, named as the file's, never as the audited function's), and specdec's
@@ -18,8 +18,8 @@ import pytest
 from specdec.cli import main
 from specdec.testing import zoo
 from specdec.testing.audit import ExitCode, audit_step
-from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
-from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario_file
+from specdec.testing.audit.scenarios.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.scenarios.scenario_file import ScenarioFileError, load_scenario_file
 
 F = Fraction
 PAIR = {"name": "pair", "target": ["1/2", "1/3", "1/6"], "draft": [0.5, 0.25, 0.25], "k": 2}
@@ -115,7 +115,8 @@ def test_the_command_audits_the_file_and_reports_each_failure_where_it_arose(
     assert "ValueError: mine" in captured.out
 
     with mock.patch(
-        "specdec.testing.audit.scenario_file.scenarios_from_data", side_effect=KeyError("ours")
+        "specdec.testing.audit.scenarios.scenario_file.scenarios_from_data",
+        side_effect=KeyError("ours"),
     ):
         code = main(["audit", "specdec:verify_tokens", "--scenario-file", pair, "--quiet"])
     assert code == ExitCode.INTERNAL_ERROR

@@ -1,4 +1,4 @@
-"""Sharded, resumable statistical audits (``specdec.testing.audit.shard``, ``checkpoint``).
+"""Sharded, resumable statistical audits (``specdec.testing.audit.running.shard``, ``checkpoint``).
 
 What is tested is bit-identity, not a statistical property: a report (less its wall-clock
 ``seconds``) must be the same whatever the number of workers, the executor, the completion
@@ -31,19 +31,20 @@ import pytest
 
 import specdec
 from specdec.cli import main
-from specdec.testing.audit import audit_verifier, checkpoint, shard
-from specdec.testing.audit.blame import origin
-from specdec.testing.audit.catalogue import default_scenarios
-from specdec.testing.audit.checkpoint import CheckpointError
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.shard import (
+from specdec.testing.audit import audit_verifier
+from specdec.testing.audit.contract.blame import origin
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.reporting.report import AuditReport
+from specdec.testing.audit.running import checkpoint, shard
+from specdec.testing.audit.running.checkpoint import CheckpointError
+from specdec.testing.audit.running.shard import (
     UnimportableFunctionError,
     chunk_seed,
     function_reference,
     local_pool,
     start_server,
 )
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
 from tests._scale_engines import (
     accept_all_rule,
     crashing_rule,
@@ -164,7 +165,7 @@ def test_the_audit_draws_the_last_jobs_itself_while_its_workers_start(
     """Six jobs, four submitted from a thread whose first submit takes a second: meanwhile
     the audit's own process draws the last two jobs (three chunks), and the report is the
     in-process one."""
-    import specdec.testing.audit.cells as cells  # draws a chunk (cells.CellWorker.draw)
+    import specdec.testing.audit.running.cells as cells  # draws a chunk (cells.CellWorker.draw)
 
     monkeypatch.setattr(shard, "JOB_SAMPLES", 5_000)  # jobs (0, 1), (2,), (3,) per scenario
     monkeypatch.setattr(shard, "local_pool", lambda workers, num_threads=1: _SlowStart(1.0))
@@ -222,7 +223,7 @@ def test_two_and_three_local_workers_give_the_same_report_a_killed_one_s_chunk_d
 UNGUARDED = """
 import specdec
 from specdec.testing.audit import audit_verifier, shard
-from specdec.testing.audit.catalogue import default_scenarios
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
 
 shard.MAX_POOL_RESTARTS = 0  # give up at the first broken pool: the test's time
 audit_verifier(  # no `if __name__ == "__main__":` guard: each worker runs this again

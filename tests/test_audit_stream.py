@@ -1,4 +1,4 @@
-"""The stream audit's exact-law mode (``specdec.testing.audit.stream``, ``audit_stream``).
+"""The stream audit's exact-law mode (``specdec.testing.audit.judging.stream``, ``audit_stream``).
 
 Every audit here runs at the default family-wise false-fail rate 1e-6 (so a lossless control
 fails with probability <= 1e-6) and false-pass rate 1e-3 per prompt at the distance it was
@@ -20,7 +20,7 @@ import specdec
 from specdec.cli import main
 from specdec.models import ToyLM, ToyModel, make_toy_pair
 from specdec.testing.audit import ExitCode, InvalidOutputError, ScenarioResult, audit_stream
-from specdec.testing.audit.stream import stream_law, stream_scenarios
+from specdec.testing.audit.judging.stream import stream_law, stream_scenarios
 from specdec.testing.signatures import batched
 from tests._stream_loops import BUGS, speculative_loop
 

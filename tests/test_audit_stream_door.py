@@ -1,5 +1,5 @@
 """A stream's one door: ``StreamOptions`` held by ``AuditOptions.stream``, ``audit()`` for every
-stream (``specdec.testing.audit.stream_options``, ``audits.audit_stream``, the command).
+stream (``specdec.testing.audit.contract.stream_options``, ``audits.audit_stream``, the command).
 
 The engine is specdec's own loop on a toy pair (``V = 4``, 2 new tokens: exact-law mode by
 default). The reports compared are the same calls with the same seed, so they agree bit for bit
@@ -31,8 +31,8 @@ from specdec.testing.audit import (
     audit_verifier,
 )
 from specdec.testing.audit import door as door_module
-from specdec.testing.audit.stream import stream_scenarios
-from specdec.testing.audit.stream_options import StreamModeError, check_stream_options
+from specdec.testing.audit.contract.stream_options import StreamModeError, check_stream_options
+from specdec.testing.audit.judging.stream import stream_scenarios
 from specdec.testing.signatures import batched
 
 PAIR = make_toy_pair(4, seed=0)

@@ -25,9 +25,9 @@ from specdec.testing.audit import (
     audit_stream,
     plan_audit,
 )
-from specdec.testing.audit.stream import stream_scenarios
-from specdec.testing.audit.stream_large import LARGE_DETECT_TV, judge_stream, large_sizes
-from specdec.testing.audit.stream_options import StreamModeError, StreamSignatureError
+from specdec.testing.audit.contract.stream_options import StreamModeError, StreamSignatureError
+from specdec.testing.audit.judging.stream import stream_scenarios
+from specdec.testing.audit.judging.stream_large import LARGE_DETECT_TV, judge_stream, large_sizes
 from specdec.testing.audit.stream_pilot import stream_announcement, stream_sizes
 from specdec.testing.signatures import batched
 from specdec.testing.transformers_stream import transformers_stream_sampler

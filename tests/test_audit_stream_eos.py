@@ -23,7 +23,7 @@ import specdec
 from specdec.cli import main
 from specdec.models import ToyLM, make_toy_pair
 from specdec.testing.audit import InvalidOutputError, ScenarioResult, audit_stream
-from specdec.testing.audit.stream import stream_law, stream_scenarios
+from specdec.testing.audit.judging.stream import stream_law, stream_scenarios
 from specdec.testing.signatures import batched
 from tests._stream_loops import EOS_BUGS, speculative_loop
 

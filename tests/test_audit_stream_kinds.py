@@ -23,7 +23,7 @@ import specdec
 from specdec.cli import main
 from specdec.models import ToyLM
 from specdec.testing.audit import AuditReport, ExitCode, audit_stream
-from specdec.testing.audit.stream_results import KindDecision, StreamStatisticsResult
+from specdec.testing.audit.reporting.stream_results import KindDecision, StreamStatisticsResult
 from tests._stream_lm_loops import lm_loop
 from tests.test_audit_stream_large import PAIR
 
@@ -96,7 +96,7 @@ def test_all_token_tests_are_unchanged_but_for_the_level() -> None:
 
 def test_kind_summary_words() -> None:
     """Each way a kind decides, in words."""
-    from specdec.testing.audit.stream_results import EProcessRow
+    from specdec.testing.audit.reporting.stream_results import EProcessRow
 
     sizes = (("binned PIT TV", 0.3),)
     calm = (EProcessRow("standardized surprisal mean", 1.0, 2.0, 9.0),)

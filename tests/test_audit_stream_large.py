@@ -22,14 +22,14 @@ import specdec
 from specdec.cli import main
 from specdec.models import ToyLM, ToyModel, ToyPair
 from specdec.testing.audit import ExitCode, audit_stream
-from specdec.testing.audit.stream_large import (
+from specdec.testing.audit.judging.stream_large import (
     PIT_BINS,
     StreamStatistics,
     add_tokens,
     empty_statistics,
     token_statistics,
 )
-from specdec.testing.audit.stream_results import StreamStatisticsResult
+from specdec.testing.audit.reporting.stream_results import StreamStatisticsResult
 from specdec.testing.signatures import batched
 from specdec.testing.stats.streaming import min_detectable_binned_tv
 from tests._stream_loops import speculative_loop

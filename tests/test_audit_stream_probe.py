@@ -1,5 +1,5 @@
-"""The stream audits' determinism probe (``specdec.testing.audit.stream_probe``): its share of
-the generation, counted in the rows the samplers are asked for, and a sampler that ignores its
+"""The stream audits' determinism probe (``specdec.testing.audit.running.stream_probe``): its share
+of the generation, counted in the rows the samplers are asked for, and a sampler that ignores its
 generator reported in every mode.
 
 The engine is the lossless speculative loop on a 4-token toy pair (``tests/_stream_scale.py``),
@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from specdec.testing.audit import audit_stream
-from specdec.testing.audit.stream_probe import probe_size
+from specdec.testing.audit.running.stream_probe import probe_size
 from specdec.testing.signatures import batched
 from tests._stream_scale import NEW_TOKENS, TARGET, lossless_sampler, reference_sampler
 

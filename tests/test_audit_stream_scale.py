@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from specdec.testing.audit import AuditReport, audit_stream
-from specdec.testing.audit.checkpoint import CheckpointError
-from specdec.testing.audit.shard import UnimportableFunctionError
+from specdec.testing.audit.running.checkpoint import CheckpointError
+from specdec.testing.audit.running.shard import UnimportableFunctionError
 from tests._stream_scale import (
     NEW_TOKENS,
     TARGET,
@@ -180,7 +180,7 @@ def test_a_stream_checkpoint_identity_holds_no_memory_address() -> None:
     names them by ``module:qualname``, so another process (a resumed run) writes the same one;
     a ``repr`` with ``0x...`` would refuse every resume after a restart."""
     from specdec.testing.audit import AuditOptions, StreamOptions, as_subject
-    from specdec.testing.audit.checkpoint import audit_identity
+    from specdec.testing.audit.running.checkpoint import audit_identity
 
     def build() -> dict[str, Any]:
         stream = StreamOptions(mode="two-sample", reference=reference_sampler)

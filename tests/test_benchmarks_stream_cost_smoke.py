@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from benchmarks.bench_stream_cost import main
-from specdec.testing.audit.stream_probe import probe_size
+from specdec.testing.audit.running.stream_probe import probe_size
 
 
 def test_quick_run_writes_judging_probe_and_workers(tmp_path: Path) -> None:

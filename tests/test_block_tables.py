@@ -18,7 +18,7 @@ import torch
 
 from specdec.models.toy import ToyModel, make_toy_pair
 from specdec.noise import uniforms
-from specdec.testing.audit.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
 from specdec.testing.block_tables import (
     BlockTable,
     completion_table,

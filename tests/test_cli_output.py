@@ -11,7 +11,7 @@ import pytest
 from specdec import verify_tokens
 from specdec.cli import main
 from specdec.testing.audit import audit_exact, search_scenarios
-from specdec.testing.audit.catalogue import default_scenarios
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
 
 AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400", "--min-power-tv", "1"]  # any power
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from specdec.testing.audit import audit_exact, search_scenarios, verifier_scenarios
-from specdec.testing.audit.dtype_seen import DtypeWatch, narrowest
+from specdec.testing.audit.judging.dtype_seen import DtypeWatch, narrowest
 
 ZEROS, _, _, NEAR = search_scenarios(4)  # V = 2, k = 1: zeros; near-equal rows, where
 # float32's rounding shows (TV about 7e-9)

@@ -10,8 +10,8 @@ import torch
 
 import specdec
 from specdec.testing.audit import audit_step
-from specdec.testing.audit.battery import verifier_scenarios
-from specdec.testing.audit.catalogue import select_scenarios
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.catalogue import select_scenarios
 from specdec.testing.hf_like import ToyCausalLM
 from specdec.testing.signatures import batched
 from specdec.warp import warp_probs

@@ -23,7 +23,7 @@ from specdec.hierarchical_law import (
 )
 from specdec.models.toy import make_toy_pair
 from specdec.testing.audit import audit_exact
-from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.contract.scenario import Scenario
 from specdec.testing.strategies import VerifyInputs, verify_inputs
 from specdec.testing.zoo import LOSSY_VERIFIERS, ZOO
 from specdec.verify.block import block_thresholds, block_weights

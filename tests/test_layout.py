@@ -27,7 +27,9 @@ LAZY_IMPORTS = {
     "specdec/cli.py:load_function": _AUDIT_ON_USE,
     "specdec/cli.py:_run_audit": _AUDIT_ON_USE,
     "specdec/demo.py:run_model_demo": "transformers, for the SmolLM2 demo alone",
-    "specdec/testing/audit/stream.py:as_causal_lm": "transformers (models.hf), for an HF model",
+    "specdec/testing/audit/judging/stream.py:as_causal_lm": (
+        "transformers (models.hf), for an HF model"
+    ),
     "specdec/testing/audit/arguments.py:__call__": "--list-scenarios: the parser is built for "
     "every command, the catalogue loads the audit",
     "specdec/testing/audit/command_output.py:plot_problem": "matplotlib (plots), for --plot",

@@ -1,4 +1,4 @@
-"""``specdec.testing.audit.pictures``: the audit's pictures are valid, non-empty PNGs, and
+"""``specdec.testing.audit.reporting.pictures``: the audit's pictures are valid, non-empty PNGs, and
 panels built from an audit's evidence and report hold its cells.
 
 PNG checks as in ``tests/test_plots.py`` (``tests/_png.py``); skipped only where matplotlib is
@@ -13,13 +13,13 @@ import torch
 
 from specdec.plots import plot_law_panels
 from specdec.testing.audit import ScenarioResult, verifier_scenarios
-from specdec.testing.audit.pictures import (
+from specdec.testing.audit.reporting.pictures import (
     panel_from_evidence,
     panel_from_result,
     plot_exact_distances,
 )
-from specdec.testing.audit.plan import plan_verifier_scenario
-from specdec.testing.audit.run import ScenarioEvidence
+from specdec.testing.audit.running.plan import plan_verifier_scenario
+from specdec.testing.audit.running.run import ScenarioEvidence
 from tests._png import needs_matplotlib, png_size
 
 

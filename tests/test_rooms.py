@@ -18,9 +18,9 @@ import pytest
 
 from specdec.cli import main
 from specdec.testing.audit import ExitCode
-from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.shard import run_chunks
+from specdec.testing.audit.contract.blame import blamed
+from specdec.testing.audit.reporting.report import AuditReport
+from specdec.testing.audit.running.shard import run_chunks
 from tests._rooms_engines import STACKS, stack_modules
 
 MOST_ROOMS = 12
@@ -71,7 +71,7 @@ def test_the_audited_function_and_the_report_are_reached_without_reentering_a_ro
     where = {kind for kind, _ in recorded}
     assert where == {"call", "report"}, where
     chains = sorted({rooms for _, rooms in recorded})
-    assert any("specdec.testing.audit.shard" in rooms for rooms in chains), chains  # drawn
+    assert any("specdec.testing.audit.running.shard" in rooms for rooms in chains), chains  # drawn
     for rooms in chains:
         again = sorted({room for i, room in enumerate(rooms) if room in rooms[:i]})
         assert not again, f"{audit}: {', '.join(again)} entered again in {_short(rooms)}"
@@ -108,5 +108,5 @@ def test_the_recorder_sees_a_room_entered_again_through_a_callback() -> None:
     seen: list[tuple[str, ...]] = []
     drawer = _CallbackDrawer(lambda: seen.append(stack_modules()))
     blamed(lambda: list(run_chunks(drawer, [[1, 1]], [0])), "function")()  # type: ignore[arg-type]
-    blame, shard = "specdec.testing.audit.blame", "specdec.testing.audit.shard"
+    blame, shard = "specdec.testing.audit.contract.blame", "specdec.testing.audit.running.shard"
     assert seen and all(rooms[-3:] == (blame, shard, blame) for rooms in seen), seen

@@ -15,7 +15,7 @@ import torch
 
 from specdec._kernels import inverse_cdf
 from specdec.models.toy import ToyModel, make_toy_pair
-from specdec.testing.audit.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
 from specdec.testing.block_tables import completion_table, draft_table
 from specdec.testing.simulate import (
     _complete_toy_blocks,

@@ -1,6 +1,6 @@
 """Comparison logging for torch ops (``specdec.testing.thresholds``), the small-mass scenarios and
-the threshold search (``specdec.testing.audit.small_mass``, ``search``), and how a report states
-what was reached when the code has no branch (``coverage.CodeCoverage``).
+the threshold search (``specdec.testing.audit.scenarios.small_mass``, ``search``), and how a report
+states what was reached when the code has no branch (``coverage.CodeCoverage``).
 
 No sampling: every check is exact. The zoo of vectorised threshold bugs is judged in
 ``tests/test_zoo_thresholds.py``.
@@ -14,18 +14,18 @@ from torch import Tensor
 
 from specdec._kernels import assemble, inverse_cdf, residual
 from specdec.testing.audit import audit_exact
-from specdec.testing.audit.battery import verifier_scenarios
-from specdec.testing.audit.catalogue import default_scenarios
-from specdec.testing.audit.coverage import CodeCoverage
-from specdec.testing.audit.report_text import coverage_lines
-from specdec.testing.audit.search import coverage_search
-from specdec.testing.audit.small_mass import (
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.reporting.report_text import coverage_lines
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.catalogue import default_scenarios
+from specdec.testing.audit.scenarios.coverage import CodeCoverage
+from specdec.testing.audit.scenarios.search import coverage_search
+from specdec.testing.audit.scenarios.small_mass import (
     small_draft_pair,
     small_mass_scenarios,
     threshold_candidates,
     tiny_residual_pair,
 )
-from specdec.testing.audit.subject import as_subject
 from specdec.testing.thresholds import Threshold, ThresholdRecorder
 from specdec.testing.zoo._pieces import decide, final_pair, prepare
 from specdec.types import Verification

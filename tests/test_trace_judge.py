@@ -1,4 +1,4 @@
-"""``specdec.testing.audit.trace_judge``: recorded steps judged through the door.
+"""``specdec.testing.audit.judging.trace_judge``: recorded steps judged through the door.
 
 Negative controls (``trace_zoo``'s planted bugs) must be LOSSY within a few hundred steps at
 a family-wise false-fail rate of 0.01; the correct toy engine's calibration is checked on 20

@@ -1,4 +1,4 @@
-"""``specdec.testing.audit.trace_teacher``: recorded target rows against the teacher's rows.
+"""``specdec.testing.audit.judging.trace_teacher``: recorded target rows against the teacher's rows.
 
 A loop run at temperature 1 whose trace claims temperature 0.7 is self-consistent (its steps
 are right given the rows it recorded, so the per-step tests do not see it) and its target rows
@@ -20,8 +20,8 @@ from specdec.models.base import CausalLM
 from specdec.models.toy import make_toy_pair
 from specdec.models.toy_lm import ToyLM
 from specdec.testing.audit import AuditOptions, as_subject, audit
-from specdec.testing.audit.subject import Recorded
-from specdec.testing.audit.trace_teacher import TEACHER_TOLERANCE, compare_target_rows
+from specdec.testing.audit.contract.subject import Recorded
+from specdec.testing.audit.judging.trace_teacher import TEACHER_TOLERANCE, compare_target_rows
 from specdec.testing.step_record import Trace, save_trace
 from specdec.warp import SamplingOptions
 

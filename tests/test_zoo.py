@@ -28,7 +28,7 @@ from specdec.hierarchical_law import hierarchical_breakpoints, hierarchical_publ
 from specdec.models.toy import ToyPair, make_toy_pair
 from specdec.noise import uniforms
 from specdec.testing import zoo
-from specdec.testing.audit.search import coverage_candidates
+from specdec.testing.audit.scenarios.search import coverage_candidates
 from specdec.testing.signatures import is_batched
 from specdec.testing.transformers_adapter import (
     transformers_speculative_sampling,

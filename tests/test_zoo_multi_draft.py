@@ -1,6 +1,6 @@
 """The multi-draft and tree entries of the zoo (``MULTI_ZOO``), judged by the exact audit.
 
-``specdec.testing.audit.multi`` discovers each entry's exact law from its own decisions (the
+``specdec.testing.audit.judging.multi`` discovers each entry's exact law from its own decisions (the
 claim-14 grid engine) on its battery, candidates drawn as the entry is registered; every control
 must be lossless there (total variation within float64 rounding, no forbidden outcome) and every
 bug lossy, with an exact distance of at least 0.03 on each scenario ``SHOWN_ON`` names for it

@@ -15,10 +15,10 @@ import pytest
 
 from specdec.testing.audit import audit_verifier
 from specdec.testing.audit.audit_plan import plan_audit
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.plan import DETECT_TV_BATCHED
-from specdec.testing.audit.small_mass import small_mass_scenarios
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.running.plan import DETECT_TV_BATCHED
+from specdec.testing.audit.scenarios.small_mass import small_mass_scenarios
 from specdec.testing.zoo import VECTORISED_ZOO, ZOO
 from specdec.testing.zoo._vectorised import STRADDLED, TWINS
 

@@ -16,9 +16,9 @@ from typing import Any, Unpack
 
 from specdec.multi_law import Draw
 from specdec.testing.audit import AuditOptions, AuditReport, as_subject, audit
-from specdec.testing.audit.catalogue import AnyScenario
-from specdec.testing.audit.options import AuditKeywords
-from specdec.testing.audit.subject import Level, is_step
+from specdec.testing.audit.contract.options import AuditKeywords
+from specdec.testing.audit.contract.subject import Level, is_step
+from specdec.testing.audit.scenarios.catalogue import AnyScenario
 
 __all__ = ["PASSING_VERDICTS", "assert_lossless", "is_step"]
 

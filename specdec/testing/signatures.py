@@ -21,7 +21,7 @@ Batched step (``@batched``): ``prefix`` is ``[N, L]``, the logits callables map 
 
 Ragged batched verifier (``audit_verifier(fn, ragged=True)``): as the batched verifier with the
 keyword ``num_drafts: LongTensor[N]`` (row ``n`` drafted ``k_n <= k`` tokens; ``-1`` drafts and
-zero rows past it; at most ``k_n + 1`` tokens out): ``specdec.testing.audit.ragged``.
+zero rows past it; at most ``k_n + 1`` tokens out): ``specdec.testing.audit.scenarios.ragged``.
 
 A step whose models follow transformers (``audit_step(fn, model_interface="transformers")``)
 gets ``target_model`` and ``draft_model`` in place of the logits callables:

@@ -4,7 +4,7 @@ A speculative engine knows, at each step of each sequence, the tokens it drafted
 ``x_1..x_k``, the draft rows it says they were sampled from ``q_1..q_k``, the target rows it
 verified with ``p_1..p_{k+1}`` (the last is the bonus row) and the tokens it emitted. The
 audit judges the step against the exact law of the declared rule given those rows
-(``specdec.testing.audit.trace_judge``); it needs only a few scalars per position, which
+(``specdec.testing.audit.judging.trace_judge``); it needs only a few scalars per position, which
 ``record_step`` computes where the rows are (on the engine's device, in float64), so a step's
 record does not grow with the vocabulary ``V``. Token-id order is used throughout.
 

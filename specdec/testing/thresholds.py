@@ -1,7 +1,7 @@
 """Comparison logging for tensors: the constants a function compares, clamps or selects on.
 
-Line coverage (``specdec.testing.audit.coverage``) sees Python branches only. A verifier written
-in vectorised torch code branches inside its ops: ``q.clamp_min(1e-4)`` in a ratio,
+Line coverage (``specdec.testing.audit.scenarios.coverage``) sees Python branches only. A verifier
+written in vectorised torch code branches inside its ops: ``q.clamp_min(1e-4)`` in a ratio,
 ``torch.where(mass < 1e-3, p, residual)``, ``p / (q + 1e-6)``. Such code has no branch arc to
 reach, yet a bug behind the constant shows only on rows whose compared quantity is on the other
 side of it. As a fuzzer logs the operands of each comparison, ``ThresholdRecorder`` (a torch

@@ -3,8 +3,8 @@
 Error rates. Every audit here runs at family-wise false-fail rate 1e-6 and false-pass rate 1e-3
 with a fixed seed. The negative control (a verifier whose completion law is off by 1.1 times the
 stated distance over the audit's own cells) is rejected with probability >= 1 - 1e-3 by the
-L1 test alone at Holm's first level (``specdec.testing.audit.plan``); the lossless controls are
-called lossy with probability <= 1e-6. Each test checks the power of its sample size before it
+L1 test alone at Holm's first level (``specdec.testing.audit.running.plan``); the lossless controls
+are called lossy with probability <= 1e-6. Each test checks the power of its sample size before it
 asserts a verdict.
 """
 
@@ -16,7 +16,7 @@ import torch
 import specdec
 from specdec._kernels import assemble, first_rejection, inverse_cdf
 from specdec.testing.audit import audit_exact, audit_verifier, verifier_scenarios
-from specdec.testing.audit.plan import (
+from specdec.testing.audit.running.plan import (
     plan_verifier_scenario,
     planned_power,
     samples_for_tv,

@@ -22,15 +22,15 @@ import pytest
 import torch
 
 import specdec
-from specdec.testing.audit.battery import step_scenarios, verifier_scenarios
-from specdec.testing.audit.invariance import (
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.judging.invariance import (
     SEEDED_CONTEXTS,
     STEP_CONTEXTS,
     VERIFIER_CONTEXTS,
     check_invariance,
 )
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.scenarios.battery import step_scenarios, verifier_scenarios
 from specdec.testing.zoo import COUPLING_ZOO
 
 FALSE_FAIL, FALSE_PASS = 1e-6, 1e-3

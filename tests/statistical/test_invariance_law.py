@@ -17,10 +17,10 @@ import torch
 import specdec
 from specdec.discover import discover_block_law, exact_verdict
 from specdec.exact import completion_law, target_law
-from specdec.testing.audit.battery import verifier_scenarios
-from specdec.testing.audit.invariance import VERIFIER_CONTEXTS, check_invariance
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.judging.invariance import VERIFIER_CONTEXTS, check_invariance
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
 from specdec.testing.zoo import COUPLING_ZOO
 from specdec.verify import verify_greedy
 

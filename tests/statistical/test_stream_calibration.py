@@ -31,7 +31,7 @@ from torch import Tensor
 import specdec
 from specdec.models import ToyLM, ToyModel
 from specdec.testing.audit import AuditReport, audit_stream
-from specdec.testing.audit.stream_results import KindDecision, StreamStatisticsResult
+from specdec.testing.audit.reporting.stream_results import KindDecision, StreamStatisticsResult
 from specdec.testing.signatures import batched
 from tests._stream_lm_loops import lm_loop
 

@@ -13,7 +13,7 @@ import pytest
 
 from specdec.testing import zoo
 from specdec.testing.audit import audit_verifier
-from specdec.testing.audit.small_mass import small_mass_scenarios
+from specdec.testing.audit.scenarios.small_mass import small_mass_scenarios
 from tests.test_zoo_exact import stated_distance
 
 pytestmark = pytest.mark.slow

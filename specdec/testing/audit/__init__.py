@@ -70,46 +70,46 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and readers
         audit_tree,
         audit_verifier,
     )
-    from specdec.testing.audit.battery import step_scenarios, verifier_scenarios
-    from specdec.testing.audit.catalogue import (
-        scenario_catalogue,
-        search_scenarios,
-        select_scenarios,
-    )
-    from specdec.testing.audit.door import audit
-    from specdec.testing.audit.exact import (
-        audit_exact,
-    )
-    from specdec.testing.audit.invariance import check_invariance
-    from specdec.testing.audit.invariance_results import InvarianceResult
-    from specdec.testing.audit.multi_battery import (
-        PositionScenario,
-        TreeScenario,
-        position_scenarios,
-        tree_scenarios,
-    )
-    from specdec.testing.audit.options import (
+    from specdec.testing.audit.contract.options import (
         AuditOptions,
         Progress,
         check_audit_options,
     )
-    from specdec.testing.audit.report import (
+    from specdec.testing.audit.contract.scenario import Scenario
+    from specdec.testing.audit.contract.stream_options import StreamOptions
+    from specdec.testing.audit.contract.subject import (
+        Subject,
+        as_subject,
+    )
+    from specdec.testing.audit.door import audit
+    from specdec.testing.audit.judging.exact import (
+        audit_exact,
+    )
+    from specdec.testing.audit.judging.invariance import check_invariance
+    from specdec.testing.audit.reporting.invariance_results import InvarianceResult
+    from specdec.testing.audit.reporting.report import (
         VERDICT_EXIT,
         AuditReport,
         ExitCode,
     )
-    from specdec.testing.audit.results import (
+    from specdec.testing.audit.reporting.results import (
         ExactScenarioResult,
         ScenarioResult,
     )
-    from specdec.testing.audit.run import (
+    from specdec.testing.audit.running.run import (
         InvalidOutputError,
     )
-    from specdec.testing.audit.scenario import Scenario
-    from specdec.testing.audit.stream_options import StreamOptions
-    from specdec.testing.audit.subject import (
-        Subject,
-        as_subject,
+    from specdec.testing.audit.scenarios.battery import step_scenarios, verifier_scenarios
+    from specdec.testing.audit.scenarios.catalogue import (
+        scenario_catalogue,
+        search_scenarios,
+        select_scenarios,
+    )
+    from specdec.testing.audit.scenarios.multi_battery import (
+        PositionScenario,
+        TreeScenario,
+        position_scenarios,
+        tree_scenarios,
     )
 
 __all__ = [
@@ -157,31 +157,31 @@ _HOMES = {
     "audit_stream": "specdec.testing.audit.audits",
     "audit_tree": "specdec.testing.audit.audits",
     "audit_verifier": "specdec.testing.audit.audits",
-    "Scenario": "specdec.testing.audit.scenario",
-    "step_scenarios": "specdec.testing.audit.battery",
-    "verifier_scenarios": "specdec.testing.audit.battery",
-    "scenario_catalogue": "specdec.testing.audit.catalogue",
-    "search_scenarios": "specdec.testing.audit.catalogue",
-    "select_scenarios": "specdec.testing.audit.catalogue",
-    "audit_exact": "specdec.testing.audit.exact",
-    "PositionScenario": "specdec.testing.audit.multi_battery",
-    "TreeScenario": "specdec.testing.audit.multi_battery",
-    "position_scenarios": "specdec.testing.audit.multi_battery",
-    "tree_scenarios": "specdec.testing.audit.multi_battery",
-    "AuditOptions": "specdec.testing.audit.options",
-    "Progress": "specdec.testing.audit.options",
-    "check_audit_options": "specdec.testing.audit.options",
-    "VERDICT_EXIT": "specdec.testing.audit.report",
-    "AuditReport": "specdec.testing.audit.report",
-    "ExitCode": "specdec.testing.audit.report",
-    "ExactScenarioResult": "specdec.testing.audit.results",
-    "ScenarioResult": "specdec.testing.audit.results",
-    "InvalidOutputError": "specdec.testing.audit.run",
-    "StreamOptions": "specdec.testing.audit.stream_options",
-    "Subject": "specdec.testing.audit.subject",
-    "as_subject": "specdec.testing.audit.subject",
-    "InvarianceResult": "specdec.testing.audit.invariance_results",
-    "check_invariance": "specdec.testing.audit.invariance",
+    "Scenario": "specdec.testing.audit.contract.scenario",
+    "step_scenarios": "specdec.testing.audit.scenarios.battery",
+    "verifier_scenarios": "specdec.testing.audit.scenarios.battery",
+    "scenario_catalogue": "specdec.testing.audit.scenarios.catalogue",
+    "search_scenarios": "specdec.testing.audit.scenarios.catalogue",
+    "select_scenarios": "specdec.testing.audit.scenarios.catalogue",
+    "audit_exact": "specdec.testing.audit.judging.exact",
+    "PositionScenario": "specdec.testing.audit.scenarios.multi_battery",
+    "TreeScenario": "specdec.testing.audit.scenarios.multi_battery",
+    "position_scenarios": "specdec.testing.audit.scenarios.multi_battery",
+    "tree_scenarios": "specdec.testing.audit.scenarios.multi_battery",
+    "AuditOptions": "specdec.testing.audit.contract.options",
+    "Progress": "specdec.testing.audit.contract.options",
+    "check_audit_options": "specdec.testing.audit.contract.options",
+    "VERDICT_EXIT": "specdec.testing.audit.reporting.report",
+    "AuditReport": "specdec.testing.audit.reporting.report",
+    "ExitCode": "specdec.testing.audit.reporting.report",
+    "ExactScenarioResult": "specdec.testing.audit.reporting.results",
+    "ScenarioResult": "specdec.testing.audit.reporting.results",
+    "InvalidOutputError": "specdec.testing.audit.running.run",
+    "StreamOptions": "specdec.testing.audit.contract.stream_options",
+    "Subject": "specdec.testing.audit.contract.subject",
+    "as_subject": "specdec.testing.audit.contract.subject",
+    "InvarianceResult": "specdec.testing.audit.reporting.invariance_results",
+    "check_invariance": "specdec.testing.audit.judging.invariance",
 }
 """Where each exported name lives: imported on first use, so that importing one module of
 the package (``specdec audit --help`` imports the command's parser) loads no other."""

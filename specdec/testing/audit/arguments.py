@@ -2,7 +2,7 @@
 
 Every option is checked by argparse as it is parsed (a wrong value is a usage error, exit 2,
 before anything is imported or run); which options apply to which form is checked after
-parsing, from the subject's table (``specdec.testing.audit.subject.APPLICABLE``, by
+parsing, from the subject's table (``specdec.testing.audit.contract.subject.APPLICABLE``, by
 ``specdec.testing.audit.command``).
 """
 
@@ -11,11 +11,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from specdec.testing.audit.argument_types import checked_type
-from specdec.testing.audit.flags import add_flags
-from specdec.testing.audit.options import AuditOptions
+from specdec.testing.audit.contract.argument_types import checked_type
+from specdec.testing.audit.contract.flags import add_flags
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import DRAWS
 from specdec.testing.audit.stream_arguments import add_stream_options
-from specdec.testing.audit.subject import DRAWS
 
 __all__ = ["EPILOG", "add_parser"]
 
@@ -180,8 +180,8 @@ class _ListScenarios(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
         # imported on use: the parser is built for every command, the catalogue loads the audit
-        from specdec.testing.audit.branches import listing
-        from specdec.testing.audit.catalogue import scenario_catalogue
+        from specdec.testing.audit.judging.branches import listing
+        from specdec.testing.audit.scenarios.catalogue import scenario_catalogue
 
         headings = {
             "verifier": "verifier scenarios (* in the default battery):",
@@ -201,7 +201,7 @@ class _ListScenarios(argparse.Action):
 
 BRANCHES_NOTE = """\
 Under each scenario: the probability that one sample takes each branch of the rule it is
-judged against (specdec.testing.audit.branches; multi-draft and tree: candidates drawn iid)
+judged against (specdec.testing.audit.judging.branches; multi-draft and tree: candidates drawn iid)
 and, in the default battery, the expected number of samples taking it at the default sample
 size (detect-tv 0.05 for verifiers and steps, 0.01 for --multi-draft and --tree); 'rare':
 below 20, so a bug living only there may go unseen.
@@ -251,7 +251,7 @@ def _add_audit_plot(audit: argparse.ArgumentParser) -> None:
 
 def _add_scale_options(audit: argparse.ArgumentParser) -> None:
     """Where the statistical audit of a verifier or step draws, and its checkpoints
-    (``specdec.testing.audit.shard``, ``checkpoint``); docs/scale.md."""
+    (``specdec.testing.audit.running.shard``, ``checkpoint``); docs/scale.md."""
     group = audit.add_argument_group(
         "scale (statistical verifier and step audits)",
         "Chunks are seeded by their index: the report is the same for any --workers.",

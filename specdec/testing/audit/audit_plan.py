@@ -31,18 +31,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from specdec.testing.audit.adversarial import adversarial_scenarios
-from specdec.testing.audit.blame import blamed
-from specdec.testing.audit.catalogue import AnyScenario, default_scenarios, search_scenarios
-from specdec.testing.audit.conventions import engine_scenarios
-from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.plan import DETECT_TV_BATCHED, DETECT_TV_SINGLE
-from specdec.testing.audit.scenario import Scenario, StreamScenario
-from specdec.testing.audit.search import measurable, tries_for
-from specdec.testing.audit.stream import EXACT_LAW_SEQUENCES
-from specdec.testing.audit.stream_modes import planned_stream_mode
-from specdec.testing.audit.subject import Subject
+from specdec.testing.audit.contract.blame import blamed
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.scenario import Scenario, StreamScenario
+from specdec.testing.audit.contract.subject import Subject
+from specdec.testing.audit.judging.stream import EXACT_LAW_SEQUENCES
+from specdec.testing.audit.judging.stream_modes import planned_stream_mode
+from specdec.testing.audit.running.plan import DETECT_TV_BATCHED, DETECT_TV_SINGLE
+from specdec.testing.audit.scenarios.adversarial import adversarial_scenarios
+from specdec.testing.audit.scenarios.catalogue import (
+    AnyScenario,
+    default_scenarios,
+    search_scenarios,
+)
+from specdec.testing.audit.scenarios.conventions import engine_scenarios
+from specdec.testing.audit.scenarios.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.scenarios.search import measurable, tries_for
 
 __all__ = [
     "PILOT_BATCHED",
@@ -77,7 +81,7 @@ LONG_AUDIT = 20
 
 @dataclass(frozen=True)
 class SearchBudget:
-    """The coverage-guided search's budget (``specdec.testing.audit.search``): ``tries``
+    """The coverage-guided search's budget (``specdec.testing.audit.scenarios.search``): ``tries``
     candidate pairs, at most ``keep`` kept (only pairs that reach something new are)."""
 
     tries: int

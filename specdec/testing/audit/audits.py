@@ -17,20 +17,20 @@ from typing import Any, TypeVar, Unpack
 from torch import Tensor
 
 from specdec.multi_law import Draw
-from specdec.testing.audit.door import audit
-from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
-from specdec.testing.audit.options import (
+from specdec.testing.audit.contract.options import (
     STREAM_KEYWORDS,
     AuditKeywords,
     AuditOptions,
     Progress,
     StreamKeywords,
 )
-from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.scenario import Scenario
-from specdec.testing.audit.stream import stream_scenarios
-from specdec.testing.audit.stream_options import StreamOptions
-from specdec.testing.audit.subject import as_subject
+from specdec.testing.audit.contract.scenario import Scenario
+from specdec.testing.audit.contract.stream_options import StreamOptions
+from specdec.testing.audit.contract.subject import as_subject
+from specdec.testing.audit.door import audit
+from specdec.testing.audit.judging.stream import stream_scenarios
+from specdec.testing.audit.reporting.report import AuditReport
+from specdec.testing.audit.scenarios.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.signatures import StepFn, VerifierFn
 from specdec.types import VerifyRule
 from specdec.warp import SamplingOptions
@@ -86,9 +86,9 @@ def audit_verifier(
     The criterion: the emitted block, completed to ``k+1`` tokens by sampling the target, must
     have exactly the target's joint law of ``k+1`` tokens (``proofs/theory.md`` claim 2). Each
     scenario tests it with an e-process, the L1 test and the G test; the error-rate split is
-    documented in ``specdec.testing.audit.plan``. With ``exact=True`` the law is computed from
-    the rule's own decisions instead (``specdec.testing.audit.exact``: no sampling, no error
-    rates; ``cannot decide`` where its randomness cannot be enumerated).
+    documented in ``specdec.testing.audit.running.plan``. With ``exact=True`` the law is computed
+    from the rule's own decisions instead (``specdec.testing.audit.judging.exact``: no sampling, no
+    error rates; ``cannot decide`` where its randomness cannot be enumerated).
 
     Args:
         fn: ``fn(draft_tokens [k], draft_probs [k, V], target_probs [k+1, V], generator)
@@ -156,7 +156,7 @@ def audit_step(
     * ``target_sampler``: the engine's target-only sampler, ``sampler(logits [N, V],
       generator, *, temperature, top_k, top_p) -> tokens [N]``: the target is its law, known
       only through samples, and each scenario is a two-sample test sized from ``detect_tv``
-      (``specdec.testing.audit.sampler``; exclusive with ``target_warp``).
+      (``specdec.testing.audit.judging.sampler``; exclusive with ``target_warp``).
     * ``dtype``: the logits' dtype; the target is the warping of the logits so rounded.
     * ``model_interface``: ``"transformers"`` hands the step ``ToyCausalLM`` models
       (``specdec.testing.hf_like``) in place of the logits callables.
@@ -188,7 +188,7 @@ def audit_multi_draft(
 
     (``proofs/theory.md``, claim 16; SpecInfer, Miao et al. 2024, sec. 4; SpecTr, Sun et al.
     2023, sec. 3), checked by sampling (the default) or exactly (``exact=True``;
-    ``specdec.testing.audit.multi``).
+    ``specdec.testing.audit.judging.multi``).
 
     Args:
         rule: ``rule(draft_tokens [N, k], draft_probs [N, V], target_probs [N, V], uniforms

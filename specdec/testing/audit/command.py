@@ -22,8 +22,6 @@ from dataclasses import replace
 from specdec.models.base import CausalLM
 from specdec.progressbar import start_progress
 from specdec.testing.audit.audit_plan import AuditPlan, plan_audit
-from specdec.testing.audit.blame import ROLES, origin
-from specdec.testing.audit.catalogue import AnyScenario, search_scenarios, select_scenarios
 from specdec.testing.audit.command_output import (
     crash_notes,
     failed,
@@ -33,23 +31,34 @@ from specdec.testing.audit.command_output import (
     print_report,
     usage_error,
 )
-from specdec.testing.audit.conventions import resolve_device
+from specdec.testing.audit.contract.blame import ROLES, origin
+from specdec.testing.audit.contract.flags import flag_values, flags_of, given_flags, ids_of
+from specdec.testing.audit.contract.loading import load_attribute, load_function
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.scenario import Scenario
+from specdec.testing.audit.contract.stream_options import StreamOptions, check_stream_options
+from specdec.testing.audit.contract.subject import (
+    APPLICABLE,
+    SAMPLING_OPTIONS,
+    Recorded,
+    as_subject,
+)
 from specdec.testing.audit.door import run_plan
 from specdec.testing.audit.exact_pilot import exact_estimate, exact_sizes, format_exact_estimate
-from specdec.testing.audit.flags import flag_values, flags_of, given_flags, ids_of
-from specdec.testing.audit.heartbeat import Heartbeat
-from specdec.testing.audit.loading import load_attribute, load_function
-from specdec.testing.audit.options import AuditOptions
+from specdec.testing.audit.judging.stream import as_causal_lm, stream_scenarios
+from specdec.testing.audit.judging.trace_teacher import TEACHER_TOLERANCE
 from specdec.testing.audit.pilot import format_estimate, format_sizes, is_long, plan_estimate
-from specdec.testing.audit.report import ExitCode
-from specdec.testing.audit.scenario import Scenario
-from specdec.testing.audit.scenario_file import ScenarioFileError, load_scenario_file
-from specdec.testing.audit.stream import as_causal_lm, stream_scenarios
+from specdec.testing.audit.reporting.report import ExitCode
+from specdec.testing.audit.running.heartbeat import Heartbeat
+from specdec.testing.audit.scenarios.catalogue import (
+    AnyScenario,
+    search_scenarios,
+    select_scenarios,
+)
+from specdec.testing.audit.scenarios.conventions import resolve_device
+from specdec.testing.audit.scenarios.scenario_file import ScenarioFileError, load_scenario_file
 from specdec.testing.audit.stream_arguments import STREAM_FLAGS
-from specdec.testing.audit.stream_options import StreamOptions, check_stream_options
 from specdec.testing.audit.stream_pilot import stream_announcement, stream_sizes
-from specdec.testing.audit.subject import APPLICABLE, SAMPLING_OPTIONS, Recorded, as_subject
-from specdec.testing.audit.trace_teacher import TEACHER_TOLERANCE
 from specdec.testing.step_record import load_trace
 from specdec.warp import SamplingOptions
 

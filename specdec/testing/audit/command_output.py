@@ -18,13 +18,13 @@ import traceback
 from typing import TypeVar
 
 from specdec.progressbar import ProgressBar
-from specdec.testing.audit.blame import ROLES, origin, passed_invalid_rows
-from specdec.testing.audit.checkpoint import CheckpointError
-from specdec.testing.audit.report import AuditReport, ExitCode
-from specdec.testing.audit.results import ScenarioResult
-from specdec.testing.audit.run import InvalidOutputError
-from specdec.testing.audit.shard import UnimportableFunctionError
-from specdec.testing.audit.stream_options import StreamModeError
+from specdec.testing.audit.contract.blame import ROLES, origin, passed_invalid_rows
+from specdec.testing.audit.contract.stream_options import StreamModeError
+from specdec.testing.audit.reporting.report import AuditReport, ExitCode
+from specdec.testing.audit.reporting.results import ScenarioResult
+from specdec.testing.audit.running.checkpoint import CheckpointError
+from specdec.testing.audit.running.run import InvalidOutputError
+from specdec.testing.audit.running.shard import UnimportableFunctionError
 
 __all__ = [
     "crash_notes",
@@ -160,8 +160,8 @@ def plot(args: argparse.Namespace, report: AuditReport) -> None:
     if args.plot is None:
         return
     from specdec.plots import plot_law_panels
-    from specdec.testing.audit.pictures import panel_from_result, plot_exact_distances
-    from specdec.testing.audit.results import ExactScenarioResult, ScenarioResult
+    from specdec.testing.audit.reporting.pictures import panel_from_result, plot_exact_distances
+    from specdec.testing.audit.reporting.results import ExactScenarioResult, ScenarioResult
 
     function = report.function.rpartition(":")[2]
     if report.mode == "exact":

@@ -31,26 +31,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from specdec.testing.audit.audit_plan import AuditPlan, engine_inputs, plan_audit
-from specdec.testing.audit.branches import with_branches
-from specdec.testing.audit.catalogue import AnyScenario
-from specdec.testing.audit.coverage import ArcRecorder
-from specdec.testing.audit.exact import exact_audit
-from specdec.testing.audit.invariance import check_invariance
-from specdec.testing.audit.multi import exact_multi_audit
-from specdec.testing.audit.multi_battery import PositionScenario, TreeScenario
-from specdec.testing.audit.multi_sampled import sampled_audit
-from specdec.testing.audit.options import AuditOptions, Progress
-from specdec.testing.audit.report import AuditReport
-from specdec.testing.audit.run import threads
-from specdec.testing.audit.sampled import sample_audit
-from specdec.testing.audit.sampler import audit_with_sampler
-from specdec.testing.audit.scenario import Scenario, StreamScenario
-from specdec.testing.audit.search import CoverageSearch, coverage_search
-from specdec.testing.audit.shard import start_server
-from specdec.testing.audit.stream_large import judge_stream
+from specdec.testing.audit.contract.options import AuditOptions, Progress
+from specdec.testing.audit.contract.scenario import Scenario, StreamScenario
+from specdec.testing.audit.contract.subject import Subject
+from specdec.testing.audit.judging.branches import with_branches
+from specdec.testing.audit.judging.exact import exact_audit
+from specdec.testing.audit.judging.invariance import check_invariance
+from specdec.testing.audit.judging.multi import exact_multi_audit
+from specdec.testing.audit.judging.multi_sampled import sampled_audit
+from specdec.testing.audit.judging.sampled import sample_audit
+from specdec.testing.audit.judging.sampler import audit_with_sampler
+from specdec.testing.audit.judging.stream_large import judge_stream
+from specdec.testing.audit.judging.trace_judge import judge_trace
+from specdec.testing.audit.reporting.report import AuditReport
+from specdec.testing.audit.running.run import threads
+from specdec.testing.audit.running.shard import start_server
+from specdec.testing.audit.scenarios.catalogue import AnyScenario
+from specdec.testing.audit.scenarios.coverage import ArcRecorder
+from specdec.testing.audit.scenarios.multi_battery import PositionScenario, TreeScenario
+from specdec.testing.audit.scenarios.search import CoverageSearch, coverage_search
 from specdec.testing.audit.stream_pilot import stream_announcement
-from specdec.testing.audit.subject import Subject
-from specdec.testing.audit.trace_judge import judge_trace
 
 __all__ = ["audit", "run_plan"]
 
@@ -128,7 +128,7 @@ def run_plan(
 
 def _covered(plan: AuditPlan, battery: Sequence[Scenario]) -> CoverageSearch | None:
     """The coverage of ``battery`` by a probe and the coverage-guided search's finds
-    (``specdec.testing.audit.search``, within the plan's budget); ``None`` where the plan
+    (``specdec.testing.audit.scenarios.search``, within the plan's budget); ``None`` where the plan
     measures no probe (``AuditPlan.coverage``)."""
     if plan.coverage != "probe" or plan.search is None:
         return None

@@ -1,6 +1,6 @@
 r"""Before an exact audit: how many draft blocks it decides, and about how long that takes.
 
-The exact engine (``specdec.testing.audit.exact``) decides a scenario draft block by draft
+The exact engine (``specdec.testing.audit.judging.exact``) decides a scenario draft block by draft
 block: for each block the draft can emit (the support of the draft's law of ``k`` tokens) it
 refines a partition of the function's random values until every box is constant
 (``specdec.discover``). Its size is known before the function runs (``exact_blocks``: the
@@ -37,9 +37,9 @@ from specdec.discover import discover_rows_law
 from specdec.exact import draft_law, rejection_breakpoints
 from specdec.supply import NotEnumerableError
 from specdec.testing.audit.audit_plan import AuditPlan
-from specdec.testing.audit.dtype_seen import first_block
-from specdec.testing.audit.exact import exact_rule
-from specdec.testing.audit.scenario import Scenario
+from specdec.testing.audit.contract.scenario import Scenario
+from specdec.testing.audit.judging.dtype_seen import first_block
+from specdec.testing.audit.judging.exact import exact_rule
 
 __all__ = [
     "ExactEstimate",

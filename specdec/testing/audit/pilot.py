@@ -47,10 +47,11 @@ from specdec.testing.audit.audit_plan import (
     AuditPlan,
     plan_audit,
 )
+from specdec.testing.audit.contract.options import AuditOptions
+from specdec.testing.audit.contract.subject import Subject
 from specdec.testing.audit.door import run_plan
-from specdec.testing.audit.multi_sampled import scenario_cells
-from specdec.testing.audit.options import AuditOptions
-from specdec.testing.audit.plan import (
+from specdec.testing.audit.judging.multi_sampled import scenario_cells
+from specdec.testing.audit.running.plan import (
     DETECT_TV_BATCHED,
     DETECT_TV_SINGLE,
     plan_step_scenario,
@@ -58,7 +59,6 @@ from specdec.testing.audit.plan import (
     samples_for_tv,
     split_error_rate,
 )
-from specdec.testing.audit.subject import Subject
 from specdec.testing.stats import min_sample_size_by_l1
 
 __all__ = [

@@ -2,15 +2,15 @@
 
 One option group of the parser ``arguments.add_parser`` builds; each option is checked by
 argparse as it is parsed (``argument_types``), and which apply to a stream is checked after
-parsing, from the subject's table (``specdec.testing.audit.subject.APPLICABLE``).
+parsing, from the subject's table (``specdec.testing.audit.contract.subject.APPLICABLE``).
 """
 
 import argparse
 
 from specdec._checks import check_finite, check_positive_int, check_probability_threshold
-from specdec.testing.audit.argument_types import checked_type
-from specdec.testing.audit.flags import add_flags
-from specdec.testing.audit.stream_options import StreamOptions
+from specdec.testing.audit.contract.argument_types import checked_type
+from specdec.testing.audit.contract.flags import add_flags
+from specdec.testing.audit.contract.stream_options import StreamOptions
 
 __all__ = ["STREAM_FLAGS", "add_stream_options"]
 

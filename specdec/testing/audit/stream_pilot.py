@@ -36,15 +36,15 @@ from dataclasses import dataclass
 import torch
 
 from specdec.testing.audit.audit_plan import AuditPlan
-from specdec.testing.audit.drawer import seeded
-from specdec.testing.audit.scenario import StreamScenario
-from specdec.testing.audit.stream import PROBE_CAP as EXACT_PROBE_CAP
-from specdec.testing.audit.stream import exact_sizes
-from specdec.testing.audit.stream_drawer import Given, draw_tokens, stream_drawing
-from specdec.testing.audit.stream_large import PROBE_CAP as ROUNDS_PROBE_CAP
-from specdec.testing.audit.stream_large import TWO_SAMPLE_PAIRS, large_sizes
-from specdec.testing.audit.stream_probe import probe_size
-from specdec.testing.audit.stream_statistics import score_tokens, seeded_order
+from specdec.testing.audit.contract.drawer import seeded
+from specdec.testing.audit.contract.scenario import StreamScenario
+from specdec.testing.audit.judging.stream import PROBE_CAP as EXACT_PROBE_CAP
+from specdec.testing.audit.judging.stream import exact_sizes
+from specdec.testing.audit.judging.stream_large import PROBE_CAP as ROUNDS_PROBE_CAP
+from specdec.testing.audit.judging.stream_large import TWO_SAMPLE_PAIRS, large_sizes
+from specdec.testing.audit.running.stream_drawer import Given, draw_tokens, stream_drawing
+from specdec.testing.audit.running.stream_probe import probe_size
+from specdec.testing.audit.running.stream_statistics import score_tokens, seeded_order
 
 __all__ = [
     "PILOT_GENERATIONS",

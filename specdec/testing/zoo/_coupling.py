@@ -2,7 +2,7 @@
 
 A row of a batched verifier or step is one request; its law must not depend on the other rows
 of its batch, on whether they are seeded, greedy or sampled, on the batch size or on its
-position (``specdec.testing.audit.invariance``). Each entry below reproduces one way a real
+position (``specdec.testing.audit.judging.invariance``). Each entry below reproduces one way a real
 engine couples rows, and is lossless on a batch of one row, so a battery of homogeneous batches
 alone may miss it. They are a registry of their own (``COUPLING_ZOO``), as the multi-draft entries
 are: two of them take the per-row generators of seeded requests (``generators=``), which the

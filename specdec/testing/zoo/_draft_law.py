@@ -24,8 +24,8 @@ A 3-bit fixed-point view of the probabilities: coarser than real kernels (float8
 moves a toy row by only about 0.003-0.01 in TV, a 1/32 grid about 0.01, a 1/16 grid about 0.02),
 chosen so that the emitted law is at least 0.02 from the target in TV on most toy step
 scenarios. The exact float64 distances of one step on the audit's step battery
-(``specdec.testing.audit.battery``) are the entry's ``exact_tv``; with a 1/16 grid they are
-0.015, 0.028, 0.009, 0.021, 0.
+(``specdec.testing.audit.scenarios.battery``) are the entry's ``exact_tv``; with a 1/16 grid they
+are 0.015, 0.028, 0.009, 0.021, 0.
 """
 
 

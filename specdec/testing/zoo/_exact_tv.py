@@ -17,7 +17,7 @@ Every value is recomputed by ``tests/test_zoo_exact.py``, which also prints them
 (``exponential_race_residual``, ``small_mass_nan``) and steps have none.
 """
 
-from specdec.testing.audit.battery import verifier_scenarios
+from specdec.testing.audit.scenarios.battery import verifier_scenarios
 from specdec.testing.zoo._registry import ExactTV
 
 __all__ = ["SCENARIOS", "battery_tv"]

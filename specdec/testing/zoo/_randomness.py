@@ -40,7 +40,7 @@ def accept_le_full_precision(
     ``P(u = ratio) <= 2^-53``, far below any sampling-based detection, so the statistical audit
     must pass it (compare ``accept_zero_prob_8bit``). It is not lossless: a draft the target
     forbids (ratio 0) is accepted when ``u = 0``, with probability ``2^-53`` per such draft,
-    and the exact audit (``specdec.testing.audit.exact``) reports that forbidden outcome.
+    and the exact audit (``specdec.testing.audit.judging.exact``) reports that forbidden outcome.
     """
     ids, draft, target, checked = prepare(draft_tokens, draft_probs, target_probs, uniforms)
     k = ids.shape[-1]

@@ -82,8 +82,8 @@ class Entry:
             detection (``accept_le_full_precision``: a forbidden draft accepted at ``u = 0``).
         found_by_search: the bug lives in a branch no scenario of ``verifier_scenarios()``
             reaches: the audit at defaults finds it through the coverage-guided search
-            (``specdec.testing.audit.search``) and the default battery's small-mass scenarios,
-            and ``verifier_scenarios()`` alone calls it lossless.
+            (``specdec.testing.audit.scenarios.search``) and the default battery's small-mass
+            scenarios, and ``verifier_scenarios()`` alone calls it lossless.
     """
 
     name: str

@@ -5,9 +5,9 @@ Engines guard divisions and comparisons with thresholds (``if mass < 1e-3``, ``i
 have residual masses, ratios and probabilities of a few hundredths at the smallest, so these
 entries are lossless on every scenario of it (``found_by_search``): only a scenario that
 reaches the guarded branch shows them, which is what the coverage-guided search
-(``specdec.testing.audit.search``) looks for. The default battery's small-mass scenarios
-(``specdec.testing.audit.small_mass``) reach it too since they joined it (each entry is LOSSY
-on ``small-draft-v5-k1`` at exact TV 4.6e-5 to 7.6e-5), so the search at defaults keeps fewer
+(``specdec.testing.audit.scenarios.search``) looks for. The default battery's small-mass scenarios
+(``specdec.testing.audit.scenarios.small_mass``) reach it too since they joined it (each entry is
+LOSSY on ``small-draft-v5-k1`` at exact TV 4.6e-5 to 7.6e-5), so the search at defaults keeps fewer
 pairs than before: the ``exact_tv`` cases below are those it keeps now. Each guard is a Python
 branch around vectorised code (``if tiny.any():``, as engines write a rare fallback), which is
 what coverage sees; the same guard inside a ``torch.where`` would not be a branch, but a

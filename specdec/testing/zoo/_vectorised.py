@@ -6,9 +6,10 @@ coverage sees no branch in such code, and the battery's rows (probabilities of a
 at the smallest) never reach the constant. Each bug here acts only on rows whose compared
 quantity is on the far side of its constant, and moves less mass than that constant, below
 any sampling audit's power (registered ``lossy=False``, ``exact_lossy=True``): the exact audit
-finds it on the default battery's small-mass scenarios (``specdec.testing.audit.small_mass``)
-or on those the threshold search derives. Each has a lossless *twin* that uses the same
-constant harmlessly, so an audit straddling the constant must not call the twin lossy.
+finds it on the default battery's small-mass scenarios
+(``specdec.testing.audit.scenarios.small_mass``) or on those the threshold search derives. Each has
+a lossless *twin* that uses the same constant harmlessly, so an audit straddling the constant must
+not call the twin lossy.
 
 The entries are a registry of their own (``VECTORISED_ZOO``): the zoo's statistical and exact
 batteries run over ``ZOO`` only, and these are judged by ``tests/test_zoo_thresholds.py`` on
