@@ -252,3 +252,65 @@ def test_benchmarks_import_no_test_helper() -> None:
                     found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}")
     assert len(list((ROOT / "benchmarks").glob("bench_*.py"))) > 5
     assert not found, sorted(set(found))
+
+
+AUDIT = "specdec.testing.audit"
+AUDIT_LAYERS = ("contract", "scenarios", "running", "reporting", "judging")
+"""The audit's subpackages, lowest first (``docs/architecture.md``, "The folder"). A module
+imports from its own layer or a lower one; the audit's top-level modules (the door, the plan,
+the command) sit above every layer, so no subpackage imports them."""
+
+
+def upward_imports(graph: Edges, package: str, layers: tuple[str, ...]) -> list[str]:
+    """Every import of ``graph`` from a lower layer of ``package`` into a higher one, as
+    ``"source -> target (path:line)"``; ``package``'s own modules are the top layer."""
+
+    def layer(module: str) -> int | None:
+        for rank, name in enumerate(layers):
+            if module == f"{package}.{name}" or module.startswith(f"{package}.{name}."):
+                return rank
+        return len(layers) if module.startswith(f"{package}.") else None
+
+    found = []
+    for source, targets in graph.items():
+        low = layer(source)
+        for target, where in targets.items():
+            high = layer(target)
+            if low is not None and high is not None and high > low:
+                found.append(f"{source} -> {target} ({where})")
+    return sorted(found)
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        "from pkg.top import T\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high.h import H\n",
+        "def f():\n    from ..high import h\n    return h\n",
+    ],
+    ids=["into-the-top", "type-checking", "function-local-relative"],
+)
+def test_the_checker_finds_an_upward_import_however_it_is_hidden(
+    tmp_path: Path, hidden: str
+) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.top import T\n",
+            "pkg/top.py": "from pkg.low.l import L\nfrom pkg.high.h import H\nT = 0\n",
+            "pkg/low/__init__.py": "",
+            "pkg/low/l.py": hidden + "L = 1\n",
+            "pkg/high/__init__.py": "",
+            "pkg/high/h.py": "from pkg.low import l\nH = 2\n",  # downward: allowed
+        },
+    )
+    found = upward_imports(import_graph(tmp_path, "pkg"), "pkg", ("low", "high"))
+    assert found and all(arrow.startswith("pkg.low.l -> pkg.") for arrow in found), found
+
+
+def test_the_audit_layers_import_only_downward() -> None:
+    graph = import_graph(ROOT, "specdec")
+    for name in AUDIT_LAYERS:  # each layer is a package with modules in it
+        assert (ROOT / "specdec/testing/audit" / name / "__init__.py").is_file(), name
+        assert any(module.startswith(f"{AUDIT}.{name}.") for module in graph), name
+    assert not upward_imports(graph, AUDIT, AUDIT_LAYERS)

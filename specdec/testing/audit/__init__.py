@@ -3,6 +3,11 @@
 How it is built, in one picture: ``docs/architecture.md`` (one door, ``audit``; one
 ``Drawer`` protocol and seed rule; one scheduler; one report).
 
+The folder shows the frame: the door, the plan and the command here, and below them
+``contract`` (subject, options, scenarios' records), ``scenarios`` (batteries, catalogue,
+search, coverage), ``running`` (drawers, the scheduler, checkpoints), ``reporting`` (results,
+decision, report) and ``judging`` (sampled, exact, stream), each importing only downward.
+
 ``audit_verifier`` and ``audit_step`` run a fixed battery of toy scenarios (``battery``). For
 each they draw draft blocks, run the audited function, complete each emitted block to ``k+1``
 tokens by sampling the target, and compare the completions with the target's exact joint law of
