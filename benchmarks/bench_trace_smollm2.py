@@ -5,7 +5,7 @@ and time (issue 42's "done when").
 The target is SmolLM2-135M (``specdec.models.load_smollm2``), the assistant its int8-dynamic
 copy (``int8_dynamic_copy``), ``k`` drafts per step (``num_assistant_tokens``, a constant
 schedule, no confidence stop), temperature ``T``, ``n`` new tokens after each of two prompts.
-Each run records its steps with ``specdec.testing.transformers_record.transformers_trace``
+Each run records its steps with ``specdec.testing.transformers_stream.transformers_trace``
 (nothing else: the record comes from the functions transformers calls) and the growing trace
 is judged by ``audit(as_subject(trace))`` after every round of ``--round`` generations per
 prompt, until
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks._transformers_bugs import planted
     from specdec.testing.audit import as_subject, audit
     from specdec.testing.step_record import Trace, load_trace, save_trace
-    from specdec.testing.transformers_record import transformers_trace
+    from specdec.testing.transformers_stream import transformers_trace
 
     if args.quick:
         args.model, args.round, args.max_tokens, args.control_tokens = "tiny", 4, 256, 256

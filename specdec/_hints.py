@@ -28,15 +28,28 @@ Example:
 
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:  # specdec.exact imports the grid engine, which imports this module
-    from specdec.exact import BlockRows
+__all__ = ["GRID_BITS", "HintRows", "line_hints", "narrow_by_hints"]
 
-__all__ = ["GRID_BITS", "line_hints", "narrow_by_hints"]
+
+class HintRows(Protocol):
+    """What the hints read of a block's rows: ``specdec.exact.BlockRows`` has it (named here
+    by its shape, not imported: ``specdec.exact`` imports the grid engine, which imports
+    this module)."""
+
+    @property
+    def draft_tokens(self) -> tuple[int, ...]: ...
+
+    @property
+    def draft_rows(self) -> tuple[tuple[Fraction, ...], ...]: ...
+
+    @property
+    def target_rows(self) -> tuple[tuple[Fraction, ...], ...]: ...
+
 
 GRID_BITS = 53
 """``specdec.uniforms`` draws ``m · 2^-53``: the grid the engine searches."""
@@ -45,7 +58,7 @@ _DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 _UNIFORM_BITS = (53, 24, 11, 8)  # the grids torch.rand draws on in each of those dtypes
 
 
-def _exact_breakpoints(rows: "BlockRows") -> list[Fraction]:
+def _exact_breakpoints(rows: HintRows) -> list[Fraction]:
     """The acceptance ratios and every target row's and residual's cumulative sums, exactly
     (``specdec.exact.all_breakpoints``, flattened)."""
 
@@ -70,7 +83,7 @@ def _exact_breakpoints(rows: "BlockRows") -> list[Fraction]:
     return values
 
 
-def _rounded_breakpoints(rows: "BlockRows", dtype: torch.dtype) -> list[float]:
+def _rounded_breakpoints(rows: HintRows, dtype: torch.dtype) -> list[float]:
     """Ratios and inverse-CDF steps as float64 computes them from the rows rounded to
     ``dtype``: the rows' own values, the acceptance ratios, every residual's and target
     row's cumulative sums normalised."""
@@ -95,7 +108,7 @@ def _rounded_breakpoints(rows: "BlockRows", dtype: torch.dtype) -> list[float]:
     return values
 
 
-def line_hints(rows: "BlockRows") -> Tensor:
+def line_hints(rows: HintRows) -> Tensor:
     """Sorted grid indices (``int64``, inside ``(0, 2^53)``) where a rule on ``rows`` probably
     changes its output: the exact breakpoints (``specdec.exact.all_breakpoints``) and those
     of the rows rounded to each float dtype, each on each dtype's uniform grid (the first

@@ -15,7 +15,7 @@ from torch import Tensor
 from specdec._kernels import assemble, inverse_cdf, residual
 from specdec.testing.audit import audit_exact
 from specdec.testing.audit.contract.subject import as_subject
-from specdec.testing.audit.reporting.report_text import coverage_lines
+from specdec.testing.audit.reporting.coverage_text import coverage_lines
 from specdec.testing.audit.scenarios.battery import verifier_scenarios
 from specdec.testing.audit.scenarios.catalogue import default_scenarios
 from specdec.testing.audit.scenarios.coverage import CodeCoverage

@@ -25,8 +25,8 @@ import specdec
 from benchmarks._transformers_bugs import planted
 from specdec.testing.audit import AuditOptions, as_subject, audit
 from specdec.testing.step_record import StepRecord, record_step
-from specdec.testing.transformers_record import recording_steps, transformers_trace
-from specdec.testing.transformers_stream import transformers_stream_sampler
+from specdec.testing.transformers_record import recording_steps
+from specdec.testing.transformers_stream import transformers_stream_sampler, transformers_trace
 from tests._tiny_models import noisy_copy, tiny_model
 
 S = specdec.SamplingOptions

@@ -1,7 +1,7 @@
 """transformers' assisted generation, recorded step by step (issue 42's engine step record).
 
-``transformers_trace(model, prompts, generations=N, max_new_tokens=n, generator=g,
-options=law, assistant_model=draft)`` runs ``generate`` ``N`` times per prompt through
+``transformers_stream.transformers_trace(model, prompts, generations=N, max_new_tokens=n,
+generator=g, options=law, assistant_model=draft)`` runs ``generate`` ``N`` times per prompt through
 ``transformers_stream_sampler`` and returns a ``Trace`` (``specdec.testing.step_record``):
 per generation, one ``StepRecord`` per verification step, which the trace judge (``audit``
 with the trace, ``specdec audit --trace FILE`` after ``save_trace``) holds to the exact law of
@@ -43,18 +43,16 @@ The step as recorded:
 * ``rule``: ``"token"`` when sampling, ``"greedy"`` at temperature 0 (``do_sample=False``).
 """
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from specdec._checks import check_positive_int
-from specdec.testing.step_record import StepRecord, Trace, record_step
-from specdec.warp import SamplingOptions
+from specdec.testing.step_record import StepRecord, record_step
 
-__all__ = ["recording_steps", "transformers_trace"]
+__all__ = ["recording_steps"]
 
 _HOOK = "_get_candidate_generator"
 
@@ -132,68 +130,3 @@ def recording_steps(
             del model.__dict__[_HOOK]
         else:
             model.__dict__[_HOOK] = shadowed
-
-
-def transformers_trace(
-    model: Any,
-    prompts: Sequence[Sequence[int]],
-    *,
-    generations: int,
-    max_new_tokens: int,
-    generator: torch.Generator,
-    options: SamplingOptions | None = None,
-    **generate_kwargs: Any,
-) -> Trace:
-    """A ``Trace`` of ``generations`` runs of ``model.generate`` per prompt (module notes).
-
-    Args:
-        model: a transformers causal LM on the CPU (the target).
-        prompts: token-id prompts; each is generated from ``generations`` times, in order.
-        generations: runs per prompt.
-        max_new_tokens: ``n``, new tokens per run.
-        generator: the randomness (one global-RNG seed per prompt's batch of runs, as
-            ``transformers_stream_sampler`` draws it).
-        options: the sampling law (default temperature 1, no filter); temperature 0 is greedy.
-        **generate_kwargs: ``assistant_model=``, ``prompt_lookup_num_tokens=``,
-            ``pad_token_id=``, ... as for ``transformers_stream_sampler``.
-
-    Returns:
-        ``Trace(law=options, vocab=V, rule=..., prompts=..., sequences=...)`` with one entry
-        per run (prompt-major), ``V`` the width of the target's logits.
-
-    Raises:
-        ValueError: ``generations < 1``, no prompts, or as ``transformers_stream_sampler``.
-
-    Example:
-        >>> import torch
-        >>> from transformers import LlamaConfig, LlamaForCausalLM
-        >>> _ = torch.manual_seed(0)
-        >>> config = LlamaConfig(vocab_size=8, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=2, eos_token_id=None)
-        >>> model = LlamaForCausalLM(config).eval()
-        >>> trace = transformers_trace(model, [[1, 2]], generations=2, max_new_tokens=3,
-        ...     generator=torch.Generator().manual_seed(0), assistant_model=model,
-        ...     pad_token_id=0)
-        >>> trace.rule, trace.vocab, len(trace.sequences)
-        ('token', 8, 2)
-        >>> sum(len(step.emitted) for step in trace.sequences[0])
-        3
-    """
-    from specdec.testing.transformers_stream import transformers_stream_sampler
-
-    check_positive_int("generations", generations)
-    if len(prompts) == 0:
-        raise ValueError("prompts must hold at least one prompt, got none.")
-    law = options if options is not None else SamplingOptions()
-    sequences: list[tuple[StepRecord, ...]] = []
-    sample = transformers_stream_sampler(
-        model, max_new_tokens=max_new_tokens, options=law, record=sequences.append,
-        **generate_kwargs,
-    )  # fmt: skip
-    runs: list[tuple[int, ...]] = []
-    for prompt in prompts:
-        sample(torch.tensor([list(prompt)] * generations), generator)
-        runs += [tuple(int(token) for token in prompt)] * generations
-    vocab = int(model.get_output_embeddings().weight.shape[0])
-    rule = "greedy" if law.temperature == 0 else "token"
-    return Trace(law=law, vocab=vocab, rule=rule, prompts=tuple(runs), sequences=tuple(sequences))

@@ -56,7 +56,7 @@ generated row in order (``specdec.testing.transformers_record``; ``transformers_
 a judged ``Trace`` from them).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -66,11 +66,11 @@ from torch import Tensor
 
 from specdec._checks import check_positive_int
 from specdec.testing.signatures import batched, seeded_global_rng
-from specdec.testing.step_record import StepRecord
+from specdec.testing.step_record import StepRecord, Trace
 from specdec.testing.transformers_record import recording_steps
 from specdec.warp import SamplingOptions
 
-__all__ = ["generate_options", "transformers_stream_sampler"]
+__all__ = ["generate_options", "transformers_stream_sampler", "transformers_trace"]
 
 
 def generate_options(options: SamplingOptions) -> dict[str, Any]:
@@ -201,3 +201,66 @@ def transformers_stream_sampler(
             return torch.stack([one(row) for row in prompts.cpu().long()])
 
     return sample
+
+
+def transformers_trace(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    generations: int,
+    max_new_tokens: int,
+    generator: torch.Generator,
+    options: SamplingOptions | None = None,
+    **generate_kwargs: Any,
+) -> Trace:
+    """A ``Trace`` of ``generations`` runs of ``model.generate`` per prompt (module notes).
+
+    Args:
+        model: a transformers causal LM on the CPU (the target).
+        prompts: token-id prompts; each is generated from ``generations`` times, in order.
+        generations: runs per prompt.
+        max_new_tokens: ``n``, new tokens per run.
+        generator: the randomness (one global-RNG seed per prompt's batch of runs, as
+            ``transformers_stream_sampler`` draws it).
+        options: the sampling law (default temperature 1, no filter); temperature 0 is greedy.
+        **generate_kwargs: ``assistant_model=``, ``prompt_lookup_num_tokens=``,
+            ``pad_token_id=``, ... as for ``transformers_stream_sampler``.
+
+    Returns:
+        ``Trace(law=options, vocab=V, rule=..., prompts=..., sequences=...)`` with one entry
+        per run (prompt-major), ``V`` the width of the target's logits.
+
+    Raises:
+        ValueError: ``generations < 1``, no prompts, or as ``transformers_stream_sampler``.
+
+    Example:
+        >>> import torch
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> _ = torch.manual_seed(0)
+        >>> config = LlamaConfig(vocab_size=8, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=1, num_attention_heads=2, eos_token_id=None)
+        >>> model = LlamaForCausalLM(config).eval()
+        >>> trace = transformers_trace(model, [[1, 2]], generations=2, max_new_tokens=3,
+        ...     generator=torch.Generator().manual_seed(0), assistant_model=model,
+        ...     pad_token_id=0)
+        >>> trace.rule, trace.vocab, len(trace.sequences)
+        ('token', 8, 2)
+        >>> sum(len(step.emitted) for step in trace.sequences[0])
+        3
+    """
+    check_positive_int("generations", generations)
+    if len(prompts) == 0:
+        raise ValueError("prompts must hold at least one prompt, got none.")
+    law = options if options is not None else SamplingOptions()
+    sequences: list[tuple[StepRecord, ...]] = []
+    sample = transformers_stream_sampler(
+        model, max_new_tokens=max_new_tokens, options=law, record=sequences.append,
+        **generate_kwargs,
+    )  # fmt: skip
+    runs: list[tuple[int, ...]] = []
+    for prompt in prompts:
+        sample(torch.tensor([list(prompt)] * generations), generator)
+        runs += [tuple(int(token) for token in prompt)] * generations
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    rule = "greedy" if law.temperature == 0 else "token"
+    return Trace(law=law, vocab=vocab, rule=rule, prompts=tuple(runs), sequences=tuple(sequences))

@@ -40,12 +40,9 @@ from specdec.testing.audit.contract.subject import Recorded, Subject
 from specdec.testing.audit.judging.trace_teacher import TeacherCheck, compare_target_rows
 from specdec.testing.audit.reporting.decision import stream_decision
 from specdec.testing.audit.reporting.report import AuditReport
-from specdec.testing.audit.reporting.stream_results import (
-    EProcessRow,
-    GroupRow,
-    StreamStatisticsResult,
-)
+from specdec.testing.audit.reporting.stream_results import EProcessRow, StreamStatisticsResult
 from specdec.testing.audit.running.plan import MIN_POWER_TV
+from specdec.testing.audit.running.stream_statistics import GroupRow
 from specdec.testing.audit.running.trace_statistics import (
     AFTER_ACCEPT,
     OUTCOMES,

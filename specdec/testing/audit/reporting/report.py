@@ -70,15 +70,15 @@ from specdec.testing.audit.contract.options import AuditOptions
 from specdec.testing.audit.contract.subject import Subject
 from specdec.testing.audit.reporting import report_text
 from specdec.testing.audit.reporting.branch_record import BranchRates
+from specdec.testing.audit.reporting.coverage_text import UNREACHED_SHOWN, coverage_lines
 from specdec.testing.audit.reporting.decision import Decision
 from specdec.testing.audit.reporting.invariance_results import InvarianceResult
-from specdec.testing.audit.reporting.report_text import UNREACHED_SHOWN, coverage_lines
 from specdec.testing.audit.reporting.results import ExactScenarioResult, ScenarioResult
 from specdec.testing.audit.reporting.stream_results import StreamStatisticsResult
 from specdec.testing.audit.running.plan import MIN_POWER_TV
 from specdec.testing.audit.scenarios.coverage import CodeCoverage
 
-__all__ = [  # UNREACHED_SHOWN and coverage_lines: at home in report_text, re-exported
+__all__ = [  # UNREACHED_SHOWN and coverage_lines: at home in coverage_text, re-exported
     "UNREACHED_SHOWN",
     "VERDICT_EXIT",
     "AuditReport",

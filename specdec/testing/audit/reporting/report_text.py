@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from specdec.testing.audit.reporting.branch_record import BranchRates, format_rates
+from specdec.testing.audit.reporting.coverage_text import coverage_lines
 from specdec.testing.audit.reporting.crashes import CRASH_VERDICTS, crash_headline, crash_lines
 from specdec.testing.audit.reporting.invariance_results import InvarianceResult
 from specdec.testing.audit.reporting.results import (
@@ -27,7 +28,7 @@ from specdec.testing.audit.reporting.results import (
 from specdec.testing.audit.reporting.stream_results import StreamStatisticsResult
 from specdec.testing.audit.scenarios.coverage import CodeCoverage
 
-__all__ = ["UNREACHED_SHOWN", "Reported", "coverage_lines", "format_report", "headline"]
+__all__ = ["Reported", "format_report", "headline"]
 
 
 class Reported(Protocol):
@@ -408,50 +409,3 @@ def _sampled(report: Reported) -> list[ScenarioResult]:
 
 def _exact(report: Reported) -> list[ExactScenarioResult]:
     return [s for s in report.scenarios if isinstance(s, ExactScenarioResult)]
-
-
-UNREACHED_SHOWN = 20
-"""Branch arcs never reached that ``format`` lists (the JSON lists them all)."""
-
-
-def coverage_lines(coverage: CodeCoverage | None) -> list[str]:
-    """The report's coverage section: what ran of the function's own code, what the search
-    added, the branch arcs never reached (``file:line -> line``) and the limits."""
-    if coverage is None:
-        return []
-    lines = [
-        "",
-        f"  coverage: {coverage.line()}, in "
-        f"{', '.join(coverage.files) or 'no file (nothing of it ran)'}",
-        f"    measured on {coverage.probe}",
-    ]
-    if coverage.one_sided:
-        lines.append(
-            "    thresholds seen on one side only (a verdict says nothing about the other): "
-            + ", ".join(coverage.one_sided)
-        )
-    if coverage.searched:
-        derived = set(coverage.threshold_found)
-        found = (
-            ", ".join(n for n in coverage.found if n not in derived) or "none reached a new branch"
-        )
-        tried = coverage.searched
-        lines.append(f"    coverage-guided search: {tried} candidate pairs tried, kept {found}")
-    if coverage.threshold_searched:
-        kept = ", ".join(coverage.threshold_found) or "none straddled a new threshold"
-        lines.append(
-            f"    threshold search: {coverage.threshold_searched} pairs derived from the "
-            f"thresholds tried, kept {kept}"
-        )
-    shown = coverage.unreached[:UNREACHED_SHOWN]
-    if shown:
-        lines.append("    never reached (a verdict says nothing about these branches):")
-        lines += [f"      {arc}" for arc in shown]
-        if len(coverage.unreached) > len(shown):
-            lines.append(f"      ... and {len(coverage.unreached) - len(shown)} more (--json)")
-    lines.append(
-        "    branches are Python branches across lines; thresholds are the constants the "
-        "function's torch ops compared, clamped or selected on (specdec.testing.thresholds)"
-    )
-    lines.append(f"    measuring and searching took {coverage.seconds:.1f} s")
-    return lines
