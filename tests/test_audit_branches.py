@@ -31,6 +31,7 @@ from specdec.testing.audit.judging.branches import (
 )
 from specdec.testing.audit.scenarios.catalogue import LEVELS, default_scenarios
 from specdec.testing.audit.scenarios.multi_battery import position_scenarios, tree_scenarios
+from specdec.testing.audit.scenarios.small_mass import small_mass_scenarios
 from specdec.testing.zoo import MULTI_ZOO
 from specdec.tree_law import tree_block_law
 from specdec.verify.tree import TokenTree
@@ -154,6 +155,10 @@ REACHED_BY_SOME = {
 """Every branch of each level's rule (the numbered ones as far as the battery goes)."""
 
 
+SMALL_MASS = {s.name for s in small_mass_scenarios()}
+"""The default battery's small-mass scenarios (``scenarios.small_mass``)."""
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_every_default_scenario_takes_its_branches_visibly_and_the_battery_reaches_all(
     level: str,
@@ -163,7 +168,14 @@ def test_every_default_scenario_takes_its_branches_visibly_and_the_battery_reach
     reached: set[str] = set()
     for scenario, n in zip(battery, sizes, strict=True):
         rates = branch_rates(scenario, level=level, samples=n)
-        assert rates.unseen() == (), (scenario.name, n, rates.rates)
+        if scenario.name in SMALL_MASS:
+            # built to put a drafted q or a residual mass beside a small threshold (2^-15,
+            # 2^-20): that rare branch is the point, for the exact audit and the threshold
+            # search; the statistical report marks it (rare). Every other branch is visible.
+            rare = {name for name, rate in rates.rates if 0 < rate < 1e-3}
+            assert rare and set(rates.unseen()) <= rare, (scenario.name, n, rates.rates)
+        else:
+            assert rates.unseen() == (), (scenario.name, n, rates.rates)
         reached |= set(rates.reached())
     assert set(REACHED_BY_SOME[level]) <= reached, set(REACHED_BY_SOME[level]) - reached
 

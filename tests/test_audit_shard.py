@@ -222,7 +222,8 @@ def test_two_and_three_local_workers_give_the_same_report_a_killed_one_s_chunk_d
 
 UNGUARDED = """
 import specdec
-from specdec.testing.audit import audit_verifier, shard
+from specdec.testing.audit import audit_verifier
+from specdec.testing.audit.running import shard
 from specdec.testing.audit.scenarios.catalogue import default_scenarios
 
 shard.MAX_POOL_RESTARTS = 0  # give up at the first broken pool: the test's time

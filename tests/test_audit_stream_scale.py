@@ -162,17 +162,23 @@ DRAWING = ("shard", "cells", "run", "sampled", "stream", "stream_drawer", "strea
 """The audit modules that draw evidence: their randomness comes from ``drawer.seeded``."""
 
 
+def _module(folder: Path, name: str) -> Path:
+    """The one file of the audit named ``name`` (at the top or in a layer's subpackage)."""
+    (path,) = folder.rglob(f"{name}.py")
+    return path
+
+
 def test_the_drawing_modules_seed_only_through_the_one_rule() -> None:
     folder = ROOT / "specdec" / "testing" / "audit"
     seeding = re.compile(r"manual_seed\(|torch\.Generator\(")
     found = [
         f"{name}.py:{number}"
         for name in DRAWING
-        for number, line in enumerate((folder / f"{name}.py").read_text().splitlines(), 1)
+        for number, line in enumerate(_module(folder, name).read_text().splitlines(), 1)
         if seeding.search(line) and ">>>" not in line
     ]
     assert found == []
-    assert "manual_seed(" in (folder / "drawer.py").read_text()
+    assert "manual_seed(" in _module(folder, "drawer").read_text()
 
 
 def test_a_stream_checkpoint_identity_holds_no_memory_address() -> None:

@@ -261,9 +261,11 @@ def searched_case(name: str, breakpoints: Breakpoints | None = None) -> Case:
 
 
 CASES: dict[str, Case] = {
-    "tiny_residual_uniform": searched_case("coverage-10-tiny-draft-v3-k1"),
-    "tiny_draft_accepted": searched_case("coverage-10-tiny-draft-v3-k1"),
-    "near_one_ratio_accepts_rest": searched_case("coverage-22-equal-v3-k2", rejection_breakpoints),
+    "tiny_residual_uniform": searched_case("coverage-9-near-one-v2-k1"),
+    "tiny_draft_accepted": searched_case("coverage-15-tie-v2-k3"),
+    "near_one_ratio_accepts_rest": searched_case(
+        "coverage-17-near-one-v4-k3", rejection_breakpoints
+    ),
     "small_mass_token0": (NEAR, [0], 1, lambda rows: zoo_breakpoints(rows, grid=False)),
     "accept_zero_prob_8bit": (DISJOINT, [0], 1, lambda rows: zoo_breakpoints(rows, grid=True)),
     "count_all_acceptances": (GENERAL, [2], 2, rejection_breakpoints),

@@ -23,7 +23,7 @@ Example:
     >>> from specdec.testing.audit import AuditOptions, as_subject
     >>> plan = plan_audit(as_subject(specdec.verify_tokens), AuditOptions(exact=True))
     >>> plan.mode, len(plan.scenarios), plan.searched[:1], plan.search
-    ('exact', 24, ('search-0-zeros-v2-k1',), SearchBudget(tries=128, keep=16))
+    ('exact', 26, ('search-0-zeros-v2-k1',), SearchBudget(tries=128, keep=16))
 """
 
 import textwrap

@@ -49,7 +49,7 @@ def _tiny_residual(draft: Tensor, target: Tensor, accepted: Tensor) -> tuple[Ten
     found_by_search=True,
     exact_tv=(
         *battery_tv("tiny_residual_uniform"),
-        ExactTV(_SEARCH + "coverage-8-tiny-residual-v4-k3", 0.001238),
+        ExactTV(_SEARCH + "coverage-8-tiny-residual-v4-k3", 0.001639),
     ),
 )
 def tiny_residual_uniform(
@@ -109,8 +109,8 @@ def tiny_residual_from_target(
     found_by_search=True,
     exact_tv=(
         *battery_tv("near_one_ratio_accepts_rest"),
-        ExactTV(_SEARCH + "coverage-17-near-one-v4-k3", 0.0),
-        ExactTV(_SEARCH + "coverage-22-equal-v3-k2", 0.1761),
+        ExactTV(_SEARCH + "coverage-16-tiny-residual-v3-k3", 3.171e-05),
+        ExactTV(_SEARCH + "coverage-17-near-one-v4-k3", 0.08723),
     ),
 )
 def near_one_ratio_accepts_rest(
@@ -142,7 +142,7 @@ def near_one_ratio_accepts_rest(
     found_by_search=True,
     exact_tv=(
         *battery_tv("tiny_draft_accepted"),
-        ExactTV(_SEARCH + "coverage-8-tiny-residual-v4-k3", 0.001806),
+        ExactTV(_SEARCH + "coverage-8-tiny-residual-v4-k3", 0.002927),
     ),
 )
 def tiny_draft_accepted(

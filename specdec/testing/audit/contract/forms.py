@@ -15,8 +15,7 @@ Example:
     ...     return draft_tokens
     >>> check_form(two, "verifier", "m:two")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    specdec.testing.audit.contract.forms.FormError: m:two(draft_tokens, target_probs) does not take
-    ...
+    specdec.testing.audit.contract.forms.FormError: m:two(draft_tokens, target_probs) does ...
 """
 
 import inspect

@@ -23,8 +23,7 @@ Example:
     [[3, 1]]
     >>> sampler_rows([3, 1], batched=False, rows=1)
     Traceback (most recent call last):
-    specdec.testing.audit.running.run.InvalidOutputError: the sampler returned a Python list ([3,
-    1]); ...
+    specdec.testing.audit.running.run.InvalidOutputError: the sampler returned a Python list ...
 """
 
 from collections.abc import Sequence
