@@ -60,8 +60,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from specdec._dispatch import DispatchMode
 from specdec.races import RaceTracker
 from specdec.value_tape import NotEnumerableError, ValueTape
 
@@ -81,7 +81,7 @@ class MoreValuesNeeded(Exception):  # noqa: N818 (a request, not an error)
         self.needed = needed
 
 
-class Supply(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class Supply(DispatchMode):
     """Feed the uniform-type random ops from ``values`` (``None``: record, feeding ``1/2``);
     ``lazy_clocks``: exponential clocks take no values (module docstring).
 

@@ -46,7 +46,8 @@ from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from specdec._dispatch import DispatchMode
 
 __all__ = ["EPS_LIMIT", "Threshold", "ThresholdRecorder"]
 
@@ -147,18 +148,11 @@ def _sides(values: Any, constant: float) -> tuple[bool, bool, bool] | None:
     )
 
 
-class ThresholdRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class ThresholdRecorder(DispatchMode):
     """Logs the thresholds of the ops run inside ``traced`` calls (module docstring).
 
     It holds what it saw (its one purpose) and is made per audit; ``thresholds`` reads it.
     """
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """``False``: torch would otherwise wrap ``__torch_dispatch__`` to keep torch.compile
-        out of it, importing ``torch._dynamo`` at its first call (seconds); nothing here is
-        compiled."""
-        return False
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]

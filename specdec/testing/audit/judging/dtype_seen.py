@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from specdec._dispatch import DispatchMode
 from specdec.exact import BlockRows, draft_law
 from specdec.models.toy import ToyModel
 from specdec.testing.audit.contract.scenario import Scenario
@@ -43,7 +43,7 @@ PROBES = 32
 """Value vectors per probe (seeded, one call of a batched rule; row by row otherwise)."""
 
 
-class DtypeWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class DtypeWatch(DispatchMode):
     """Records the float dtypes of every op's tensor results (``seen``)."""
 
     def __init__(self) -> None:
