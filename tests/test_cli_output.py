@@ -10,7 +10,7 @@ import pytest
 
 from specdec import verify_tokens
 from specdec.cli import main
-from specdec.testing.audit import audit_exact, search_scenarios
+from specdec.testing.audit import audit_exact, audit_verifier, search_scenarios
 from specdec.testing.audit.scenarios.catalogue import default_scenarios
 
 AUDIT = ["audit", "specdec:verify_tokens", "--samples", "400", "--min-power-tv", "1"]  # any power
@@ -45,6 +45,29 @@ def test_exact_audit_reports_progress_per_scenario() -> None:
         "[2/2] search-1-one-hot-v3-k2",
     ]
     assert all(": lossless, exact TV " in line for line in lines)
+
+
+def test_an_exact_audit_through_the_door_reports_its_plan_and_estimate_first() -> None:
+    lines: list[str] = []
+    audit_verifier(verify_tokens, exact=True, scenarios=search_scenarios(2), progress=lines.append)
+    plan, scenarios = lines[:-2], lines[-2:]
+    assert plan[0] == "plan: exact verifier audit of specdec.verify.tokens:verify_tokens (rule)"
+    assert plan[-2] == "  draft blocks: the exact audit decides 10 over 2 scenarios"
+    assert plan[-1].startswith("pilot: draft block (") and "evaluations); the exact" in plan[-1]
+    assert [line.split(":")[0] for line in scenarios] == [
+        "[1/2] search-0-zeros-v2-k1",
+        "[2/2] search-1-one-hot-v3-k2",
+    ]
+
+
+def test_an_exact_pilot_that_raises_gives_no_estimate_and_the_audit_raises_as_before() -> None:
+    def crashing(draft_tokens, draft_probs, target_probs, uniforms):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom")
+
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="boom"):  # the audit's own call, not the pilot's
+        audit_verifier(crashing, exact=True, scenarios=search_scenarios(1), progress=lines.append)
+    assert lines[-1] == "pilot: no estimate, its call raised RuntimeError: boom", lines
 
 
 def test_prove_lines_on_stdout_and_no_bar_when_piped(capsys: pytest.CaptureFixture[str]) -> None:

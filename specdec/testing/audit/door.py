@@ -34,6 +34,7 @@ from specdec.testing.audit.audit_plan import AuditPlan, engine_inputs, plan_audi
 from specdec.testing.audit.contract.options import AuditOptions, Progress
 from specdec.testing.audit.contract.scenario import Scenario, StreamScenario
 from specdec.testing.audit.contract.subject import Subject
+from specdec.testing.audit.exact_pilot import exact_announcement
 from specdec.testing.audit.judging.branches import with_branches
 from specdec.testing.audit.judging.exact import exact_audit
 from specdec.testing.audit.judging.invariance import check_invariance
@@ -87,8 +88,9 @@ def run_plan(
 ) -> AuditReport:
     """Run ``plan`` (``audit_plan.plan_audit``): what ``audit`` does once it has planned.
 
-    A stream with ``progress`` first reports its plan, sizes and a pilot's time estimate
-    there (``stream_pilot.stream_announcement``: a few generations timed), unless
+    A stream or an exact verifier audit with ``progress`` first reports its plan, sizes and a
+    pilot's time estimate there (``stream_pilot.stream_announcement``: a few generations
+    timed; ``exact_pilot.exact_announcement``: one draft block decided and timed), unless
     ``announce=False`` (the command prints them itself).
 
     Returns:
@@ -115,6 +117,9 @@ def run_plan(
         if plan.engine == "sampler":
             report = audit_with_sampler(subject, chosen, scenarios, progress)
             return with_branches(_with_invariance(report, plan, progress), scenarios)
+        if plan.engine == "exact" and progress is not None and announce:
+            for line in exact_announcement(plan):  # the plan and its pilot's estimate first
+                progress(line)
         covered = _covered(plan, scenarios)
         found = list(covered.found) if covered else []
         if found and not chosen.exact:  # as the engine is handed them

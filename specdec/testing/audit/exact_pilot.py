@@ -15,8 +15,9 @@ and rule, times it, and scales:
 over the scenarios :math:`s` with :math:`B_s` draft blocks of :math:`k_s` drafts (a block's
 refinement grows with the values it enumerates; :math:`k_0` is the pilot's). It is an
 estimate: blocks differ in how many cuts their rows need, and the machine's load changes.
-``specdec audit --exact`` prints it before the audit; from Python, ``exact_estimate(plan)``
-(``plan_audit``) before ``run_plan(plan)``.
+``specdec audit --exact`` prints it before the audit; from Python, ``audit(...,
+progress=...)`` reports it first (``exact_announcement``: the plan, its sizes and the
+estimate), and ``exact_estimate(plan)`` (``plan_audit``) gives it before ``run_plan(plan)``.
 
 Example:
     >>> import specdec
@@ -43,6 +44,7 @@ from specdec.testing.audit.judging.exact import exact_rule
 
 __all__ = [
     "ExactEstimate",
+    "exact_announcement",
     "exact_blocks",
     "exact_estimate",
     "exact_sizes",
@@ -164,3 +166,15 @@ def format_exact_estimate(estimate: ExactEstimate) -> str:
         f"about {_duration(estimate.seconds)} (an estimate: blocks differ in the cuts they "
         "need)"
     )
+
+
+def exact_announcement(plan: AuditPlan) -> list[str]:
+    """What an exact audit reports first through the API's ``progress``: the plan, its sizes
+    and the pilot's estimate (``exact_estimate``: one draft block decided and timed). A
+    pilot whose call raises gives no estimate and says so; the audit then reports the call's
+    error its own way (a crash beside the verdict)."""
+    try:
+        estimate = format_exact_estimate(exact_estimate(plan))
+    except Exception as error:  # the audit's own handling of it follows
+        estimate = f"pilot: no estimate, its call raised {type(error).__name__}: {error}"
+    return [*plan.lines(), exact_sizes(plan), estimate]
