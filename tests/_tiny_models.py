@@ -4,6 +4,7 @@ A large ``initializer_range`` makes their next-token laws far from uniform, so a
 adding noise to a copy of the target has an acceptance rate set by the noise scale.
 """
 
+import contextlib
 import copy
 
 import torch
@@ -18,6 +19,7 @@ from transformers import (
     Qwen2Config,
     Qwen2ForCausalLM,
 )
+from transformers.initialization import no_init_weights
 
 ARCHITECTURES = ("gpt2", "llama", "qwen2", "gemma2")
 # initializer_range per architecture, measured to give a mean top-1 probability of about 0.55 and
@@ -98,7 +100,14 @@ def vocabulary_copy(
     config = copy.deepcopy(model.config)
     config.vocab_size = draft_vocab
     torch.manual_seed(seed)  # fresh rows for the draft-only tokens (see tiny_model)
-    draft = type(model)(config)
+    # When every draft token is one of the target's, every weight is overwritten below: the
+    # random initialisation (seconds on SmolLM2's 135M weights) would be thrown away, so it is
+    # skipped (same weights, ties and buffers: tests/test_models.py checks both ways agree).
+    covered = torch.unique(draft_ids).numel() == draft_vocab
+    with no_init_weights() if covered else contextlib.nullcontext():
+        draft = type(model)(config)
+    if covered:
+        draft.tie_weights()  # type: ignore[no-untyped-call]  # skipped with the initialisation
     vocab = model.config.vocab_size
     state = draft.state_dict()
     with torch.no_grad():

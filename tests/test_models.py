@@ -1,5 +1,6 @@
 """Models behind the cache machinery: rollback then extend equals recomputation from scratch."""
 
+import contextlib
 import warnings
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from specdec.cache import layer_tensors
 from specdec.generate import generate_speculative
 from specdec.models import HFModel, ToyLM, empty_context, extend, keep_new, make_toy_model
 from specdec.models.base import CausalLM
-from tests._tiny_models import ARCHITECTURES, tiny_model
+from tests import _tiny_models
+from tests._tiny_models import ARCHITECTURES, tiny_model, vocabulary_copy
 
 ATOL = 1e-4  # float32 logits of O(10) magnitude, different summation orders
 
@@ -171,3 +173,33 @@ def test_the_installed_transformers_is_one_the_metadata_allows() -> None:
     requirement = Requirement(wanted)
     assert str(requirement.specifier) == "<5.40,>=5.24"
     assert requirement.specifier.contains(transformers.__version__), transformers.__version__
+
+
+# -- the test helper ``vocabulary_copy``: skipping the initialisation changes nothing -------------
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])  # GPT-2 ties its head to its embeddings
+@pytest.mark.parametrize("scale", [0.0, 0.1])
+def test_a_vocabulary_copy_covering_every_draft_token_skips_only_the_initialisation(
+    arch: str, scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every draft token is a target token (a permutation of all but 3), so every weight is
+    overwritten: ``vocabulary_copy`` builds the draft without initialising it (seconds saved on
+    SmolLM2). Same parameters, buffers and ties as the initialised construction."""
+    target = tiny_model(arch, vocab=8, seed=5)
+    order = torch.randperm(5, generator=torch.Generator().manual_seed(0))
+    fast = vocabulary_copy(target, order, torch.arange(5), draft_vocab=5, scale=scale, seed=6)
+    monkeypatch.setattr(_tiny_models, "no_init_weights", contextlib.nullcontext)
+    slow = vocabulary_copy(target, order, torch.arange(5), draft_vocab=5, scale=scale, seed=6)
+    for mine, theirs in ((fast, slow), (slow, fast)):
+        params = dict(mine.named_parameters(remove_duplicate=False))
+        others = dict(theirs.named_parameters(remove_duplicate=False))
+        assert params.keys() == others.keys()
+        for name, value in params.items():
+            assert torch.equal(value, others[name]), name
+        buffers, other_buffers = dict(mine.named_buffers()), dict(theirs.named_buffers())
+        assert buffers.keys() == other_buffers.keys()
+        assert all(torch.equal(b, other_buffers[n]) for n, b in buffers.items())
+    tied = [{n for n, p in m.named_parameters(remove_duplicate=False) if p is m.lm_head.weight}
+            for m in (fast, slow)]  # fmt: skip
+    assert tied[0] == tied[1] and len(tied[0]) == (2 if arch == "gpt2" else 1)

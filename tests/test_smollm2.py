@@ -109,6 +109,13 @@ def greedy_reference(
     return batch, reference
 
 
+@pytest.fixture(scope="module")
+def bfloat16_draft(smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase]) -> HFModel:
+    """The bfloat16 copy both rules of ``test_greedy_speculative_equals_greedy_autoregressive``
+    draft with, made once (``HFModel`` keeps no state between calls: each call gets its cache)."""
+    return HFModel(bfloat16_copy(smollm2[0]))
+
+
 def _chat_prompt(tokenizer: PreTrainedTokenizerBase, question: str) -> Tensor:
     encoded: Any = tokenizer.apply_chat_template(
         [{"role": "user", "content": question}],
@@ -169,6 +176,7 @@ def test_load_smollm2_gives_the_30_layer_float32_llama(
 def test_greedy_speculative_equals_greedy_autoregressive(
     smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
     greedy_reference: tuple[Tensor, Generation],
+    bfloat16_draft: HFModel,
     rule: VerifyRule,
 ) -> None:
     """64 greedy tokens on a batch of 5 chat prompts, bfloat16 draft, ``k = 4``, verified by
@@ -183,7 +191,7 @@ def test_greedy_speculative_equals_greedy_autoregressive(
     """
     model, _ = smollm2
     batch, reference = greedy_reference
-    target, draft = HFModel(model), HFModel(bfloat16_copy(model))
+    target, draft = HFModel(model), bfloat16_draft
     speculative = generate_speculative(
         target,
         draft,
