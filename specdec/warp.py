@@ -127,10 +127,14 @@ def warp_probs(
     vocab = scores.shape[-1]
     # Shift by the row maximum first: the maximum becomes 0, nothing overflows to +inf (which
     # would give NaN), and every filter below is invariant under a shift.
-    scores = (scores - scores.amax(dim=-1, keepdim=True)) / temperature
+    # ``scores`` is a fresh tensor from here on (never the caller's), so it is divided and
+    # filtered in place; dividing by 1 is exact, so it is skipped.
+    scores = scores - scores.amax(dim=-1, keepdim=True)
+    if temperature != 1.0:
+        scores.div_(temperature)
     if top_k is not None and top_k < vocab:
         kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]  # [*b, 1]
-        scores = scores.masked_fill(scores < kth, -math.inf)
+        scores.masked_fill_(scores < kth, -math.inf)
     if top_p is not None and top_p < 1.0:
         probs = torch.softmax(scores, dim=-1)
         order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
