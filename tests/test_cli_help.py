@@ -1,9 +1,11 @@
 """``specdec --help`` and ``import specdec`` load neither transformers nor any model, and each
 command's ``--help`` explains it (a description, examples, help on every option).
 
-Each check runs in a fresh interpreter (this test process has loaded transformers already),
-and its negative control, ``from specdec.models import HFModel``, must load transformers, so
-the check can fail.
+The checks run in fresh interpreters (this test process has loaded transformers already), and
+their negative control, ``from specdec.models import HFModel``, must load transformers, so the
+check can fail. The import statements run in one interpreter, in order (``IMPORTS``): each one
+imports what the one before it imports, so what is loaded after it is what it loads in a fresh
+interpreter.
 """
 
 import argparse
@@ -16,38 +18,48 @@ import pytest
 
 from specdec.cli import HELP_EPILOGS, load_function, main
 
+IMPORTS = (  # each one imports the one before it; the last is the control
+    "import specdec",
+    "import specdec.models",
+    "from specdec.models import ToyLM, NGramDraft, MappedDraft",
+    "from specdec.models import HFModel",
+)
 PROBE = """
-import sys
-{statement}
-print("transformers" in sys.modules)
+import json, sys
+loaded = []
+for statement in json.loads(sys.argv[1]):
+    exec(statement, {})
+    loaded.append("transformers" in sys.modules)
+print(json.dumps(loaded))
 """
 
 
-def _loads_transformers(statement: str) -> bool:
+@pytest.fixture(scope="module")
+def loads_transformers() -> dict[str, bool]:
+    """Each of ``IMPORTS``: whether transformers is loaded once it has run (in order, in one
+    fresh interpreter)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(statement=statement)],
+        [sys.executable, "-c", PROBE, json.dumps(IMPORTS)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    return done.stdout.strip().splitlines()[-1] == "True"
+    return dict(zip(IMPORTS, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "import specdec",
-        "import specdec.models",
-        "from specdec.models import ToyLM, NGramDraft, MappedDraft",
-    ],  # every command's --help: test_help_loads_nothing_beyond_torch_but_specdec_and_jaxtyping
-)
-def test_light_imports_do_not_load_transformers(statement: str) -> None:
-    assert not _loads_transformers(statement)
+# every command's --help: test_help_loads_nothing_beyond_torch_but_specdec_and_jaxtyping
+@pytest.mark.parametrize("statement", IMPORTS[:-1])
+def test_light_imports_do_not_load_transformers(
+    statement: str, loads_transformers: dict[str, bool]
+) -> None:
+    assert not loads_transformers[statement]
 
 
-def test_the_probe_sees_transformers_when_a_wrapper_is_used() -> None:
-    assert _loads_transformers("from specdec.models import HFModel")
+def test_the_probe_sees_transformers_when_a_wrapper_is_used(
+    loads_transformers: dict[str, bool],
+) -> None:
+    assert loads_transformers["from specdec.models import HFModel"]
 
 
 # -- every command's --help: what it loads, and what it explains -------------------------------

@@ -11,7 +11,11 @@ wheel with its ``proofs`` extra from no index (every requirement is already ther
 ``specdec`` must be the wheel's copy, not the checkout's. The proofs and the benchmark
 programs travel inside the package (``specdec/_shipped/``, found by ``specdec.folders``), so
 ``specdec prove`` (its ``--json`` report read whole as JSON, from an empty folder) and
-``specdec bench`` run there without a checkout. About 40 s on the suite's 2-core machine.
+``specdec bench`` run there without a checkout. The console script runs ``prove --json``; the
+other commands run in one interpreter of the virtual environment (``RUN_COMMANDS``: each through
+``specdec.cli.main``, the function the script calls, its stdout and stderr caught at the file
+descriptors), so that torch is imported twice, not seven times. About 40 s on the suite's
+2-core machine.
 """
 
 import importlib.metadata
@@ -56,6 +60,35 @@ COMMANDS = (  # each command, and a text its output must hold
     (["prove", "claim_00"], "1 claim, 3 case families, 0 failed"),
     (["bench", "bench_verify", "--quick"], "wrote specdec-bench-out/bench_verify.json"),
 )
+RUN_COMMANDS = """
+import json, os, sys, tempfile
+
+import specdec
+from specdec import bench, prove
+from specdec.cli import main
+
+
+def run(arguments):
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        sys.stdout.flush(), sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        try:
+            code = main(arguments)
+        except SystemExit as stop:
+            code = stop.code
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+        out.seek(0), err.seek(0)
+        return {"code": code, "printed": out.read() + err.read()}
+
+
+folders = [str(prove.proofs_folder()), str(bench.benchmarks_folder())]
+found = {"file": specdec.__file__, "folders": folders}
+found["runs"] = [run(arguments) for arguments in json.loads(sys.argv[1])]
+print(json.dumps(found))
+"""  # the commands' arguments as JSON: each one's exit code and output, and what imports
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str], *, stdout_only: bool = False) -> str:
@@ -214,21 +247,22 @@ def test_the_installed_wheel_runs_every_command_outside_the_checkout(
         tmp_path,
         env,
     )
-    package = Path(
-        _run([str(python), "-c", "import specdec; print(specdec.__file__)"], elsewhere, env).strip()
-    ).parent
-    assert package.is_relative_to(venv), f"the venv imports specdec from {package}, not the wheel"
-    folders = (
-        "from specdec import bench, prove; print(prove.proofs_folder(), bench.benchmarks_folder())"
-    )
-    found = _run([str(python), "-c", folders], elsewhere, env).split()
-    assert found == [str(package / "_shipped" / "proofs"), str(package / "_shipped" / "benchmarks")]
     assert not list(elsewhere.iterdir())  # prove --json from an empty folder
     prove = [str(command), "prove", "--json", "--quick", "claim_05", "claim_22"]
     report = json.loads(_run(prove, elsewhere, env, stdout_only=True))
     assert report["passed"] and [c["claim"] for c in report["claims"]] == ["claim 05", "claim 22"]
-    for arguments, expected in COMMANDS:
-        printed = _run([str(command), *arguments], elsewhere, env)
+    commands = json.dumps([arguments for arguments, _ in COMMANDS])
+    driver = [str(python), "-c", RUN_COMMANDS, commands]
+    found = json.loads(_run(driver, elsewhere, env, stdout_only=True))
+    package = Path(found["file"]).parent
+    assert package.is_relative_to(venv), f"the venv imports specdec from {package}, not the wheel"
+    assert found["folders"] == [
+        str(package / "_shipped" / "proofs"),
+        str(package / "_shipped" / "benchmarks"),
+    ]
+    for (arguments, expected), run in zip(COMMANDS, found["runs"], strict=True):
+        printed = run["printed"]
+        assert run["code"] == 0, f"specdec {' '.join(arguments)}: exit {run['code']}\n{printed}"
         assert expected in printed, f"specdec {' '.join(arguments)}:\n{printed}"
     assert (elsewhere / "specdec-bench-out" / "bench_verify.json").is_file()
     assert not (package / "_shipped" / "benchmarks" / "out").exists()  # nothing written into site
