@@ -60,6 +60,7 @@ from specdec.testing.audit.reporting.branch_record import (
     format_rates,
 )
 from specdec.testing.audit.reporting.report import AuditReport
+from specdec.testing.audit.running.law_memo import IdentityMemo
 from specdec.testing.audit.running.plan import (
     DETECT_TV_BATCHED,
     DETECT_TV_SINGLE,
@@ -324,10 +325,25 @@ def branch_rates(
     elif isinstance(scenario, TreeScenario):
         rates = tree_branch_rates(scenario, how)
     elif isinstance(scenario, Scenario) and level in ("verifier", "step"):
-        rates = chain_branch_rates(scenario, step=level == "step")
+        rates = _memo_chain_rates(scenario, step=level == "step")
     else:
         raise ValueError(f"no branch rates for a {level} scenario ({type(scenario).__name__}).")
     return BranchRates(scenario.name, tuple(rates.items()), samples)
+
+
+_CHAIN_RATES: IdentityMemo[dict[str, float]] = IdentityMemo(budget=256, size=lambda _: 1)
+"""``chain_branch_rates`` of the last 256 scenarios, walked once per process (``law_memo``)."""
+
+
+def _memo_chain_rates(scenario: Scenario, *, step: bool) -> dict[str, float]:
+    """``chain_branch_rates``, kept per models, warping and the values the walk reads."""
+    s = scenario
+    rates = _CHAIN_RATES.get(
+        (s.pair.target, s.pair.draft, s.warping),
+        (step, s.prefix, s.k, s.temperature, s.top_k, s.top_p, s.logits_dtype),
+        lambda: chain_branch_rates(scenario, step=step),
+    )
+    return dict(rates)
 
 
 def with_branches(

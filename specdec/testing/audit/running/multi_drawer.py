@@ -43,7 +43,8 @@ __all__ = [
 
 
 def rows_of(row: Sequence[Fraction], size: int) -> Float[Tensor, "size vocab"]:
-    return torch.tensor([[float(v) for v in row]] * size, dtype=torch.float64)
+    """``size`` copies of ``row`` in float64 (one conversion, then copied: a fresh tensor)."""
+    return torch.tensor([float(v) for v in row], dtype=torch.float64).repeat(size, 1)
 
 
 def sample_position_counts(

@@ -61,27 +61,27 @@ Example:
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Protocol, TypeVar
 
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from specdec.exact import Law, target_law
-from specdec.testing.audit.contract.scenario import Scenario, warped_rows
+from specdec.testing.audit.contract.scenario import Scenario
+from specdec.testing.audit.running.scenario_laws import (
+    LAWS,
+    ScenarioLaws,
+    coupling_bound,
+    step_laws,
+    verifier_laws,
+)
 from specdec.testing.stats import (
-    RowFn,
     bonferroni_level,
     decode_sequence,
     e_value_log_threshold,
-    joint_law_by_enumeration,
-    law_tensor,
     min_detectable_tv_by_l1,
     min_sample_size_by_l1,
     pool_law_by_expected_count,
-    tail_sum_by_enumeration,
 )
-from specdec.theory import accepted_length_tail
 
 __all__ = [
     "DETECT_TV_BATCHED",
@@ -259,60 +259,20 @@ class CellPlan(Protocol):
     def tokens_bound(self) -> float: ...
 
 
-def coupling_bound(tvs: Sequence[float]) -> float:
-    r"""The most tokens per step a lossless single step can emit on average.
-
-    A step emits at least ``i+1`` tokens only if its output's first ``i`` tokens equal the
-    draft's; the output's ``i``-prefix has the target's law ``P_i`` (lossless) and the draft's
-    has ``Q_i``, so by the coupling inequality that event has probability at most
-    ``1 - TV(P_i, Q_i)``:
-
-    .. math:: \mathbb{E}[\text{tokens}] \le 1 + \sum_{i=1}^{k} \big(1 - \mathrm{TV}(P_i, Q_i)\big).
-
-    It bounds token-level rejection sampling and block verification alike (Sun et al., 2024,
-    "Block verification accelerates speculative decoding", sec. 3), so a mean above it means
-    the blocks are not one lossless step's output.
-
-    Args:
-        tvs: ``TV(P_i, Q_i)`` for ``i = 1..k``.
-
-    Example:
-        >>> coupling_bound([0.0, 0.0]), coupling_bound([0.5, 0.75])
-        (3.0, 1.75)
-    """
-    return 1.0 + sum(1.0 - tv for tv in tvs)
-
-
-def _exact_tv(target: Law, draft: Law) -> float:
-    """Total variation between two exact laws of sequences."""
-    zero = Fraction(0)
-    keys = set(target) | set(draft)
-    return float(sum(abs(target.get(x, zero) - draft.get(x, zero)) for x in keys) / 2)
-
-
 def plan_verifier_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
     """The exact target law of ``k+1`` tokens, pooled for ``samples``, and the exact optimum.
 
     A float-only pair (a vocabulary in the thousands, ``specdec.testing.audit.scenarios.large``) has
-    no exact rows: its law and optimum are enumerated in float64 instead.
+    no exact rows: its law and optimum are enumerated in float64 instead. The laws are computed
+    once per models, prefix and ``k`` (``law_memo``); only the pooling depends on ``samples``.
     """
-    pair, k, vocab = scenario.pair, scenario.k, scenario.pair.target.vocab_size
-    if not pair.target.rows:
-        target, draft = pair.target.float_probs, pair.draft.float_probs
-        expected = joint_law_by_enumeration(target, scenario.prefix, k + 1, vocab)
-        mapping, pooled = pool_law_by_expected_count(expected, samples)
-        optimum = tail_sum_by_enumeration(target, draft, scenario.prefix, k, vocab)
-        bound = _float_bound(target, draft, scenario.prefix, k, vocab)
-        return ScenarioPlan(scenario, vocab, mapping, pooled, optimum, bound)
-    expected = law_tensor(target_law(pair.target, scenario.prefix, k + 1), vocab, k + 1)
-    mapping, pooled = pool_law_by_expected_count(expected, samples)
-    tails = accepted_length_tail(pair.target, pair.draft, scenario.prefix, k)
-    prefix = scenario.prefix
-    tvs = [
-        _exact_tv(target_law(pair.target, prefix, i), target_law(pair.draft, prefix, i))
-        for i in range(1, k + 1)
-    ]
-    return ScenarioPlan(scenario, vocab, mapping, pooled, float(sum(tails)), coupling_bound(tvs))
+    pair, k = scenario.pair, scenario.k
+    laws = LAWS.get(
+        (pair.target, pair.draft),
+        ("verifier", scenario.prefix, k),
+        lambda: verifier_laws(scenario),
+    )
+    return _pooled_plan(scenario, laws, samples)
 
 
 def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
@@ -323,28 +283,19 @@ def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
     the target's greedy path where the greedy draft leaves it, so the coupling bound computed
     from the greedy draft does not hold for every lossless step there.
     """
-    pair, k, vocab = scenario.pair, scenario.k, scenario.pair.target.vocab_size
-    target_rows = warped_rows(pair.target, scenario)
-    expected = joint_law_by_enumeration(target_rows, scenario.prefix, k + 1, vocab)
-    mapping, pooled = pool_law_by_expected_count(expected, samples)
-    draft_rows = warped_rows(pair.draft, scenario)
-    optimum = tail_sum_by_enumeration(target_rows, draft_rows, scenario.prefix, k, vocab)
-    bound = _float_bound(target_rows, draft_rows, scenario.prefix, k, vocab)
-    if scenario.temperature == 0:  # no bound below k+1 (docstring)
-        bound = float(k + 1)
-    return ScenarioPlan(scenario, vocab, mapping, pooled, optimum, bound)
+    s = scenario
+    laws = LAWS.get(
+        (s.pair.target, s.pair.draft, s.warping),
+        ("step", s.prefix, s.k, s.temperature, s.top_k, s.top_p, s.logits_dtype),
+        lambda: step_laws(scenario),
+    )
+    return _pooled_plan(scenario, laws, samples)
 
 
-def _float_bound(
-    target_rows: RowFn, draft_rows: RowFn, prefix: Sequence[int], k: int, vocab: int
-) -> float:
-    """``coupling_bound`` of float64 rows (laws enumerated over ``V^i`` sequences)."""
-    tvs = []
-    for i in range(1, k + 1):
-        target = joint_law_by_enumeration(target_rows, prefix, i, vocab)
-        draft = joint_law_by_enumeration(draft_rows, prefix, i, vocab)
-        tvs.append(float((target - draft).abs().sum()) / 2)
-    return coupling_bound(tvs)
+def _pooled_plan(scenario: Scenario, laws: ScenarioLaws, samples: int) -> ScenarioPlan:
+    mapping, pooled = pool_law_by_expected_count(laws.expected, samples)
+    vocab = scenario.pair.target.vocab_size
+    return ScenarioPlan(scenario, vocab, mapping, pooled, laws.optimal_tokens, laws.max_tokens)
 
 
 def cell_sequence(plan: CellPlan, cell: int) -> tuple[int, ...]:
