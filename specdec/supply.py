@@ -162,9 +162,7 @@ class Supply(DispatchMode):
         if op_facts(func).plain and (races is None or not maybe_followed(races.ids, args, kwargs)):
             return func(*args, **kwargs)  # the fast path: nothing to feed, follow or poison
         if races is not None:
-            return races.dispatch(
-                func, args, kwargs, lambda: self._dispatch(func, args, kwargs)
-            )
+            return races.dispatch(func, args, kwargs, lambda: self._dispatch(func, args, kwargs))
         return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
