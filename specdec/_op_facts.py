@@ -35,30 +35,32 @@ class OpFacts:
     """One op's facts.
 
     Attributes:
+        func: the op (an ``OpOverload``).
         packet: its ``OpOverloadPacket`` (``torch.ops.aten.add`` for ``aten.add.Tensor``).
         mutable: whether its schema writes an argument (in place, ``out=``).
         random: whether its name holds a word of ``RANDOM_WORDS``.
         plain: neither: with no followed argument the mode just runs it.
     """
 
+    func: Any
     packet: Any
     mutable: bool
     random: bool
     plain: bool
 
 
-_FACTS: dict[Any, OpFacts] = {}
+_FACTS: dict[int, OpFacts] = {}  # by id: an op's ``__hash__`` is Python code; the facts hold
 
 
-def op_facts(func: Any) -> OpFacts:
+def op_facts(func: Any) -> OpFacts:  # the op, so its id is never reused
     """``func``'s facts (an ``OpOverload``), computed at its first call and kept."""
-    facts = _FACTS.get(func)
+    facts = _FACTS.get(id(func))
     if facts is None:
         packet = func.overloadpacket
         random = any(word in packet.__name__ for word in RANDOM_WORDS)
         mutable = bool(func._schema.is_mutable)
-        facts = OpFacts(packet, mutable, random, plain=not (mutable or random))
-        _FACTS[func] = facts
+        facts = OpFacts(func, packet, mutable, random, plain=not (mutable or random))
+        _FACTS[id(func)] = facts
     return facts
 
 
@@ -75,4 +77,6 @@ def maybe_followed(ids: set[int], args: tuple[Any, ...], kwargs: dict[str, Any])
             for item in value:
                 if isinstance(item, Tensor) and id(item) in ids:
                     return True
-    return any(isinstance(value, Tensor) and id(value) in ids for value in kwargs.values())
+    if kwargs:
+        return any(isinstance(value, Tensor) and id(value) in ids for value in kwargs.values())
+    return False
