@@ -236,7 +236,7 @@ def race_winners(log_weight: Tensor, uniforms: Tensor, form: Form) -> tuple[Tens
     top = log_weight == math.inf
     finite = torch.isfinite(log_weight)
     any_finite = finite.any(-1)
-    largest = torch.where(finite, log_weight, -math.inf).max(-1).values
+    largest = torch.where(finite, log_weight, -math.inf).amax(-1)  # amax: max(dim) is slow
     largest = torch.where(any_finite, largest, 0.0)
     weights = torch.where(finite, torch.exp(log_weight - largest[:, None]), 0.0)
     cdf = weights.cumsum(-1) / weights.sum(-1, keepdim=True).clamp(min=1e-300)
@@ -246,7 +246,7 @@ def race_winners(log_weight: Tensor, uniforms: Tensor, form: Form) -> tuple[Tens
         nan.any(-1), _first(nan), torch.where(top.any(-1), _first(top), drawn.where(any_finite, 0))
     )
     count = finite.sum(-1).where(~nan.any(-1) & ~top.any(-1), 0)
-    magnitude = torch.where(finite, log_weight.abs(), 0.0).max(-1).values
+    magnitude = torch.where(finite, log_weight.abs(), 0.0).amax(-1)
     v = count.double()
     rows_bound = (  # race_bound per row
         v * form.beta + 1.5 * v * (v - 1) * form.delta + (v * (v + 4) + 2 * magnitude) * 2.0**-53

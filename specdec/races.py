@@ -148,6 +148,7 @@ class RaceTracker:
     def __init__(self, tape: ValueTape) -> None:
         self.tape = tape
         self.forms: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.ids: set[int] = set()  # of every tensor ever followed (specdec._op_facts)
         self.sources: list[_Source] = []
         self.clocks = 0  # clock ids handed out
         self.raced_ids: set[int] = set()
@@ -179,7 +180,7 @@ class RaceTracker:
             form = Form("pow", ids, zero, 1.0, scale, 0.0, delta, beta, frozenset({index}))
         else:  # U = b + c exp(-Z)
             form = Form("unif", ids, zero, 0.0, scale, offset, delta, beta, frozenset({index}))
-        self.forms[tensor] = form
+        self._follow(tensor, form)
 
     def uniform_source(
         self, tensor: Tensor, start: int, bits: int, *, scale: float = 1.0, offset: float = 0.0
@@ -189,6 +190,10 @@ class RaceTracker:
         h = 2.0**-bits
         delta = h * (-math.log(h) + math.log(-math.log(h)))
         self.source(tensor, start, "unif", delta, 2 * h, scale, offset)
+
+    def _follow(self, tensor: Tensor, form: Form) -> None:
+        self.forms[tensor] = form
+        self.ids.add(id(tensor))
 
     # --- uses -----------------------------------------------------------------------------
     def _concrete(self, form: Form) -> None:
@@ -281,7 +286,7 @@ class RaceTracker:
             if tensor is keep or tensor is target:
                 continue
             if tensor.untyped_storage().data_ptr() == storage:
-                self.forms[tensor] = replace(form, kind="poison")
+                self._follow(tensor, replace(form, kind="poison"))
 
     # --- modelled ops ---------------------------------------------------------------------
     def _derive(
@@ -299,7 +304,7 @@ class RaceTracker:
                     if unit_roundoff(out.dtype) <= unit_roundoff(source.dtype)
                     else (rounded_form(form, out.dtype, out))
                 )
-                self.forms[out] = rounded
+                self._follow(out, rounded)
             else:
                 self._concrete(form)
             return out
@@ -310,7 +315,7 @@ class RaceTracker:
             out = func(*args, **kwargs)
             if not isinstance(out, Tensor) or ids.shape != out.shape:
                 return None  # not followed: a concrete use
-            self.forms[out] = replace(form, ids=ids, log_weight=log_weight)
+            self._follow(out, replace(form, ids=ids, log_weight=log_weight))
             return out
         new = elementwise_form(packet, args, kwargs, form)
         if new is None:
@@ -326,7 +331,7 @@ class RaceTracker:
             )
         if func._schema.is_mutable:
             self._poison_aliases(out, keep=out)
-        self.forms[out] = rounded_form(new, out.dtype, out)
+        self._follow(out, rounded_form(new, out.dtype, out))
         return out
 
     def _derive_right(
@@ -367,7 +372,7 @@ class RaceTracker:
                 ids=new.ids.broadcast_to(out.shape),
                 log_weight=new.log_weight.broadcast_to(out.shape),
             )
-        self.forms[out] = rounded_form(new, out.dtype, out)
+        self._follow(out, rounded_form(new, out.dtype, out))
         return out
 
     # --- the race -------------------------------------------------------------------------
@@ -417,7 +422,7 @@ class RaceTracker:
         if func.overloadpacket in (_ATEN.argmax, _ATEN.argmin):
             return chosen
         values = func(*args, **kwargs)[0]  # max(dim): values are not modelled
-        self.forms[values] = replace(form, kind="poison")
+        self._follow(values, replace(form, kind="poison"))
         return values, chosen
 
     def _rewind(self, form: Form) -> None:

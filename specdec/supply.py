@@ -62,6 +62,7 @@ import torch
 from torch import Tensor
 
 from specdec._dispatch import DispatchMode
+from specdec._op_facts import maybe_followed, op_facts
 from specdec.races import RaceTracker
 from specdec.value_tape import NotEnumerableError, ValueTape
 
@@ -69,7 +70,6 @@ __all__ = ["MoreValuesNeeded", "NotEnumerableError", "Supply"]
 
 _ATEN = torch.ops.aten
 _BITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
-_RANDOM_WORDS = ("rand", "normal", "exponential", "bernoulli", "multinomial", "random", "uniform")
 
 
 class MoreValuesNeeded(Exception):  # noqa: N818 (a request, not an error)
@@ -158,14 +158,18 @@ class Supply(DispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if self.races is not None:
-            return self.races.dispatch(
-                func, args, kwargs, lambda: self._dispatch(func, args, kwargs)
-            )
+        races = self.races
+        if op_facts(func).plain and (races is None or not maybe_followed(races.ids, args, kwargs)):
+            return func(*args, **kwargs)  # the fast path: nothing to feed, follow or poison
+        if races is not None:
+            return races.dispatch(func, args, kwargs, lambda: self._dispatch(func, args, kwargs))
         return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        packet = func.overloadpacket
+        facts = op_facts(func)
+        if not facts.random:
+            return func(*args, **kwargs)
+        packet = facts.packet
         if packet is _ATEN.rand:
             dtype = kwargs.get("dtype") or torch.get_default_dtype()
             return self._uniform(tuple(args[0]), dtype)
@@ -196,9 +200,7 @@ class Supply(DispatchMode):
             return (drawn < probs.double()).to(probs.dtype)
         if packet is _ATEN.randint:
             return self._randint(func._overloadname, args, kwargs)
-        if any(word in packet.__name__ for word in _RANDOM_WORDS):
-            raise self.tape.refuse(f"the random op {packet.__name__} cannot be enumerated")
-        return func(*args, **kwargs)
+        raise self.tape.refuse(f"the random op {packet.__name__} cannot be enumerated")
 
     def _exponential(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor:
         """``exponential_`` by its inverse CDF at the middle of each value's grid cell."""

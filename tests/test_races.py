@@ -133,6 +133,18 @@ def test_clocks_used_both_in_a_race_and_otherwise_are_refused() -> None:
     assert "a value of a race's max/min" in _refused(race_value)
 
 
+def test_clocks_read_inside_a_list_argument_are_a_use_too() -> None:
+    """The mode's fast path (``specdec._op_facts``) skips only ops whose tensor arguments are
+    not followed: clocks reached through a list (``torch.cat``) are still another use."""
+
+    def concatenated(row: Tensor) -> Tensor:
+        clocks = torch.empty_like(row).exponential_()
+        _ = torch.cat([row, clocks])  # the clocks inside a list argument
+        return (row / clocks).argmax()
+
+    assert "both in an exponential/Gumbel race and in another way" in _refused(concatenated)
+
+
 def test_a_race_of_the_wrong_direction_and_shared_clocks_are_refused() -> None:
     def wrong_direction(row: Tensor) -> Tensor:
         return (torch.empty_like(row).exponential_() / row).argmax()
