@@ -344,12 +344,14 @@ def guards(
     generator = torch.Generator().manual_seed(seed)
     low = torch.stack([lows[c][cells[:, c]] for c in range(k_plus_1)], dim=-1)
     span = torch.stack([highs[c][cells[:, c]] for c in range(k_plus_1)], dim=-1) - low
+    insides = []
     for _ in range(probes):
         fraction = torch.rand(low.shape, generator=generator, dtype=torch.float64)
-        inside = low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1)
-        first, failure = twice(evaluate, inside)
-        if failure is not None:
-            return failure
+        insides.append(low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1))
+    every, failure = twice(evaluate, torch.cat(insides))  # every probe's points in one batch
+    if failure is not None:
+        return failure
+    for inside, first in zip(insides, every.split(low.shape[0]), strict=True):
         wrong = (first != expected).any(dim=-1).nonzero()
         if wrong.numel():
             row = int(wrong[0])
