@@ -112,9 +112,11 @@ def confirmed(evaluate: Evaluator, candidates: list[list[Fraction]]) -> list[set
         return cuts
     outputs = evaluate(points)  # every coordinate's lines in one call
     half = points.shape[0] // 2
-    changed = (outputs[:half] != outputs[half:]).any(dim=-1).split([len(at) for at in ats])
-    for coordinate, (at, change) in enumerate(zip(ats, changed, strict=True)):
-        cuts[coordinate] |= set(at[change].tolist())
+    changed = (outputs[:half] != outputs[half:]).any(dim=-1)
+    start = 0
+    for coordinate, at in enumerate(ats):
+        cuts[coordinate] |= set(at[changed[start : start + len(at)]].tolist())
+        start += len(at)
     return cuts
 
 
@@ -351,7 +353,8 @@ def guards(
     every, failure = twice(evaluate, torch.cat(insides))  # every probe's points in one batch
     if failure is not None:
         return failure
-    for inside, first in zip(insides, every.split(low.shape[0]), strict=True):
+    for probe, inside in enumerate(insides):
+        first = every[probe * len(inside) : (probe + 1) * len(inside)]
         wrong = (first != expected).any(dim=-1).nonzero()
         if wrong.numel():
             row = int(wrong[0])
