@@ -23,6 +23,7 @@ __all__ = [
     "MAX_CUTS",
     "MAX_PASSES",
     "SEARCH_POINTS",
+    "SEARCH_ROWS",
     "START_POINTS",
     "BatchEvaluator",
     "Evaluator",
@@ -96,16 +97,26 @@ def confirmed(evaluate: Evaluator, candidates: list[list[Fraction]]) -> list[set
     others = torch.tensor(
         list(itertools.product((0, GRID // 2, GRID - 1), repeat=evaluate.dims - 1))
     )
+    befores, afters, ats = [], [], []
     for coordinate, values in enumerate(candidates):
         indices = sorted({grid_index(v) for v in values} - {0, GRID})
-        if not indices:
-            continue
         lines = others.repeat_interleave(len(indices), dim=0)  # [lines * candidates, k]
-        at = torch.tensor(indices).repeat(others.shape[0])
-        before = torch.cat([lines[:, :coordinate], (at - 1)[:, None], lines[:, coordinate:]], 1)
-        after = torch.cat([lines[:, :coordinate], at[:, None], lines[:, coordinate:]], 1)
-        changed = (evaluate(before) != evaluate(after)).any(dim=-1)
-        cuts[coordinate] |= set(at[changed].tolist())
+        at = torch.tensor(indices, dtype=torch.int64).repeat(others.shape[0])
+        befores.append(
+            torch.cat([lines[:, :coordinate], (at - 1)[:, None], lines[:, coordinate:]], 1)
+        )
+        afters.append(torch.cat([lines[:, :coordinate], at[:, None], lines[:, coordinate:]], 1))
+        ats.append(at)
+    points = torch.cat(befores + afters) if befores else torch.zeros(0, k_plus_1)
+    if points.shape[0] == 0:
+        return cuts
+    outputs = evaluate(points)  # every coordinate's lines in one call
+    half = points.shape[0] // 2
+    changed = (outputs[:half] != outputs[half:]).any(dim=-1)
+    start = 0
+    for coordinate, at in enumerate(ats):
+        cuts[coordinate] |= set(at[changed[start : start + len(at)]].tolist())
+        start += len(at)
     return cuts
 
 
@@ -150,7 +161,9 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
         corners = _corners(ordered)
         grid = torch.cartesian_prod(*corners).reshape(-1, len(corners))  # [points, k+1]
         outputs = evaluate(grid).reshape(*(len(c) for c in corners), -1)
-        found = 0
+        starts: list[tuple[list[int], int, int]] = []
+        axes: list[int] = []
+        references = []
         for coordinate, axis in enumerate(corners):
             low = outputs.index_select(coordinate, torch.arange(0, len(axis), 2))
             high = outputs.index_select(coordinate, torch.arange(1, len(axis), 2))
@@ -158,16 +171,19 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
             lines = differ.nonzero()
             if lines.numel() == 0:
                 continue
-            starts = []
             for line in lines.tolist():  # the line through these corner indices
                 point = [int(corners[c][line[c]]) for c in range(len(corners))]
                 cell = line[coordinate]
                 point[coordinate] = int(axis[2 * cell])
                 starts.append((point, int(axis[2 * cell]), int(axis[2 * cell + 1])))
+            axes += [coordinate] * len(lines)
             at_low = lines.clone()  # each line's corner at its cell's lowest index
             at_low[:, coordinate] *= 2
-            reference = outputs[tuple(at_low.T)]
-            for index in _first_changes(evaluate, coordinate, starts, reference):
+            references.append(outputs[tuple(at_low.T)])
+        found = 0
+        if starts:  # every coordinate's lines searched together: fewer, larger calls
+            changes = _first_changes(evaluate, axes, starts, torch.cat(references))
+            for coordinate, index in changes:
                 if index not in cuts[coordinate]:
                     cuts[coordinate].add(index)
                     found += 1
@@ -192,83 +208,105 @@ function, pays that cost about a quarter as often). An evaluator may say otherwi
 row by row) and its ``hints``, sorted indices tried first (``specdec._hints``)."""
 
 
+SEARCH_ROWS = 127
+"""Rows one search call may widen to (``_search``): a batched rule on a toy scenario costs
+about the same per call up to here, so a line searched alone probes 127 indices a call and
+reaches one grid step in 8 calls (15 indices: 14)."""
+
+
 def _first_changes(
     evaluate: Evaluator,
-    coordinate: int,
+    axes: list[int],
     starts: list[tuple[list[int], int, int]],
     reference: Tensor | None = None,
-) -> set[int]:
-    """For each line (a point, and the lowest and highest index of a cell along
-    ``coordinate`` whose outputs differ), the first index whose output differs from the
-    lowest's, by a 16-ary search (all lines at once, ``SEARCH_POINTS`` probes each).
+) -> set[tuple[int, int]]:
+    """For each line (a point, and the lowest and highest index of a cell along its
+    coordinate, ``axes``, whose outputs differ), ``(coordinate, first index whose output
+    differs from the lowest's)``, by a 16-ary search (all lines at once, whatever their
+    coordinate, ``SEARCH_POINTS`` probes each).
 
     On an interval-decided rule the indices with the lowest's output form an interval from the
     lowest (claim 14), so the first change is unique and any search keeping "``low`` has the
     lowest's output, ``high`` does not" finds it; this narrows to the first probe that differs.
     """
     points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
+    along = torch.tensor(axes, dtype=torch.int64)  # [m] each line's coordinate
     if reference is None:
         reference = evaluate(points)  # the output at the lowest index of each cell
     low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
     high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
 
+    def probes(lines: Tensor, at: Tensor) -> Tensor:
+        """The points of ``lines`` (each repeated ``at.shape[1]`` times) moved to ``at``."""
+        count = at.shape[1]
+        probe = points[lines].repeat_interleave(count, dim=0)
+        probe[torch.arange(probe.shape[0]), along[lines].repeat_interleave(count)] = at.reshape(-1)
+        return probe
+
     def outputs_at(lines: Tensor, at: Tensor) -> Tensor:
-        probe = points[lines].clone()
-        probe[:, coordinate] = at
-        return evaluate(probe)
+        return evaluate(probes(lines, at[:, None]))
 
     # lines through one cell mostly change at one index: search one line per cell first,
     # then try its change on the others (two evaluations each) before searching them
     _, group, counts = torch.unique(
-        torch.stack([low, high], 1), dim=0, return_inverse=True, return_counts=True
+        torch.stack([along, low, high], 1), dim=0, return_inverse=True, return_counts=True
     )
     first = torch.full((len(counts),), len(starts), dtype=torch.int64)
     first = first.scatter_reduce(0, group, torch.arange(len(starts)), "amin")
-    _search(evaluate, outputs_at, reference, low, high, first, coordinate, points)
+    _search(evaluate, outputs_at, probes, reference, low, high, first)
     rest = torch.ones(len(starts), dtype=torch.bool).index_fill(0, first, False)
     others = rest.nonzero().flatten()
     if others.numel():
         guess = high[first[group[others]]]  # the change its cell's first line found
         inside = (guess > low[others]) & (guess <= high[others])
-        below = outputs_at(others, (guess - 1).maximum(low[others]))
-        at = outputs_at(others, guess.minimum(high[others]))
+        both = probes(others, torch.stack([(guess - 1).maximum(low[others]),
+                                           guess.minimum(high[others])], 1))  # fmt: skip
+        below, at = evaluate(both).reshape(len(others), 2, -1).unbind(1)
         same_below = (below == reference[others]).all(dim=-1)
         differs_at = (at != reference[others]).any(dim=-1)
         hit = inside & same_below & differs_at
         low[others[hit]] = guess[hit] - 1
         high[others[hit]] = guess[hit]
-        _search(evaluate, outputs_at, reference, low, high, others[~hit], coordinate, points)
-    return set(high.tolist())
+        _search(evaluate, outputs_at, probes, reference, low, high, others[~hit])
+    return set(zip(axes, high.tolist(), strict=True))
 
 
 def _search(
     evaluate: Evaluator,
     outputs_at: Callable[[Tensor, Tensor], Tensor],
+    probes: Callable[[Tensor, Tensor], Tensor],
     reference: Tensor,
     low: Tensor,
     high: Tensor,
     lines: Tensor,
-    coordinate: int,
-    points: Tensor,
 ) -> None:
     """Narrow ``(low, high]`` of ``lines`` (in place, on the caller's own tensors) to one grid
     step: the evaluator's hints first, then a ``search_points``-ary search."""
     if lines.numel() == 0:
         return
+    least = int(getattr(evaluate, "search_points", SEARCH_POINTS))
+
+    def per_line(active: int) -> int:
+        """Probes per line and call: ``least``, widened (15, 31, 63, ...) while the call
+        stays within ``SEARCH_ROWS`` rows; 1 (bisection) for an evaluator whose cost is per
+        row."""
+        count = least
+        while count > 1 and (2 * count + 1) * active <= SEARCH_ROWS:
+            count = 2 * count + 1
+        return count
+
     hints = getattr(evaluate, "hints", None)  # guesses first (``specdec._hints``)
     if hints is not None:
         low[lines], high[lines] = narrow_by_hints(
             lambda chosen, at: outputs_at(lines[chosen], at),
-            reference[lines], low[lines], high[lines], hints,
+            reference[lines], low[lines], high[lines], hints, per_line,
         )  # fmt: skip
-    count = int(getattr(evaluate, "search_points", SEARCH_POINTS))
-    steps = torch.arange(1, count + 1, dtype=torch.int64)
     while bool((active := lines[high[lines] - low[lines] > 1]).numel()):
+        count = per_line(len(active))
+        steps = torch.arange(1, count + 1, dtype=torch.int64)
         lo, hi = low[active], high[active]
         at = lo[:, None] + ((hi - lo)[:, None] * steps) // (count + 1)  # [a, P]
-        probe = points[active].repeat_interleave(count, dim=0)
-        probe[:, coordinate] = at.reshape(-1)
-        outputs = evaluate(probe).reshape(len(active), count, -1)
+        outputs = evaluate(probes(active, at)).reshape(len(active), count, -1)
         differ = (outputs != reference[active][:, None, :]).any(dim=-1)  # [a, P]
         found = differ.any(dim=-1)
         first = differ.to(torch.int8).argmax(dim=-1)  # the first differing probe (if any)
@@ -308,12 +346,15 @@ def guards(
     generator = torch.Generator().manual_seed(seed)
     low = torch.stack([lows[c][cells[:, c]] for c in range(k_plus_1)], dim=-1)
     span = torch.stack([highs[c][cells[:, c]] for c in range(k_plus_1)], dim=-1) - low
+    insides = []
     for _ in range(probes):
         fraction = torch.rand(low.shape, generator=generator, dtype=torch.float64)
-        inside = low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1)
-        first, failure = twice(evaluate, inside)
-        if failure is not None:
-            return failure
+        insides.append(low + (fraction * span.to(torch.float64)).long().clamp(max=span - 1))
+    every, failure = twice(evaluate, torch.cat(insides))  # every probe's points in one batch
+    if failure is not None:
+        return failure
+    for probe, inside in enumerate(insides):
+        first = every[probe * len(inside) : (probe + 1) * len(inside)]
         wrong = (first != expected).any(dim=-1).nonzero()
         if wrong.numel():
             row = int(wrong[0])

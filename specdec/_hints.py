@@ -136,6 +136,7 @@ def narrow_by_hints(
     low: Tensor,
     high: Tensor,
     hints: Tensor,
+    per_line: Callable[[int], int] = lambda lines: 1,
 ) -> tuple[Tensor, Tensor]:
     """Narrow each line's bracket ``(low, high]`` (``low`` has the line's reference output,
     ``high`` does not) to one between two hints, then to the hint itself where the index
@@ -143,11 +144,14 @@ def narrow_by_hints(
 
     Args:
         outputs_at: ``outputs_at(lines, indices)``: the outputs ``[n, width]`` of the lines
-            (indices into the caller's lines) at those indices along the searched coordinate.
+            (indices into the caller's lines, a line may repeat) at those indices along the
+            searched coordinate.
         reference: ``[m, width]`` each line's output at ``low``.
         low: ``[m]`` indices with the reference output.
         high: ``[m]`` indices without it.
         hints: sorted grid indices (``line_hints``).
+        per_line: hints probed per line and call, given the lines still searched (``1``: a
+            binary search; more: a search of that arity, fewer calls of more rows).
 
     Returns:
         The narrowed ``(low, high)``: the same invariant, ``high - low == 1`` where a hint was
@@ -161,10 +165,23 @@ def narrow_by_hints(
     right = torch.searchsorted(hints, high, right=False)
     lo, hi = left - 1, right  # bracket over hint positions: lo same (or low), hi differs
     while bool((active := (hi - lo > 1).nonzero().flatten()).numel()):
-        middle = (lo[active] + hi[active]) // 2
-        same = (outputs_at(active, hints[middle]) == reference[active]).all(dim=-1)
-        lo[active] = torch.where(same, middle, lo[active])
-        hi[active] = torch.where(same, hi[active], middle)
+        count = per_line(len(active))
+        start, span = lo[active, None], (hi - lo)[active, None]
+        at = start + span * torch.arange(1, count + 1) // (count + 1)  # [a, count], sorted
+        # positions strictly above lo, each once (a short bracket repeats them)
+        repeats = torch.cat(
+            [torch.zeros_like(at[:, :1], dtype=torch.bool), at[:, 1:] == at[:, :-1]], 1
+        )
+        probed = (at > start) & ~repeats
+        lines = active[:, None].expand_as(at)[probed]
+        same = torch.ones_like(at, dtype=torch.bool)
+        same[probed] = (outputs_at(lines, hints[at[probed]]) == reference[lines]).all(dim=-1)
+        differ = ~same  # monotone along a line: same up to its first change
+        found = differ.any(dim=-1)
+        first = differ.to(torch.int8).argmax(dim=-1)
+        top = torch.where(found, at.gather(1, first[:, None])[:, 0], hi[active])
+        lo[active] = torch.where(probed & same & (at < top[:, None]), at, start).amax(dim=-1)
+        hi[active] = top
     inside_low = lo >= left
     inside_high = hi < right
     low = torch.where(inside_low, hints[lo.clamp(min=0, max=hints.numel() - 1)], low)

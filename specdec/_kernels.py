@@ -26,7 +26,14 @@ def inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
     """Unchecked inverse CDF on float64 rows; shared by the verification rules."""
     cdf = probs.cumsum(dim=-1)  # [*b, V], non-decreasing, flat over zero-probability tokens
     threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)  # [*b, 1], u scaled by the row total
-    index = torch.searchsorted(cdf.contiguous(), threshold.contiguous(), right=True).squeeze(-1)
+    if bool(((probs >= 0).all(dim=-1) & torch.isfinite(cdf[..., -1])).all()):
+        # a sorted CDF without NaN: the entries at or below the threshold are the index
+        # ``searchsorted(right=True)`` gives, counted in one pass that torch does not split
+        # across threads (searchsorted does, at a few dozen rows: slow on a busy machine)
+        index = (cdf <= threshold).sum(dim=-1)
+    else:
+        index = torch.searchsorted(cdf.contiguous(), threshold.contiguous(), right=True)
+        index = index.squeeze(-1)
     # The CDF is flat across zero-probability tokens, so the first index whose CDF exceeds the
     # threshold always has positive probability; only when u * total rounds up to the total
     # (index == V) does a row need its last positive token instead.
