@@ -26,7 +26,9 @@ def inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
     """Unchecked inverse CDF on float64 rows; shared by the verification rules."""
     cdf = probs.cumsum(dim=-1)  # [*b, V], non-decreasing, flat over zero-probability tokens
     threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)  # [*b, 1], u scaled by the row total
-    if bool(((probs >= 0).all(dim=-1) & torch.isfinite(cdf[..., -1])).all()):
+    # (the guard compares in Python, not with a torch comparison op: an audit's threshold
+    # recorder would log a tensor compared with 0 as one of the audited function's thresholds)
+    if probs.numel() and bool(torch.isfinite(cdf[..., -1]).all()) and float(probs.amin()) >= 0:
         # a sorted CDF without NaN: the entries at or below the threshold are the index
         # ``searchsorted(right=True)`` gives, counted in one pass that torch does not split
         # across threads (searchsorted does, at a few dozen rows: slow on a busy machine)
