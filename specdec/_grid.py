@@ -218,12 +218,13 @@ def _first_changes(
     evaluate: Evaluator,
     axes: list[int],
     starts: list[tuple[list[int], int, int]],
-    reference: Tensor | None = None,
+    reference: Tensor,
 ) -> set[tuple[int, int]]:
     """For each line (a point, and the lowest and highest index of a cell along its
     coordinate, ``axes``, whose outputs differ), ``(coordinate, first index whose output
     differs from the lowest's)``, by a 16-ary search (all lines at once, whatever their
-    coordinate, ``SEARCH_POINTS`` probes each).
+    coordinate, ``SEARCH_POINTS`` probes each); ``reference`` is each line's output at its
+    lowest index.
 
     On an interval-decided rule the indices with the lowest's output form an interval from the
     lowest (claim 14), so the first change is unique and any search keeping "``low`` has the
@@ -231,8 +232,6 @@ def _first_changes(
     """
     points = torch.tensor([point for point, _, _ in starts], dtype=torch.int64)  # [m, k+1]
     along = torch.tensor(axes, dtype=torch.int64)  # [m] each line's coordinate
-    if reference is None:
-        reference = evaluate(points)  # the output at the lowest index of each cell
     low = torch.tensor([lo for _, lo, _ in starts], dtype=torch.int64)  # same as reference
     high = torch.tensor([hi for _, _, hi in starts], dtype=torch.int64)  # differs from it
 
@@ -243,9 +242,6 @@ def _first_changes(
         probe[torch.arange(probe.shape[0]), along[lines].repeat_interleave(count)] = at.reshape(-1)
         return probe
 
-    def outputs_at(lines: Tensor, at: Tensor) -> Tensor:
-        return evaluate(probes(lines, at[:, None]))
-
     # lines through one cell mostly change at one index: search one line per cell first,
     # then try its change on the others (two evaluations each) before searching them
     _, group, counts = torch.unique(
@@ -253,7 +249,7 @@ def _first_changes(
     )
     first = torch.full((len(counts),), len(starts), dtype=torch.int64)
     first = first.scatter_reduce(0, group, torch.arange(len(starts)), "amin")
-    _search(evaluate, outputs_at, probes, reference, low, high, first)
+    _search(evaluate, probes, reference, low, high, first)
     rest = torch.ones(len(starts), dtype=torch.bool).index_fill(0, first, False)
     others = rest.nonzero().flatten()
     if others.numel():
@@ -267,13 +263,12 @@ def _first_changes(
         hit = inside & same_below & differs_at
         low[others[hit]] = guess[hit] - 1
         high[others[hit]] = guess[hit]
-        _search(evaluate, outputs_at, probes, reference, low, high, others[~hit])
+        _search(evaluate, probes, reference, low, high, others[~hit])
     return set(zip(axes, high.tolist(), strict=True))
 
 
 def _search(
     evaluate: Evaluator,
-    outputs_at: Callable[[Tensor, Tensor], Tensor],
     probes: Callable[[Tensor, Tensor], Tensor],
     reference: Tensor,
     low: Tensor,
@@ -298,7 +293,7 @@ def _search(
     hints = getattr(evaluate, "hints", None)  # guesses first (``specdec._hints``)
     if hints is not None:
         low[lines], high[lines] = narrow_by_hints(
-            lambda chosen, at: outputs_at(lines[chosen], at),
+            lambda chosen, at: evaluate(probes(lines[chosen], at[:, None])),
             reference[lines], low[lines], high[lines], hints, per_line,
         )  # fmt: skip
     while bool((active := lines[high[lines] - low[lines] > 1]).numel()):

@@ -6,6 +6,8 @@ public, checked wrappers are ``specdec.sample``, ``specdec.acceptance_probs`` an
 ``specdec.testing.zoo`` share these so that each rule differs from another only where it means to.
 """
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -26,9 +28,16 @@ def inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
     """Unchecked inverse CDF on float64 rows; shared by the verification rules."""
     cdf = probs.cumsum(dim=-1)  # [*b, V], non-decreasing, flat over zero-probability tokens
     threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)  # [*b, 1], u scaled by the row total
-    # (the guard compares in Python, not with a torch comparison op: an audit's threshold
-    # recorder would log a tensor compared with 0 as one of the audited function's thresholds)
-    if probs.numel() and bool(torch.isfinite(cdf[..., -1]).all()) and float(probs.amin()) >= 0:
+    # The guard reads the least entry and the largest total back at once (NaN if any is) and
+    # compares in Python, not with a torch comparison op: an audit's threshold recorder would
+    # log a tensor compared with 0 as one of the audited function's thresholds. With every
+    # entry >= 0 the largest total is finite exactly when every total is.
+    least, most = (
+        (-1.0, 0.0)
+        if not probs.numel()
+        else (torch.stack([probs.amin(), cdf[..., -1].amax()]).tolist())
+    )
+    if least >= 0 and math.isfinite(most):
         # a sorted CDF without NaN: the entries at or below the threshold are the index
         # ``searchsorted(right=True)`` gives, counted in one pass that torch does not split
         # across threads (searchsorted does, at a few dozen rows: slow on a busy machine)

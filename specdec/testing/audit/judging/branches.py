@@ -69,6 +69,7 @@ from specdec.testing.audit.running.plan import (
     samples_for_tv,
     split_error_rate,
 )
+from specdec.testing.audit.running.scenario_laws import step_key
 from specdec.testing.audit.scenarios.catalogue import scenario_catalogue
 from specdec.testing.audit.scenarios.multi_battery import PositionScenario, TreeScenario
 from specdec.testing.stats import min_sample_size_by_l1
@@ -337,12 +338,8 @@ _CHAIN_RATES: IdentityMemo[dict[str, float]] = IdentityMemo(budget=256, size=lam
 
 def _memo_chain_rates(scenario: Scenario, *, step: bool) -> dict[str, float]:
     """``chain_branch_rates``, kept per models, warping and the values the walk reads."""
-    s = scenario
-    rates = _CHAIN_RATES.get(
-        (s.pair.target, s.pair.draft, s.warping),
-        (step, s.prefix, s.k, s.temperature, s.top_k, s.top_p, s.logits_dtype),
-        lambda: chain_branch_rates(scenario, step=step),
-    )
+    held, values = step_key(scenario)  # the rates read what the step's warped rows read
+    rates = _CHAIN_RATES.get(held, (step, values), lambda: chain_branch_rates(scenario, step=step))
     return dict(rates)
 
 

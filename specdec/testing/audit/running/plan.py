@@ -71,6 +71,7 @@ from specdec.testing.audit.running.scenario_laws import (
     LAWS,
     ScenarioLaws,
     coupling_bound,
+    step_key,
     step_laws,
     verifier_laws,
 )
@@ -283,12 +284,8 @@ def plan_step_scenario(scenario: Scenario, samples: int) -> ScenarioPlan:
     the target's greedy path where the greedy draft leaves it, so the coupling bound computed
     from the greedy draft does not hold for every lossless step there.
     """
-    s = scenario
-    laws = LAWS.get(
-        (s.pair.target, s.pair.draft, s.warping),
-        ("step", s.prefix, s.k, s.temperature, s.top_k, s.top_p, s.logits_dtype),
-        lambda: step_laws(scenario),
-    )
+    held, values = step_key(scenario)
+    laws = LAWS.get(held, ("step", values), lambda: step_laws(scenario))
     return _pooled_plan(scenario, laws, samples)
 
 

@@ -29,7 +29,14 @@ from specdec.testing.stats import (
 )
 from specdec.theory import accepted_length_tail
 
-__all__ = ["LAWS", "ScenarioLaws", "coupling_bound", "step_laws", "verifier_laws"]
+__all__ = [
+    "LAWS",
+    "ScenarioLaws",
+    "coupling_bound",
+    "step_key",
+    "step_laws",
+    "verifier_laws",
+]
 
 
 class ScenarioLaws(NamedTuple):
@@ -44,6 +51,14 @@ LAWS: IdentityMemo[ScenarioLaws] = IdentityMemo(
     budget=1 << 22, size=lambda laws: laws.expected.numel()
 )
 """Laws kept for at most about 4M sequences in all (32 MiB of float64), the newest always."""
+
+
+def step_key(scenario: Scenario) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """What a step scenario's warped rows read, as an ``IdentityMemo`` key: the models and the
+    warping (by identity), and the prefix, ``k``, sampling options and logits dtype."""
+    s = scenario
+    held = (s.pair.target, s.pair.draft, s.warping)
+    return held, (s.prefix, s.k, s.temperature, s.top_k, s.top_p, s.logits_dtype)
 
 
 def coupling_bound(tvs: Sequence[float]) -> float:
