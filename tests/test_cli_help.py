@@ -5,18 +5,25 @@ The checks run in fresh interpreters (this test process has loaded transformers 
 their negative control, ``from specdec.models import HFModel``, must load transformers, so the
 check can fail. The import statements run in one interpreter, in order (``IMPORTS``): each one
 imports what the one before it imports, so what is loaded after it is what it loads in a fresh
-interpreter.
+interpreter. Both probes run as forks of one interpreter that has imported torch and nothing
+else (``tests/_preloaded.py``): what they record is what is loaded beyond torch, and torch
+loads none of specdec, transformers or the other libraries they look for.
 """
 
 import argparse
 import json
-import subprocess
+import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specdec.cli import HELP_EPILOGS, load_function, main
+from tests._preloaded import Preloaded
+
+ROOT = Path(__file__).resolve().parent.parent
 
 IMPORTS = (  # each one imports the one before it; the last is the control
     "import specdec",
@@ -35,17 +42,26 @@ print(json.dumps(loaded))
 
 
 @pytest.fixture(scope="module")
-def loads_transformers() -> dict[str, bool]:
+def python() -> Iterator[Preloaded]:
+    """One preloaded interpreter for the module's probes (they go one at a time)."""
+    preloaded = Preloaded(1, dict(os.environ))
+    yield preloaded
+    preloaded.close()
+
+
+def _probe(python: Preloaded, code: str, *arguments: str) -> str:
+    """The last line ``python -c code arguments`` prints; it must exit 0."""
+    done = python.run(["python", "-c", code, *arguments], ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def loads_transformers(python: Preloaded) -> dict[str, bool]:
     """Each of ``IMPORTS``: whether transformers is loaded once it has run (in order, in one
     fresh interpreter)."""
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(IMPORTS)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return dict(zip(IMPORTS, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
+    done = _probe(python, PROBE, json.dumps(IMPORTS))
+    return dict(zip(IMPORTS, json.loads(done), strict=True))
 
 
 # every command's --help: test_help_loads_nothing_beyond_torch_but_specdec_and_jaxtyping
@@ -89,19 +105,12 @@ print(json.dumps({"seconds": seconds, "new": new}))
 ALLOWED = {"specdec", "jaxtyping", "wadler_lindig", "typing_extensions"}
 
 
-def test_help_loads_nothing_beyond_torch_but_specdec_and_jaxtyping() -> None:
+def test_help_loads_nothing_beyond_torch_but_specdec_and_jaxtyping(python: Preloaded) -> None:
     """After ``import torch``, ``--help`` (of every command) may load only specdec, jaxtyping
     and the standard library: no transformers, no matplotlib, no tqdm, no scipy. That is what
     keeps ``specdec --help`` within half a second of ``import torch`` (timings in
     ``benchmarks/README.md``; not asserted here, the machine's load would decide)."""
-    done = subprocess.run(
-        [sys.executable, "-c", HELP_PROBE % COMMANDS],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    new = json.loads(done.stdout.strip().splitlines()[-1])["new"]
+    new = json.loads(_probe(python, HELP_PROBE % COMMANDS))["new"]
     assert "hypothesis" in set(new.pop("control")) - ALLOWED  # the check can fail
     assert set(new) == {"--help", *(f"{c} --help" for c in COMMANDS)}
     for argv, modules in new.items():
