@@ -31,7 +31,7 @@ def _digest(tensors: list[Tensor], logits_to_keep: int | None) -> bytes:
     for tensor in tensors:
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)};".encode())
         raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        digest.update(memoryview(raw.numpy()))
+        digest.update(raw.numpy().data)
     return digest.digest()
 
 
