@@ -128,8 +128,10 @@ def warp_probs(
     # Shift by the row maximum first: the maximum becomes 0, nothing overflows to +inf (which
     # would give NaN), and every filter below is invariant under a shift.
     # ``scores`` is a fresh tensor from here on (never the caller's), so it is divided and
-    # filtered in place; dividing by 1 is exact, so it is skipped.
-    scores = scores - scores.amax(dim=-1, keepdim=True)
+    # filtered in place; dividing by 1 is exact, so it is skipped. The widened copy is fresh
+    # already unless the logits were float64: then the shift makes the copy, else it is in place.
+    highest = scores.amax(dim=-1, keepdim=True)
+    scores = scores - highest if scores is checked else scores.sub_(highest)
     if temperature != 1.0:
         scores.div_(temperature)
     if top_k is not None and top_k < vocab:

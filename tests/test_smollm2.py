@@ -51,6 +51,7 @@ from specdec.generate import Generation
 from specdec.models import HFModel, MappedDraft, VocabularyMap, load_smollm2
 from specdec.models.drafts import bfloat16_copy, truncated_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1, min_sample_size_by_l1
+from tests._memo_model import MemoModel
 from tests._tiny_models import vocabulary_copy
 
 NUM_LAYERS, VOCAB = 30, 49_152
@@ -110,10 +111,15 @@ def greedy_reference(
 
 
 @pytest.fixture(scope="module")
-def bfloat16_draft(smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase]) -> HFModel:
-    """The bfloat16 copy both rules of ``test_greedy_speculative_equals_greedy_autoregressive``
-    draft with, made once (``HFModel`` keeps no state between calls: each call gets its cache)."""
-    return HFModel(bfloat16_copy(smollm2[0]))
+def greedy_models(
+    smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+) -> tuple[MemoModel, MemoModel]:
+    """The target and the bfloat16 copy both rules of
+    ``test_greedy_speculative_equals_greedy_autoregressive`` run, made once. Where the two rules'
+    runs make the same call (same tokens, mask, positions and cache bytes: every call, when their
+    verdicts agree), the second gets the first's result instead of an identical forward pass
+    (``tests/_memo_model.py``); ``HFModel`` keeps no state between calls."""
+    return MemoModel(HFModel(smollm2[0])), MemoModel(HFModel(bfloat16_copy(smollm2[0])))
 
 
 def _chat_prompt(tokenizer: PreTrainedTokenizerBase, question: str) -> Tensor:
@@ -176,7 +182,7 @@ def test_load_smollm2_gives_the_30_layer_float32_llama(
 def test_greedy_speculative_equals_greedy_autoregressive(
     smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
     greedy_reference: tuple[Tensor, Generation],
-    bfloat16_draft: HFModel,
+    greedy_models: tuple[MemoModel, MemoModel],
     rule: VerifyRule,
 ) -> None:
     """64 greedy tokens on a batch of 5 chat prompts, bfloat16 draft, ``k = 4``, verified by
@@ -191,7 +197,7 @@ def test_greedy_speculative_equals_greedy_autoregressive(
     """
     model, _ = smollm2
     batch, reference = greedy_reference
-    target, draft = HFModel(model), bfloat16_draft
+    target, draft = greedy_models
     speculative = generate_speculative(
         target,
         draft,
@@ -206,7 +212,9 @@ def test_greedy_speculative_equals_greedy_autoregressive(
     accepted = speculative.accepted[speculative.accepted >= 0].double()
     print(
         f"\ngreedy: {accepted.mean() / GREEDY_K:.3f} of drafts accepted over "
-        f"{accepted.numel()} row-steps"
+        f"{accepted.numel()} row-steps; forward calls repeated from an earlier run (memo): "
+        f"target {target.hits} of {target.hits + target.misses}, "
+        f"draft {draft.hits} of {draft.hits + draft.misses} (cumulative)"
     )
     for row, question in enumerate(GREEDY_QUESTIONS):
         expected, got = reference.tokens[row], speculative.tokens[row]
@@ -340,7 +348,8 @@ def test_two_sampled_tokens_follow_the_top3_law(
     assert SAMPLE_SIZE >= needed, f"n={SAMPLE_SIZE} cannot detect TV {DETECTABLE_TV}"
     assert detectable <= DETECTABLE_TV
 
-    target, draft = HFModel(model), HFModel(truncated_copy(model, DRAFT_LAYERS))
+    # The chunks' first drafting passes read the same prompt batch: computed once (MemoModel).
+    target, draft = HFModel(model), MemoModel(HFModel(truncated_copy(model, DRAFT_LAYERS)))
     rows = SAMPLE_SIZE // CHUNKS
     batch = torch.tensor([prompt]).expand(rows, -1)
     start = time.perf_counter()
@@ -363,7 +372,8 @@ def test_two_sampled_tokens_follow_the_top3_law(
     first_step = torch.cat(accepted).double()
     print(
         f"sampled {SAMPLE_SIZE} rows in {time.perf_counter() - start:.1f} s; first step "
-        f"accepted {first_step.mean():.3f} of {K} drafts on average"
+        f"accepted {first_step.mean():.3f} of {K} drafts on average; {draft.hits} drafting "
+        "passes repeated from an earlier chunk (memo)"
     )
     assert 0.0 < float(first_step.mean()) < K  # rejections happened, and acceptances too
 

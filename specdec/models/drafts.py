@@ -49,9 +49,13 @@ _A_MODEL = "a transformers PreTrainedModel"  # what every function's ``model`` m
 _Module = TypeVar("_Module", bound=nn.Module)
 
 
-def _fresh_copy(model: PreTrainedModel, keep: tuple[nn.Parameter, ...] = ()) -> PreTrainedModel:
-    """A deep copy in eval mode; the parameters in ``keep`` are shared, not copied."""
-    clone = copy.deepcopy(model, memo={id(parameter): parameter for parameter in keep})
+def _fresh_copy(
+    model: PreTrainedModel, keep: tuple[nn.Parameter, ...] = (), skip: tuple[nn.Module, ...] = ()
+) -> PreTrainedModel:
+    """A deep copy in eval mode; the parameters in ``keep`` are shared, not copied, and so are
+    the modules in ``skip`` (the caller drops them from the copy: nothing is copied for them)."""
+    shared: tuple[object, ...] = (*keep, *skip)
+    clone = copy.deepcopy(model, memo={id(item): item for item in shared})
     clone.eval()  # type: ignore[no-untyped-call]
     return clone
 
@@ -294,8 +298,11 @@ def truncated_copy(
     total = model.config.num_hidden_layers
     check_int_range("num_layers", num_layers, 1, total, high_is="the model's decoder layers")
     check_bool("share_weights", share_weights)
-    parent, _, _ = _decoder_layers(model)  # fail before copying when the layout is unknown
-    clone = _shared_structure(model, parent) if share_weights else _fresh_copy(model)
+    parent, _, original = _decoder_layers(model)  # fail before copying on an unknown layout
+    if share_weights:
+        clone = _shared_structure(model, parent)
+    else:  # the layers past num_layers are dropped below: not copied first
+        clone = _fresh_copy(model, skip=tuple(original[num_layers:]))
     parent, attribute, layers = _decoder_layers(clone)
     parent._modules[attribute] = nn.ModuleList(list(layers)[:num_layers])
     clone.config.num_hidden_layers = num_layers
