@@ -47,6 +47,7 @@ from specdec._checks import (
     check_stopping_rule,
     check_uniforms,
 )
+from specdec.cache import select_rows
 from specdec.models.base import CausalLM, Context, empty_context, extend, keep_new
 from specdec.sampling import sample
 from specdec.stopping import NEVER, StoppingRule
@@ -223,6 +224,7 @@ def draft_block(
     uniforms: Float[Tensor, "batch k"],
     lengths: Int[Tensor, " batch"],
     stopping: StoppingRule,
+    sources: Int[Tensor, " batch"] | None = None,
 ) -> tuple[DraftBlock, Context | None, Int[Tensor, " batch"]]:
     r"""Step 1 of ``speculative_step``: draft up to ``k`` tokens, each with the row it was
     drawn from, until every row's block has ended (at ``lengths[r]`` or where ``stopping``
@@ -242,6 +244,10 @@ def draft_block(
         uniforms: ``[b, k]`` drafting uniforms, ``u_i`` for the ``(i+1)``-th draft.
         lengths: ``[b]`` block lengths in ``[0, k]`` before stopping.
         stopping: the stopping rule that may end a row's block earlier.
+        sources: optional ``[b]`` index into ``state``'s rows: block row ``i`` drafts after
+            ``state`` row ``sources[i]`` (``speculative_step_paths``' ``K`` copies of each row).
+            The pending tokens are read once per ``state`` row, and that pass's logits and
+            cache are gathered (a copy) for the block rows; default: one block row per row.
 
     Returns:
         The block (``d = max(lengths)`` drafts, possibly 0: tokens ``[b, d]`` and rows
@@ -266,6 +272,9 @@ def draft_block(
     if bool((lengths == 0).all()):
         return _empty_block(lengths.shape[0], model.vocab_size), None, lengths
     logits, context = extend(model, state.draft, state.draft_pending, logits_to_keep=1)
+    if sources is not None:  # the copies of a row read the same tokens: one pass, gathered
+        cache = None if context.cache is None else select_rows(context.cache, sources)
+        logits, context = logits[sources], Context(cache=cache, live=context.live[sources])
     tokens: list[Tensor] = []  # x_1 .. x_{i+1}, each [b]
     rows: list[Tensor] = []  # q_0 .. q_i as sampled, each [b, V] (stacked once, at the end)
     for i in range(uniforms.shape[1]):

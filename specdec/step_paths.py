@@ -35,8 +35,10 @@ has seen, which is what claim 17's argument uses (the statistical test runs this
 draft whose output for equal inputs changed with the row's position in the batch beyond
 rounding would not be exact.
 
-Cost: the ``K`` copies of each row's caches are gathers (copies) of the whole context, made
-every step (none at ``K = 1``); the target pass reads ``b * K`` rows.
+Cost: the draft reads each row's pending tokens once (``b`` rows; every path of a row reads
+the same ones), then the ``K`` copies of that pass's logits and cache (gathers, so copies of the
+whole context; none at ``K = 1``) draft their paths; the target pass reads the ``b * K`` rows,
+or only the ``b`` rows' pending tokens when no row drafts (the budget's last token).
 """
 
 from collections.abc import Callable
@@ -162,21 +164,28 @@ def speculative_step_paths(
         target, draft, state, paths, draft_uniforms, verify_uniforms, lengths
     )
     batch, length = state.target_pending.shape[0], drafting.shape[-1]
-    # 1. K copies of every row (row r*K + j is path j of row r); a view when K = 1.
-    copies: Tensor | slice = (
-        slice(None) if paths == 1 else torch.arange(batch).repeat_interleave(paths)
-    )
-    wide = _rows(state, copies)
+    # 1. K copies of every row (row r*K + j is path j of row r); none when K = 1.
+    copies = None if paths == 1 else torch.arange(batch).repeat_interleave(paths)
     wide_lengths = lengths.repeat_interleave(paths)
-    # 2. Draft every path independently, keeping the rows sampled from (``draft_block``).
+    # 2. Draft every path independently, keeping the rows sampled from (``draft_block``). The
+    #    paths of a row share its pending tokens: the draft reads them once per row (b rows),
+    #    then each copy draws its own tokens.
     flat_uniforms = drafting.reshape(batch * paths, length)
     block, draft_context, _ = draft_block(
-        draft, wide, draft_options, flat_uniforms, wide_lengths, NEVER
+        draft, state, draft_options, flat_uniforms, wide_lengths, NEVER, copies
     )
     made = block.tokens.shape[1]
-    # 3. One target pass over the b*K rows [pending, x_1 .. x_d]: p_0 .. p_d per path.
-    target_input = torch.cat([wide.target_pending, block.tokens], dim=1)
-    target_logits, target_context = extend(target, wide.target, target_input, made + 1)
+    # 3. One target pass over the b*K rows [pending, x_1 .. x_d]: p_0 .. p_d per path; with no
+    #    drafts every path of a row reads the same pending tokens, so the pass reads the b rows.
+    kept_target: Context | None = None
+    if made == 0:
+        row_logits, kept_target = extend(target, state.target, state.target_pending, 1)
+        target_logits = row_logits if copies is None else row_logits[copies]
+    else:
+        wide_target = state.target if copies is None else _context_rows(state.target, copies)
+        pending = state.target_pending if copies is None else state.target_pending[copies]
+        target_input = torch.cat([pending, block.tokens], dim=1)
+        target_logits, target_context = extend(target, wide_target, target_input, made + 1)
     vocab = target_logits.shape[-1]
     target_rows = target_options.probs(target_logits).reshape(batch, paths, made + 1, vocab)
     tokens = block.tokens.reshape(batch, paths, made)
@@ -187,7 +196,8 @@ def speculative_step_paths(
     chosen = _alive_path(tokens, verdict)
     kept: Tensor | slice = slice(None) if paths == 1 else torch.arange(batch) * paths + chosen
     kept_block = DraftBlock(block.tokens[kept], block.probs[kept])
-    kept_target = _context_rows(target_context, kept)
+    if kept_target is None:
+        kept_target = _context_rows(target_context, kept)
     kept_draft = None if draft_context is None else _context_rows(draft_context, kept)
     next_state = advance_state(state, kept_block, kept_target, kept_draft, verdict)
     return PathsOutcome(verdict, tokens, draft_rows, chosen, next_state, lengths)

@@ -302,6 +302,28 @@ def test_budget_end_drafts_shorter_paths_and_the_last_token_skips_the_draft() ->
     assert target.widths == [3 + 4, 1] and draft.widths == [3, 1, 1, 1]
 
 
+class _RowsLM(CountingLM):
+    """``CountingLM`` that also records the rows (batch size) each call read."""
+
+    def __init__(self, model: CausalLM) -> None:
+        super().__init__(model)
+        self.rows: list[int] = []
+
+    def forward(self, *args: Any) -> Any:
+        self.rows.append(int(args[0].shape[0]))
+        return super().forward(*args)
+
+
+def test_the_paths_of_a_row_share_one_pass_over_its_pending_tokens() -> None:
+    same = make_toy_pair(5, seed=4, equal_rate=1.0)  # draft == target: every draft is accepted
+    target, draft = _RowsLM(ToyLM(same.target)), _RowsLM(ToyLM(same.draft))
+    generate_speculative_paths(
+        target, draft, PROMPT, paths=2, k=4, max_new_tokens=6, generator=_gen(0)
+    )
+    assert draft.widths == [3, 1, 1, 1] and draft.rows == [3, 6, 6, 6]  # the prompt: b rows
+    assert target.widths == [3 + 4, 1] and target.rows == [6, 3]  # no drafts: the b rows
+
+
 @pytest.mark.parametrize("budget", [0, 1, 2, 5, 11])
 @pytest.mark.parametrize("paths", [1, 3])
 def test_budget_is_exact_and_never_overshot(budget: int, paths: int) -> None:
