@@ -217,6 +217,19 @@ def _check_step(
     return check_block_lengths("lengths", lengths, batch, k)
 
 
+def _check_sources(sources: Tensor, batch: int, rows: int) -> None:
+    """``draft_block``'s ``sources``: ``[batch]`` integer indices into the state's ``rows``."""
+    if not isinstance(sources, Tensor) or sources.dtype not in (torch.int32, torch.int64):
+        got = sources.dtype if isinstance(sources, Tensor) else type(sources).__name__
+        raise TypeError(f"sources must be an int32 or int64 tensor; got {got}")
+    check_shape("sources", sources, (batch,), "[batch]: one state row per block row")
+    if batch and not 0 <= int(sources.min()) <= int(sources.max()) < rows:
+        raise ValueError(
+            f"sources must index the state's {rows} rows (0 to {rows - 1}); "
+            f"got values from {int(sources.min())} to {int(sources.max())}"
+        )
+
+
 def draft_block(
     model: CausalLM,
     state: StepState,
@@ -269,6 +282,8 @@ def draft_block(
         Leviathan et al. 2023, Algorithm 1 (the drafting loop); ``proofs/theory.md`` claim 13
         (stopping).
     """
+    if sources is not None:
+        _check_sources(sources, uniforms.shape[0], state.draft_pending.shape[0])
     if bool((lengths == 0).all()):
         return _empty_block(lengths.shape[0], model.vocab_size), None, lengths
     logits, context = extend(model, state.draft, state.draft_pending, logits_to_keep=1)

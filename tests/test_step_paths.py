@@ -15,6 +15,7 @@
 The law on transformers models with real uniforms is in ``tests/statistical/test_paths_law.py``.
 """
 
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -34,8 +35,9 @@ from specdec import (
 from specdec.exact import completion_law, law_total_variation, target_law
 from specdec.models import CausalLM, HFModel, ToyLM, make_toy_pair
 from specdec.models.base import empty_context, extend
-from specdec.step import StepState, speculative_step
+from specdec.step import StepState, draft_block, speculative_step
 from specdec.step_paths import PathsOutcome, _rows
+from specdec.stopping import NEVER
 from specdec.tree_law import paths_block_law, paths_rule_law
 from specdec.verify import verify_paths, verify_tokens
 from tests._counting import CountingLM
@@ -618,4 +620,32 @@ def test_vocabulary_mismatch_is_refused() -> None:
     with pytest.raises(ValueError, match="vocab"):
         generate_speculative_paths(
             TARGET, other, PROMPT, paths=2, k=2, max_new_tokens=3, generator=_gen(0)
+        )
+
+
+@pytest.mark.parametrize(
+    ("sources", "error", "text"),
+    [
+        (torch.tensor([0.0, 1.0]), TypeError, "int32 or int64 tensor; got torch.float32"),
+        ([0, 1], TypeError, "int32 or int64 tensor; got list"),
+        (torch.tensor([0, 1, 1]), ValueError, "sources must have shape [batch]"),
+        (torch.tensor([0, 2]), ValueError, "the state's 2 rows (0 to 1); got values from 0 to 2"),
+        (torch.tensor([-1, 0]), ValueError, "got values from -1 to 0"),
+    ],
+)
+def test_draft_block_sources_must_index_the_state_rows(
+    sources: Any, error: type[Exception], text: str
+) -> None:
+    pair = make_toy_pair(5, seed=4)
+    state = StepState.initial(torch.tensor([[1, 2], [3, 4]]))
+    uniforms = torch.full((2, 2), 0.5, dtype=torch.float64)
+    with pytest.raises(error, match=re.escape(text)):
+        draft_block(
+            ToyLM(pair.draft),
+            state,
+            SamplingOptions(),
+            uniforms,
+            torch.tensor([2, 2]),
+            NEVER,
+            sources=sources,
         )
