@@ -26,14 +26,15 @@ Example:
     True
 """
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-__all__ = ["GRID_BITS", "HintRows", "line_hints", "narrow_by_hints"]
+__all__ = ["GRID_BITS", "HINTS_KEPT", "HintRows", "line_hints", "narrow_by_hints"]
 
 
 class HintRows(Protocol):
@@ -51,6 +52,14 @@ class HintRows(Protocol):
     def target_rows(self) -> tuple[tuple[Fraction, ...], ...]: ...
 
 
+class _Rows(NamedTuple):
+    """The rows ``line_hints`` was handed, rebuilt from its cache key."""
+
+    draft_tokens: tuple[int, ...]
+    draft_rows: tuple[tuple[Fraction, ...], ...]
+    target_rows: tuple[tuple[Fraction, ...], ...]
+
+
 GRID_BITS = 53
 """``specdec.uniforms`` draws ``m · 2^-53``: the grid the engine searches."""
 
@@ -59,8 +68,9 @@ _UNIFORM_BITS = (53, 24, 11, 8)  # the grids torch.rand draws on in each of thos
 
 
 def _exact_breakpoints(rows: HintRows) -> list[Fraction]:
-    """The acceptance ratios and every target row's and residual's cumulative sums, exactly
-    (``specdec.exact.all_breakpoints``, flattened)."""
+    """The acceptance ratios and every target row's, draft row's and residual's cumulative
+    sums, exactly (``specdec.exact.all_breakpoints``, flattened, and the draft rows' steps:
+    a rule sampling from ``q``)."""
 
     def steps(row: Sequence[Fraction]) -> list[Fraction]:
         total, out = Fraction(0), []
@@ -78,15 +88,15 @@ def _exact_breakpoints(rows: HintRows) -> list[Fraction]:
         mass = sum(excess, Fraction(0))
         if mass:
             values += steps([e / mass for e in excess])
-    for target in rows.target_rows:
-        values += steps(target)
+    for row in (*rows.target_rows, *rows.draft_rows):
+        values += steps(row)
     return values
 
 
 def _rounded_breakpoints(rows: HintRows, dtype: torch.dtype) -> list[float]:
     """Ratios and inverse-CDF steps as float64 computes them from the rows rounded to
-    ``dtype``: the rows' own values, the acceptance ratios, every residual's and target
-    row's cumulative sums normalised."""
+    ``dtype``: the rows' own values, the acceptance ratios, every residual's, target row's
+    and draft row's cumulative sums normalised."""
 
     def rounded(row: Iterable[Fraction]) -> Tensor:
         return torch.tensor([float(v) for v in row], dtype=torch.float64).to(dtype).double()
@@ -98,7 +108,7 @@ def _rounded_breakpoints(rows: HintRows, dtype: torch.dtype) -> list[float]:
         if float(draft[token]) > 0:
             values.append(float(target[token] / draft[token]))
         excess = (target - draft).clamp(min=0)
-        for row in (excess, target):
+        for row in (excess, target, draft):
             total = float(row.sum())
             if total > 0:
                 values += (row.cumsum(0) / total).tolist()
@@ -112,7 +122,25 @@ def line_hints(rows: HintRows) -> Tensor:
     """Sorted grid indices (``int64``, inside ``(0, 2^53)``) where a rule on ``rows`` probably
     changes its output: the exact breakpoints (``specdec.exact.all_breakpoints``) and those
     of the rows rounded to each float dtype, each on each dtype's uniform grid (the first
-    grid value at or above it, and one either side)."""
+    grid value at or above it, and one either side).
+
+    A pure function of the rows, remembered for the last ``HINTS_KEPT`` blocks (an audit of
+    many rules meets the same draft blocks once per rule); the tensor returned is shared, and
+    only ever read."""
+    return _line_hints(rows.draft_tokens, rows.draft_rows, rows.target_rows)
+
+
+HINTS_KEPT = 1024
+"""Draft blocks whose hints ``line_hints`` keeps (a few kilobytes each)."""
+
+
+@functools.lru_cache(maxsize=HINTS_KEPT)
+def _line_hints(
+    draft_tokens: tuple[int, ...],
+    draft_rows: tuple[tuple[Fraction, ...], ...],
+    target_rows: tuple[tuple[Fraction, ...], ...],
+) -> Tensor:
+    rows = _Rows(draft_tokens, draft_rows, target_rows)
     points = {float(v) for v in _exact_breakpoints(rows)}
     for dtype in _DTYPES[1:]:
         points.update(_rounded_breakpoints(rows, dtype))
@@ -163,7 +191,9 @@ def narrow_by_hints(
     # hint positions strictly inside (low, high): [left, right) of the sorted hints
     left = torch.searchsorted(hints, low, right=True)
     right = torch.searchsorted(hints, high, right=False)
-    lo, hi = left - 1, right  # bracket over hint positions: lo same (or low), hi differs
+    # bracket over hint positions: lo same (or low), hi differs (a copy: ``right`` stays the
+    # bound that says whether a differing hint was found)
+    lo, hi = left - 1, right.clone()
     while bool((active := (hi - lo > 1).nonzero().flatten()).numel()):
         count = per_line(len(active))
         start, span = lo[active, None], (hi - lo)[active, None]
