@@ -8,7 +8,8 @@ index below also differs). The draft rows' steps are
 hints (a rule sampling from ``q``), and ``line_hints`` gives equal hints for equal rows.
 """
 
-from fractions import Fraction as F
+from collections.abc import Callable
+from fractions import Fraction
 
 import torch
 
@@ -17,28 +18,25 @@ from specdec.exact import BlockRows
 
 ROWS = BlockRows(
     (0,),
-    ((F(1, 3), F(2, 3)),),
-    ((F(1, 4), F(3, 4)), (F(1, 5), F(4, 5))),
+    ((Fraction(1, 3), Fraction(2, 3)),),
+    ((Fraction(1, 4), Fraction(3, 4)), (Fraction(1, 5), Fraction(4, 5))),
 )
 
 
-def _step_line(changes: list[int]) -> tuple[list[int], object]:
+def _step_line(changes: list[int]) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Outputs ``[n, 1]`` of lines whose output is 0 below ``changes[line]`` and 1 from it."""
-    calls: list[int] = []
 
     def outputs_at(lines: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-        calls.append(len(at))
-        edge = torch.tensor(changes)[lines]
-        return (at >= edge).long()[:, None]
+        return (at >= torch.tensor(changes)[lines]).long()[:, None]
 
-    return calls, outputs_at
+    return outputs_at
 
 
 def test_a_change_at_a_hint_is_narrowed_to_one_grid_step() -> None:
     hints = line_hints(ROWS)
     listed = set(hints.tolist())
     change = next(h for h in hints.tolist()[1:] if h - 1 in listed)  # a float64-grid hint
-    calls, outputs_at = _step_line([change, change])
+    outputs_at = _step_line([change, change])
     reference = torch.zeros(2, 1, dtype=torch.int64)
     low, high = narrow_by_hints(
         outputs_at, reference, torch.tensor([0, 5]), torch.tensor([2**53 - 1, 2**53 - 2]), hints,
@@ -52,7 +50,7 @@ def test_a_change_between_hints_is_bracketed_by_them() -> None:
     hints = line_hints(ROWS).tolist()
     i = next(i for i in range(len(hints) - 1) if hints[i + 1] - hints[i] > 8)
     change = hints[i] + 4  # no hint: strictly between two hints far apart
-    _, outputs_at = _step_line([change])
+    outputs_at = _step_line([change])
     low, high = narrow_by_hints(
         outputs_at, torch.zeros(1, 1, dtype=torch.int64), torch.tensor([0]),
         torch.tensor([2**53 - 1]), torch.tensor(hints), lambda lines: 15,
@@ -64,5 +62,9 @@ def test_a_change_between_hints_is_bracketed_by_them() -> None:
 def test_the_draft_rows_steps_are_hints_and_equal_rows_give_equal_hints() -> None:
     hints = line_hints(ROWS).tolist()
     assert 2**53 // 3 + 1 in hints  # q's step 1/3, first float64 grid index above it
-    again = BlockRows((0,), ((F(1, 3), F(2, 3)),), ((F(1, 4), F(3, 4)), (F(1, 5), F(4, 5))))
+    again = BlockRows(
+        (0,),
+        ((Fraction(1, 3), Fraction(2, 3)),),
+        ((Fraction(1, 4), Fraction(3, 4)), (Fraction(1, 5), Fraction(4, 5))),
+    )
     assert line_hints(again).tolist() == hints
