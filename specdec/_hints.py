@@ -26,6 +26,7 @@ Example:
     True
 """
 
+import bisect
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
@@ -185,9 +186,54 @@ def narrow_by_hints(
         The narrowed ``(low, high)``: the same invariant, ``high - low == 1`` where a hint was
         the first change.
     """
-    low, high = low.clone(), high.clone()
     if hints.numel() == 0 or low.numel() == 0:
-        return low, high
+        return low.clone(), high.clone()
+    # a few dozen lines and hints: plain Python on ints, one call of the rule per step (the
+    # probes, in the same order, as a tensor search over them would make)
+    listed: list[int] = hints.tolist()
+    last = len(listed) - 1
+    lows: list[int] = low.tolist()
+    highs: list[int] = high.tolist()
+    references: list[list[int]] = reference.tolist()
+    # hint positions strictly inside (low, high): [left, right) of the sorted hints
+    left = [bisect.bisect_right(listed, value) for value in lows]
+    right = [bisect.bisect_left(listed, value) for value in highs]
+    lo = [position - 1 for position in left]  # bracket over positions: lo same (or low),
+    hi = list(right)  # hi differs (``right`` stays the bound: was a differing hint found?)
+    while active := [line for line in range(len(lo)) if hi[line] - lo[line] > 1]:
+        count = per_line(len(active))
+        ats = []  # per active line, its probe positions; sorted, each once, above lo
+        for line in active:
+            start, span = lo[line], hi[line] - lo[line]
+            at = [start + span * step // (count + 1) for step in range(1, count + 1)]
+            ats.append([a for j, a in enumerate(at) if a > start and (j == 0 or a != at[j - 1])])
+        lines = [line for line, at in zip(active, ats, strict=True) for _ in at]
+        indices = [listed[a] for at in ats for a in at]
+        outputs = outputs_at(torch.tensor(lines), torch.tensor(indices)).tolist()
+        done = 0
+        for line, at in zip(active, ats, strict=True):
+            same = [out == references[line] for out in outputs[done : done + len(at)]]
+            done += len(at)
+            # monotone along a line: same up to its first change
+            top = next((a for a, kept in zip(at, same, strict=True) if not kept), hi[line])
+            below = [a for a, kept in zip(at, same, strict=True) if kept and a < top]
+            lo[line] = max([lo[line], *below])
+            hi[line] = top
+    for line in range(len(lo)):
+        if lo[line] >= left[line]:
+            lows[line] = listed[min(max(lo[line], 0), last)]
+        if hi[line] < right[line]:
+            highs[line] = listed[min(hi[line], last)]
+    wide = [line for line in range(len(lo)) if highs[line] - lows[line] > 1]
+    if wide:  # is the bracketing index itself the change?
+        at_below = torch.tensor([highs[line] - 1 for line in wide])
+        outputs = outputs_at(torch.tensor(wide), at_below).tolist()
+        for line, out in zip(wide, outputs, strict=True):
+            if out == references[line]:
+                lows[line] = highs[line] - 1
+            else:
+                highs[line] -= 1
+    return torch.tensor(lows, dtype=torch.int64), torch.tensor(highs, dtype=torch.int64)
     # hint positions strictly inside (low, high): [left, right) of the sorted hints
     left = torch.searchsorted(hints, low, right=True)
     right = torch.searchsorted(hints, high, right=False)
