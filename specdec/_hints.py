@@ -128,7 +128,11 @@ def line_hints(rows: HintRows) -> Tensor:
     A pure function of the rows, remembered for the last ``HINTS_KEPT`` blocks (an audit of
     many rules meets the same draft blocks once per rule); the tensor returned is shared, and
     only ever read."""
-    return _line_hints(rows.draft_tokens, rows.draft_rows, rows.target_rows)
+    return _line_hints(  # as tuples: rows built from lists are hashed too
+        tuple(rows.draft_tokens),
+        tuple(tuple(row) for row in rows.draft_rows),
+        tuple(tuple(row) for row in rows.target_rows),
+    )
 
 
 HINTS_KEPT = 1024

@@ -68,3 +68,5 @@ def test_the_draft_rows_steps_are_hints_and_equal_rows_give_equal_hints() -> Non
         ((Fraction(1, 4), Fraction(3, 4)), (Fraction(1, 5), Fraction(4, 5))),
     )
     assert line_hints(again).tolist() == hints
+    listed = BlockRows([0], [[Fraction(1, 3), Fraction(2, 3)]], list(map(list, ROWS.target_rows)))
+    assert line_hints(listed).tolist() == hints  # type: ignore[arg-type]  # rows as lists
