@@ -164,6 +164,7 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
         starts: list[tuple[list[int], int, int]] = []
         axes: list[int] = []
         references = []
+        listed = [axis.tolist() for axis in corners]
         for coordinate, axis in enumerate(corners):
             low = outputs.index_select(coordinate, torch.arange(0, len(axis), 2))
             high = outputs.index_select(coordinate, torch.arange(1, len(axis), 2))
@@ -171,11 +172,12 @@ def refine(evaluate: Evaluator, cuts: list[set[int]]) -> tuple[list[list[int]], 
             lines = differ.nonzero()
             if lines.numel() == 0:
                 continue
+            along = listed[coordinate]
             for line in lines.tolist():  # the line through these corner indices
-                point = [int(corners[c][line[c]]) for c in range(len(corners))]
+                point = [listed[c][i] for c, i in enumerate(line)]
                 cell = line[coordinate]
-                point[coordinate] = int(axis[2 * cell])
-                starts.append((point, int(axis[2 * cell]), int(axis[2 * cell + 1])))
+                point[coordinate] = along[2 * cell]
+                starts.append((point, along[2 * cell], along[2 * cell + 1]))
             axes += [coordinate] * len(lines)
             at_low = lines.clone()  # each line's corner at its cell's lowest index
             at_low[:, coordinate] *= 2

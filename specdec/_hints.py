@@ -26,14 +26,16 @@ Example:
     True
 """
 
+import bisect
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-__all__ = ["GRID_BITS", "HintRows", "line_hints", "narrow_by_hints"]
+__all__ = ["GRID_BITS", "HINTS_KEPT", "HintRows", "line_hints", "narrow_by_hints"]
 
 
 class HintRows(Protocol):
@@ -51,6 +53,14 @@ class HintRows(Protocol):
     def target_rows(self) -> tuple[tuple[Fraction, ...], ...]: ...
 
 
+class _Rows(NamedTuple):
+    """The rows ``line_hints`` was handed, rebuilt from its cache key."""
+
+    draft_tokens: tuple[int, ...]
+    draft_rows: tuple[tuple[Fraction, ...], ...]
+    target_rows: tuple[tuple[Fraction, ...], ...]
+
+
 GRID_BITS = 53
 """``specdec.uniforms`` draws ``m · 2^-53``: the grid the engine searches."""
 
@@ -59,8 +69,9 @@ _UNIFORM_BITS = (53, 24, 11, 8)  # the grids torch.rand draws on in each of thos
 
 
 def _exact_breakpoints(rows: HintRows) -> list[Fraction]:
-    """The acceptance ratios and every target row's and residual's cumulative sums, exactly
-    (``specdec.exact.all_breakpoints``, flattened)."""
+    """The acceptance ratios and every target row's, draft row's and residual's cumulative
+    sums, exactly (``specdec.exact.all_breakpoints``, flattened, and the draft rows' steps:
+    a rule sampling from ``q``)."""
 
     def steps(row: Sequence[Fraction]) -> list[Fraction]:
         total, out = Fraction(0), []
@@ -78,15 +89,15 @@ def _exact_breakpoints(rows: HintRows) -> list[Fraction]:
         mass = sum(excess, Fraction(0))
         if mass:
             values += steps([e / mass for e in excess])
-    for target in rows.target_rows:
-        values += steps(target)
+    for row in (*rows.target_rows, *rows.draft_rows):
+        values += steps(row)
     return values
 
 
 def _rounded_breakpoints(rows: HintRows, dtype: torch.dtype) -> list[float]:
     """Ratios and inverse-CDF steps as float64 computes them from the rows rounded to
-    ``dtype``: the rows' own values, the acceptance ratios, every residual's and target
-    row's cumulative sums normalised."""
+    ``dtype``: the rows' own values, the acceptance ratios, every residual's, target row's
+    and draft row's cumulative sums normalised."""
 
     def rounded(row: Iterable[Fraction]) -> Tensor:
         return torch.tensor([float(v) for v in row], dtype=torch.float64).to(dtype).double()
@@ -98,7 +109,7 @@ def _rounded_breakpoints(rows: HintRows, dtype: torch.dtype) -> list[float]:
         if float(draft[token]) > 0:
             values.append(float(target[token] / draft[token]))
         excess = (target - draft).clamp(min=0)
-        for row in (excess, target):
+        for row in (excess, target, draft):
             total = float(row.sum())
             if total > 0:
                 values += (row.cumsum(0) / total).tolist()
@@ -112,7 +123,29 @@ def line_hints(rows: HintRows) -> Tensor:
     """Sorted grid indices (``int64``, inside ``(0, 2^53)``) where a rule on ``rows`` probably
     changes its output: the exact breakpoints (``specdec.exact.all_breakpoints``) and those
     of the rows rounded to each float dtype, each on each dtype's uniform grid (the first
-    grid value at or above it, and one either side)."""
+    grid value at or above it, and one either side).
+
+    A pure function of the rows, remembered for the last ``HINTS_KEPT`` blocks (an audit of
+    many rules meets the same draft blocks once per rule); the tensor returned is shared, and
+    only ever read."""
+    return _line_hints(  # as tuples: rows built from lists are hashed too
+        tuple(rows.draft_tokens),
+        tuple(tuple(row) for row in rows.draft_rows),
+        tuple(tuple(row) for row in rows.target_rows),
+    )
+
+
+HINTS_KEPT = 1024
+"""Draft blocks whose hints ``line_hints`` keeps (a few kilobytes each)."""
+
+
+@functools.lru_cache(maxsize=HINTS_KEPT)
+def _line_hints(
+    draft_tokens: tuple[int, ...],
+    draft_rows: tuple[tuple[Fraction, ...], ...],
+    target_rows: tuple[tuple[Fraction, ...], ...],
+) -> Tensor:
+    rows = _Rows(draft_tokens, draft_rows, target_rows)
     points = {float(v) for v in _exact_breakpoints(rows)}
     for dtype in _DTYPES[1:]:
         points.update(_rounded_breakpoints(rows, dtype))
@@ -157,13 +190,60 @@ def narrow_by_hints(
         The narrowed ``(low, high)``: the same invariant, ``high - low == 1`` where a hint was
         the first change.
     """
-    low, high = low.clone(), high.clone()
     if hints.numel() == 0 or low.numel() == 0:
-        return low, high
+        return low.clone(), high.clone()
+    # a few dozen lines and hints: plain Python on ints, one call of the rule per step (the
+    # probes, in the same order, as a tensor search over them would make)
+    listed: list[int] = hints.tolist()
+    last = len(listed) - 1
+    lows: list[int] = low.tolist()
+    highs: list[int] = high.tolist()
+    references: list[list[int]] = reference.tolist()
+    # hint positions strictly inside (low, high): [left, right) of the sorted hints
+    left = [bisect.bisect_right(listed, value) for value in lows]
+    right = [bisect.bisect_left(listed, value) for value in highs]
+    lo = [position - 1 for position in left]  # bracket over positions: lo same (or low),
+    hi = list(right)  # hi differs (``right`` stays the bound: was a differing hint found?)
+    while active := [line for line in range(len(lo)) if hi[line] - lo[line] > 1]:
+        count = per_line(len(active))
+        ats = []  # per active line, its probe positions; sorted, each once, above lo
+        for line in active:
+            start, span = lo[line], hi[line] - lo[line]
+            at = [start + span * step // (count + 1) for step in range(1, count + 1)]
+            ats.append([a for j, a in enumerate(at) if a > start and (j == 0 or a != at[j - 1])])
+        lines = [line for line, at in zip(active, ats, strict=True) for _ in at]
+        indices = [listed[a] for at in ats for a in at]
+        outputs = outputs_at(torch.tensor(lines), torch.tensor(indices)).tolist()
+        done = 0
+        for line, at in zip(active, ats, strict=True):
+            same = [out == references[line] for out in outputs[done : done + len(at)]]
+            done += len(at)
+            # monotone along a line: same up to its first change
+            top = next((a for a, kept in zip(at, same, strict=True) if not kept), hi[line])
+            below = [a for a, kept in zip(at, same, strict=True) if kept and a < top]
+            lo[line] = max([lo[line], *below])
+            hi[line] = top
+    for line in range(len(lo)):
+        if lo[line] >= left[line]:
+            lows[line] = listed[min(max(lo[line], 0), last)]
+        if hi[line] < right[line]:
+            highs[line] = listed[min(hi[line], last)]
+    wide = [line for line in range(len(lo)) if highs[line] - lows[line] > 1]
+    if wide:  # is the bracketing index itself the change?
+        at_below = torch.tensor([highs[line] - 1 for line in wide])
+        outputs = outputs_at(torch.tensor(wide), at_below).tolist()
+        for line, out in zip(wide, outputs, strict=True):
+            if out == references[line]:
+                lows[line] = highs[line] - 1
+            else:
+                highs[line] -= 1
+    return torch.tensor(lows, dtype=torch.int64), torch.tensor(highs, dtype=torch.int64)
     # hint positions strictly inside (low, high): [left, right) of the sorted hints
     left = torch.searchsorted(hints, low, right=True)
     right = torch.searchsorted(hints, high, right=False)
-    lo, hi = left - 1, right  # bracket over hint positions: lo same (or low), hi differs
+    # bracket over hint positions: lo same (or low), hi differs (a copy: ``right`` stays the
+    # bound that says whether a differing hint was found)
+    lo, hi = left - 1, right.clone()
     while bool((active := (hi - lo > 1).nonzero().flatten()).numel()):
         count = per_line(len(active))
         start, span = lo[active, None], (hi - lo)[active, None]
