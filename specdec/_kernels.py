@@ -19,6 +19,7 @@ __all__ = [
     "at_tokens",
     "first_rejection",
     "inverse_cdf",
+    "inverse_cdf_of_valid",
     "residual",
     "row_at",
 ]
@@ -48,6 +49,22 @@ def inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
     # The CDF is flat across zero-probability tokens, so the first index whose CDF exceeds the
     # threshold always has positive probability; only when u * total rounds up to the total
     # (index == V) does a row need its last positive token instead.
+    vocab = probs.shape[-1]
+    over = index >= vocab
+    if bool(over.any()):
+        positions = torch.arange(vocab, device=probs.device)
+        last_nonzero = torch.where(probs[over] > 0, positions, -1).amax(dim=-1)
+        index = index.masked_scatter(over, last_nonzero)
+    return index
+
+
+def inverse_cdf_of_valid(probs: Tensor, uniforms: Tensor) -> Tensor:
+    """``inverse_cdf`` on rows known finite and non-negative (rows that passed ``check_probs``,
+    and residuals of them), where its guard always passes: the same index, without the guard's
+    read-back."""
+    cdf = probs.cumsum(dim=-1)
+    threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)
+    index = (cdf <= threshold).sum(dim=-1)
     vocab = probs.shape[-1]
     over = index >= vocab
     if bool(over.any()):

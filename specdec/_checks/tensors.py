@@ -132,13 +132,16 @@ def check_probs(name: str, value: object) -> Tensor:
     # Sum in the input's dtype (float32 for half precision) and convert only the row sums: a
     # float64 sum of a float32 tensor would first copy the whole tensor.
     wide = torch.float32 if probs.dtype in (torch.float16, torch.bfloat16) else probs.dtype
-    sums = probs.sum(dim=-1, dtype=wide).to(torch.float64)
+    sums = probs.sum(dim=-1, dtype=wide)
     tolerance = normalisation_tolerance(probs.dtype)
-    # valid rows in one read-back: the least entry and the worst row sum (either NaN where
-    # anything is not finite); the checks below say what is wrong otherwise
-    least, off = torch.stack([probs.amin().to(torch.float64), (sums - 1.0).abs().amax()]).tolist()
-    if least >= 0.0 and off <= tolerance:
+    # valid rows in one read-back: the least entry and the least and largest row sums (NaN
+    # where anything is not finite; widening to float64 in ``tolist`` is exact). The worst
+    # ``|sum - 1|`` is at the least or the largest sum: ``s - 1`` rounds monotonically in ``s``.
+    # The checks below say what is wrong otherwise.
+    least, low, high = torch.stack([probs.amin().to(wide), *torch.aminmax(sums)]).tolist()
+    if least >= 0.0 and abs(low - 1.0) <= tolerance and abs(high - 1.0) <= tolerance:
         return probs
+    sums = sums.to(torch.float64)
     if not bool(torch.isfinite(sums).all()):
         raise ValueError(f"{name} must be finite, got NaN or infinite entries.")
     smallest = float(probs.amin())

@@ -73,6 +73,8 @@ def recursive_rejection(
         examined = accepted < 0
         if valid is not None:
             examined = examined & valid[:, j]
+        if not bool(examined.any()):  # no row examines it (a tree's padding, or all accepted)
+            continue
         target_at = target.gather(-1, token.unsqueeze(-1)).squeeze(-1)
         if draw == "point_mass":
             ratio = target_at  # min(1, p_j(x) / 1)

@@ -37,7 +37,7 @@ from specdec._kernels import (
     assemble,
     at_tokens,
     first_rejection,
-    inverse_cdf,
+    inverse_cdf_of_valid,
     residual,
     row_at,
 )
@@ -66,7 +66,9 @@ def _from_target(
     k = draft_ids.shape[-1]
     num_accepted = first_rejection(accepted)
     row = row_at(target, num_accepted).to(torch.float64)
-    return assemble(draft_ids, num_accepted, inverse_cdf(row, noise[..., k].to(torch.float64)))
+    return assemble(
+        draft_ids, num_accepted, inverse_cdf_of_valid(row, noise[..., k].to(torch.float64))
+    )
 
 
 def _positive(name: str, value: object) -> float:
@@ -200,7 +202,9 @@ def lenient_rule(
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)
     rejected = (num_accepted < k).unsqueeze(-1)
     row = torch.where(rejected, residual(target_row, factor * draft_row), target_row)
-    return assemble(draft_ids, num_accepted, inverse_cdf(row, noise[..., k].to(torch.float64)))
+    return assemble(
+        draft_ids, num_accepted, inverse_cdf_of_valid(row, noise[..., k].to(torch.float64))
+    )
 
 
 def ratio_threshold_rule(
@@ -260,7 +264,9 @@ def ratio_threshold_rule(
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)
     rejected = (num_accepted < k).unsqueeze(-1)
     row = torch.where(rejected, residual(target_row, draft_row), target_row)
-    return assemble(draft_ids, num_accepted, inverse_cdf(row, noise[..., k].to(torch.float64)))
+    return assemble(
+        draft_ids, num_accepted, inverse_cdf_of_valid(row, noise[..., k].to(torch.float64))
+    )
 
 
 def probability_threshold_rule(

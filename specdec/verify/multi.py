@@ -22,7 +22,7 @@ from specdec._checks import (
     check_tokens,
     check_uniforms,
 )
-from specdec._kernels import inverse_cdf
+from specdec._kernels import inverse_cdf_of_valid
 from specdec.verify._recursive import ChildDraw, recursive_rejection
 
 __all__ = [
@@ -122,7 +122,7 @@ def _recursive(
         check_drawable(ids, draft, distinct=draw == "without_replacement")
     k = ids.shape[-1]
     result = recursive_rejection(ids, draft, target, noise[:, :k], draw)
-    corrected = inverse_cdf(result.final_row, noise[:, k])
+    corrected = inverse_cdf_of_valid(result.final_row, noise[:, k])  # residuals of checked rows
     picked = ids.gather(-1, result.accepted.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     token = torch.where(result.accepted >= 0, picked, corrected)
     batch = torch.as_tensor(target_probs).shape[:-1]
@@ -408,7 +408,7 @@ def verify_multi_kseq(
     excess = numerator.clamp(min=0.0)
     mass = excess.sum(dim=-1, keepdim=True)
     row = torch.where(mass > 0, excess / torch.where(mass > 0, mass, 1.0), target)
-    corrected = inverse_cdf(row, noise[:, k])
+    corrected = inverse_cdf_of_valid(row, noise[:, k])  # a residual of checked rows
     picked = ids.gather(-1, first.unsqueeze(-1)).squeeze(-1)
     token = torch.where(accepted >= 0, picked, corrected)
     batch = torch.as_tensor(target_probs).shape[:-1]

@@ -10,7 +10,7 @@ from specdec._kernels import (
     assemble,
     at_tokens,
     first_rejection,
-    inverse_cdf,
+    inverse_cdf_of_valid,
     residual,
     row_at,
 )
@@ -79,6 +79,6 @@ def verify_tokens(
     draft_row = row_at(draft, num_accepted.clamp(max=k - 1)).to(torch.float64)  # [*b, V]
     rejected = (num_accepted < k).unsqueeze(-1)  # the bonus row is p_k itself, not renormalised
     row = torch.where(rejected, residual(target_row, draft_row), target_row)
-    final = inverse_cdf(row, noise[..., k].to(torch.float64))
+    final = inverse_cdf_of_valid(row, noise[..., k].to(torch.float64))  # checked rows
     # Step 3: emit the accepted drafts and the corrected-or-bonus token.
     return assemble(draft_ids, num_accepted, final)

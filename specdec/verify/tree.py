@@ -8,6 +8,7 @@ the residual) or at a leaf (the bonus token, from the target). Lossless when eve
 children were drawn as the tree states (``proofs/theory.md``, claim 17).
 """
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -96,13 +97,18 @@ class TokenTree:
             node = self.parents[node]
         return tuple(reversed(path))
 
-    @property
+    @functools.cached_property
     def depth(self) -> int:
-        """The longest root-to-leaf path, in nodes."""
+        """The longest root-to-leaf path, in nodes (computed once per tree)."""
         return max(len(self.path(node)) for node in range(self.size))
 
     def children_table(self) -> Tensor:
         """``[n+1, c]`` children of the root (row 0) and of node ``i`` (row ``i+1``), -1-padded."""
+        return self._children_table.clone()
+
+    @functools.cached_property
+    def _children_table(self) -> Tensor:
+        """``children_table()``, built once per tree; read only (the walk indexes it)."""
         rows = [self.children(node) for node in range(-1, self.size)]
         width = max(1, *(len(row) for row in rows))
         return torch.tensor([[*row, *([-1] * (width - len(row)))] for row in rows])
@@ -285,7 +291,7 @@ def walk_tree(
     apart from ``tree.draw``)."""
     rows, n = ids.shape
     depth = tree.depth
-    table = tree.children_table().to(ids.device)  # [n+1, c]
+    table = tree._children_table.to(ids.device)  # [n+1, c], read only
     current = torch.zeros(rows, dtype=torch.long, device=ids.device)  # row index: 0 = root
     running = torch.ones(rows, dtype=torch.bool, device=ids.device)
     path = torch.full((rows, depth), -1, dtype=torch.long, device=ids.device)
@@ -293,8 +299,11 @@ def walk_tree(
     for level in range(depth + 1):
         children = table[current]  # [rows, c]
         valid = (children >= 0) & running.unsqueeze(-1)
-        safe = children.clamp(min=0)
         target_row = row_at(target, current)
+        if not bool(valid.any()):  # every running row is at a leaf: its bonus row, and done
+            final_row = torch.where(running.unsqueeze(-1), target_row, final_row)
+            break
+        safe = children.clamp(min=0)
         draft_row = target_row if draft is None else row_at(draft, current)
         result = recursive_rejection(
             ids.gather(-1, safe), draft_row, target_row, noise.gather(-1, safe), draw, valid
