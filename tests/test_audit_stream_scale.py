@@ -12,9 +12,11 @@ engine is lossless).
 """
 
 import json
+import multiprocessing
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,11 @@ import pytest
 
 from specdec.testing.audit import AuditReport, audit_stream
 from specdec.testing.audit.running.checkpoint import CheckpointError
-from specdec.testing.audit.running.shard import UnimportableFunctionError
+from specdec.testing.audit.running.shard import (
+    PRELOADED,
+    START_METHOD,
+    UnimportableFunctionError,
+)
 from tests._stream_scale import (
     NEW_TOKENS,
     TARGET,
@@ -85,8 +91,18 @@ def test_a_single_sequence_sampler_on_workers_gives_its_in_process_report() -> N
 
 
 def test_dask_local_cluster_gives_the_same_report(references: dict[str, dict[str, Any]]) -> None:
+    """Worker processes (``processes=True``) started as the audit's own local pools start
+    theirs (``shard.START_METHOD``: forked from the process's one forkserver, which imports
+    specdec, and here distributed, once), not as interpreters that each import both."""
     distributed = pytest.importorskip("distributed")
+    dask = pytest.importorskip("dask")
+    if START_METHOD == "forkserver":  # preloads take effect only if the server is not running
+        multiprocessing.get_context("forkserver").set_forkserver_preload(
+            [*PRELOADED, "distributed"]
+        )
+        forkserver.ensure_running()
     with (
+        dask.config.set({"distributed.worker.multiprocessing-method": START_METHOD}),
         distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,

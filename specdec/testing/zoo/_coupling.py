@@ -35,6 +35,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from specdec._kernels import acceptance, at_tokens
 from specdec.noise import uniforms
 from specdec.testing.signatures import LogitsFn, batched
 from specdec.testing.zoo._step_parts import sample_drafts, target_rows_for, verify_tolerant
@@ -155,14 +156,21 @@ def shared_stream_cursor(
     """
     batch, k = draft_tokens.shape
     stream = uniforms(generator, (batch * (k + 1),))  # one stream for the whole batch
-    blocks, cursor = [], 0
-    for row in range(batch):
-        own = stream[cursor : cursor + k + 1].unsqueeze(0)  # cursor <= row k: in range
-        rows = draft_tokens[row : row + 1], draft_probs[row : row + 1], target_probs[row : row + 1]
-        verification = verify_tokens(*rows, own)
-        cursor += int(verification.num_accepted[0])  # the bug: the rejecting draw not counted
-        blocks.append(verification.tokens[0])
-    return torch.stack(blocks)
+    # Each row's cursor follows from the rows before it: ``verify_tokens`` accepts draft ``i``
+    # iff its uniform is below min(1, p_i(x_i) / q_i(x_i)), so the cursors are walked in Python
+    # over those ratios (computed as verify_tokens does) and the rows verified in one call.
+    ratios = acceptance(
+        at_tokens(target_probs[..., :k, :], draft_tokens), at_tokens(draft_probs, draft_tokens)
+    ).tolist()
+    values, starts, cursor = stream.tolist(), [], 0
+    for ratio in ratios:
+        starts.append(cursor)  # cursor <= row k: in range
+        accepted = 0
+        while accepted < k and values[cursor + accepted] < ratio[accepted]:
+            accepted += 1
+        cursor += accepted  # the bug: the rejecting draw not counted
+    own = stream[torch.tensor(starts, dtype=torch.int64)[:, None] + torch.arange(k + 1)]
+    return verify_tokens(draft_tokens, draft_probs, target_probs, own).tokens
 
 
 def _greedy_row(target_probs: Float[Tensor, "k_plus_1 vocab"]) -> bool:
