@@ -257,7 +257,7 @@ def audit_tree(
         >>> report = audit_tree(verify_tree, "point_mass", tree_scenarios()[:1], exact=True)
         >>> print(report.headline().replace("; ", ";\n"))
         LOSSLESS (exact on 1 tree scenario(s), candidates drawn point_mass);
-        reached 17 of 24 branch arcs of the function's own code
+        reached 15 of 23 branch arcs of the function's own code
     """
     subject = as_subject(rule, level="tree", draw=draw)
     return audit(subject, AuditOptions.of(**options), scenarios=scenarios, progress=progress)
