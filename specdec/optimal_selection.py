@@ -44,6 +44,7 @@ Example:
     0.75
 """
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -55,9 +56,11 @@ from torch import Tensor
 from specdec._checks import check_probs_pair
 
 __all__ = [
+    "CACHED_ENTRIES",
     "ITERATIONS",
     "SelectionPlan",
     "fit_plan",
+    "fit_unique_pairs",
     "keep_first_probs",
     "selected_law",
     "selection_output_law",
@@ -262,10 +265,35 @@ def selection_plan(
         raise ValueError(f"iterations must be an int >= 0, got {iterations!r}.")
     target, draft = (t.to(torch.float64) for t in check_probs_pair(target_probs, draft_probs))
     vocab = target.shape[-1]
-    plan = fit_plan(target.reshape(-1, vocab), draft.reshape(-1, vocab), iterations)
+    pairs = torch.cat([draft.reshape(-1, vocab), target.reshape(-1, vocab)], dim=-1)
+    unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # one fit per (q, p)
+    plan = fit_unique_pairs(unique, iterations)
     return SelectionPlan(
-        plan.positions.reshape(target.shape), plan.selected_probs.reshape(target.shape)
+        plan.positions[inverse].reshape(target.shape),
+        plan.selected_probs[inverse].reshape(target.shape),
     )
+
+
+CACHED_ENTRIES = 4096
+"""Pairs of at most this many entries have their fit kept (``fit_unique_pairs``)."""
+
+
+def fit_unique_pairs(pairs: Float[Tensor, "n two_vocab"], iterations: int) -> SelectionPlan:
+    """``fit_plan`` on ``[n, 2V]`` float64 rows ``q | p`` (distinct rows, from ``torch.unique``),
+    kept for the last few small inputs: an exact engine calls a rule on the same rows again and
+    again. The same plan as ``fit_plan``, bit for bit (same rows in, same operations); a kept
+    plan is shared between calls, so index or copy its tensors, never write to them."""
+    vocab = pairs.shape[-1] // 2
+    if pairs.device.type != "cpu" or pairs.requires_grad or not 0 < pairs.numel() <= CACHED_ENTRIES:
+        return fit_plan(pairs[:, vocab:], pairs[:, :vocab], iterations)
+    data = pairs.contiguous().numpy().tobytes()
+    return _fit_kept(data, pairs.shape[0], vocab, iterations)
+
+
+@functools.lru_cache(maxsize=64)
+def _fit_kept(data: bytes, rows: int, vocab: int, iterations: int) -> SelectionPlan:
+    pairs = torch.frombuffer(bytearray(data), dtype=torch.float64).reshape(rows, 2 * vocab)
+    return fit_plan(pairs[:, vocab:], pairs[:, :vocab], iterations)
 
 
 def _keep(gap: Fraction) -> Fraction:
