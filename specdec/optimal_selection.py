@@ -284,7 +284,8 @@ def fit_unique_pairs(pairs: Float[Tensor, "n two_vocab"], iterations: int) -> Se
     again. The same plan as ``fit_plan``, bit for bit (same rows in, same operations); a kept
     plan is shared between calls, so index or copy its tensors, never write to them."""
     vocab = pairs.shape[-1] // 2
-    if pairs.device.type != "cpu" or pairs.requires_grad or not 0 < pairs.numel() <= CACHED_ENTRIES:
+    small = 0 < pairs.numel() <= CACHED_ENTRIES and pairs.dtype == torch.float64
+    if pairs.device.type != "cpu" or pairs.requires_grad or not small:
         return fit_plan(pairs[:, vocab:], pairs[:, :vocab], iterations)
     data = pairs.contiguous().numpy().tobytes()
     return _fit_kept(data, pairs.shape[0], vocab, iterations)
