@@ -191,3 +191,20 @@ def test_transformers_assisted_generation_accepts_the_draft() -> None:
         prompt, assistant_model=draft, do_sample=False, max_new_tokens=8, min_new_tokens=8
     )
     assert torch.equal(assisted, plain)
+
+
+def test_int8_weight_copy_shares_only_weights_that_no_kept_module_registers() -> None:
+    # the copy shares (does not deep-copy) the weights of the layers it replaces; a weight tied
+    # to a module it keeps (Gemma's scaled embedding, tied to the head) is copied, or casting
+    # the copy to bfloat16 would cast the target's own weight
+    from specdec.models.drafts import _replaced_weights
+
+    llama = tiny_model("llama")
+    replaced = {id(p) for p in _replaced_weights(llama)}
+    layers = [m for m in llama.modules() if isinstance(m, torch.nn.Linear | torch.nn.Embedding)]
+    assert replaced == {id(m.weight) for m in layers}
+    gemma = tiny_model("gemma2")
+    replaced = {id(p) for p in _replaced_weights(gemma)}
+    assert id(gemma.get_input_embeddings().weight) not in replaced
+    assert id(gemma.get_output_embeddings().weight) not in replaced
+    assert id(gemma.model.layers[0].mlp.up_proj.weight) in replaced

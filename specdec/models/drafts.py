@@ -174,6 +174,28 @@ def int8_dynamic_copy(model: PreTrainedModel, *, share_weights: bool = False) ->
     return clone
 
 
+def _int8_layer(module: nn.Module) -> bool:
+    """Whether ``int8_weight_copy`` replaces ``module`` by an int8 layer."""
+    return isinstance(module, nn.Linear | Conv1D) or type(module) is nn.Embedding
+
+
+def _replaced_weights(model: PreTrainedModel) -> tuple[nn.Parameter, ...]:
+    """The weights of the layers ``int8_weight_copy`` replaces that nothing else in ``model``
+    registers: the copy drops them, so it shares them (they are read, never written) instead
+    of copying them first."""
+    weights = {
+        id(module.weight): module.weight
+        for module in model.modules()
+        if _int8_layer(module) and isinstance(module.weight, nn.Parameter)
+    }
+    for module in model.modules():
+        owned = (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
+        for name, tensor in owned:
+            if not (_int8_layer(module) and name == "weight"):
+                weights.pop(id(tensor), None)
+    return tuple(weights.values())
+
+
 def int8_weight_copy(model: PreTrainedModel) -> PreTrainedModel:
     r"""A copy of ``model`` with int8 weights (one scale per output row) and bfloat16 activations.
 
@@ -221,7 +243,8 @@ def int8_weight_copy(model: PreTrainedModel) -> PreTrainedModel:
         ``proofs/theory.md`` claim 2 (lossless for any draft law: the rounding changes the
         acceptance rate, never the output law).
     """
-    clone = _fresh_copy(check_instance("model", model, PreTrainedModel, _A_MODEL))
+    check_instance("model", model, PreTrainedModel, _A_MODEL)
+    clone = _fresh_copy(model, _replaced_weights(model))
     if not clone.dtype.is_floating_point:
         raise ValueError(f"model must be floating point to be quantised, got {clone.dtype}.")
     dtype = torch.bfloat16

@@ -69,8 +69,11 @@ def quantise_rows(
         compute with rounded weights.
     """
     check_dim("weight", check_float("weight", weight), 2, "[rows, columns]")
-    values = check_all_finite("weight", weight.detach().float())
+    values = weight.detach().float()
+    # a NaN or infinite entry makes its row's peak NaN or infinite (amax propagates NaN): the
+    # finiteness check reads the peaks, not a second pass over the whole matrix
     peak = values.abs().amax(dim=1)
+    check_all_finite("weight", peak)
     scales = torch.where(peak > 0, peak / 127, torch.ones_like(peak))
     quantised = torch.round(values / scales[:, None]).clamp(-127, 127).to(torch.int8)
     return quantised.contiguous(), scales
