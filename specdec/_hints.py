@@ -28,6 +28,7 @@ Example:
 
 import bisect
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import NamedTuple, Protocol
@@ -154,8 +155,8 @@ def _line_hints(
         if not 0 < value < 1:
             continue
         for bits in _UNIFORM_BITS:
-            scaled = Fraction(value) * 2**bits
-            first = -((-scaled.numerator) // scaled.denominator)  # ceil
+            # exact: scaling a float by a power of two rounds nothing (no overflow below 1)
+            first = math.ceil(math.ldexp(value, bits))
             for m in (first - 1, first, first + 1):
                 index = m << (GRID_BITS - bits)
                 if 0 < index < 2**GRID_BITS:

@@ -70,3 +70,17 @@ def test_the_draft_rows_steps_are_hints_and_equal_rows_give_equal_hints() -> Non
     assert line_hints(again).tolist() == hints
     listed = BlockRows([0], [[Fraction(1, 3), Fraction(2, 3)]], list(map(list, ROWS.target_rows)))
     assert line_hints(listed).tolist() == hints  # type: ignore[arg-type]  # rows as lists
+
+
+def test_a_breakpoint_is_hinted_at_the_first_grid_value_above_it_on_each_uniform_grid() -> None:
+    # q's step 1/3 on the float32 uniforms' grid (2^-24): 2^24 / 3 = 5592405.33..., so the
+    # first multiple at or above it is 5592406, listed with one either side, on the 2^-53 grid
+    hints = set(line_hints(ROWS).tolist())
+    assert {m << 29 for m in (5592405, 5592406, 5592407)} <= hints
+    assert 5592404 << 29 not in hints  # a floor, not a ceiling, would list this one
+    # a subnormal breakpoint scales exactly: 2^-1074 is just above 0 on the 2^-53 grid
+    tiny = Fraction(2**-1074)
+    rows = BlockRows(
+        (0,), ((Fraction(1, 2), Fraction(1, 2)),), ((tiny, 1 - tiny), (tiny, 1 - tiny))
+    )
+    assert {1, 2} <= set(line_hints(rows).tolist())
