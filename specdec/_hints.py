@@ -239,37 +239,3 @@ def narrow_by_hints(
             else:
                 highs[line] -= 1
     return torch.tensor(lows, dtype=torch.int64), torch.tensor(highs, dtype=torch.int64)
-    # hint positions strictly inside (low, high): [left, right) of the sorted hints
-    left = torch.searchsorted(hints, low, right=True)
-    right = torch.searchsorted(hints, high, right=False)
-    # bracket over hint positions: lo same (or low), hi differs (a copy: ``right`` stays the
-    # bound that says whether a differing hint was found)
-    lo, hi = left - 1, right.clone()
-    while bool((active := (hi - lo > 1).nonzero().flatten()).numel()):
-        count = per_line(len(active))
-        start, span = lo[active, None], (hi - lo)[active, None]
-        at = start + span * torch.arange(1, count + 1) // (count + 1)  # [a, count], sorted
-        # positions strictly above lo, each once (a short bracket repeats them)
-        repeats = torch.cat(
-            [torch.zeros_like(at[:, :1], dtype=torch.bool), at[:, 1:] == at[:, :-1]], 1
-        )
-        probed = (at > start) & ~repeats
-        lines = active[:, None].expand_as(at)[probed]
-        same = torch.ones_like(at, dtype=torch.bool)
-        same[probed] = (outputs_at(lines, hints[at[probed]]) == reference[lines]).all(dim=-1)
-        differ = ~same  # monotone along a line: same up to its first change
-        found = differ.any(dim=-1)
-        first = differ.to(torch.int8).argmax(dim=-1)
-        top = torch.where(found, at.gather(1, first[:, None])[:, 0], hi[active])
-        lo[active] = torch.where(probed & same & (at < top[:, None]), at, start).amax(dim=-1)
-        hi[active] = top
-    inside_low = lo >= left
-    inside_high = hi < right
-    low = torch.where(inside_low, hints[lo.clamp(min=0, max=hints.numel() - 1)], low)
-    high = torch.where(inside_high, hints[hi.clamp(max=hints.numel() - 1)], high)
-    below = (high - low > 1).nonzero().flatten()  # is the bracketing index itself the change?
-    if below.numel():
-        same = (outputs_at(below, high[below] - 1) == reference[below]).all(dim=-1)
-        low[below] = torch.where(same, high[below] - 1, low[below])
-        high[below] = torch.where(same, high[below], high[below] - 1)
-    return low, high
