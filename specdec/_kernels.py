@@ -46,16 +46,7 @@ def inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
     else:
         index = torch.searchsorted(cdf.contiguous(), threshold.contiguous(), right=True)
         index = index.squeeze(-1)
-    # The CDF is flat across zero-probability tokens, so the first index whose CDF exceeds the
-    # threshold always has positive probability; only when u * total rounds up to the total
-    # (index == V) does a row need its last positive token instead.
-    vocab = probs.shape[-1]
-    over = index >= vocab
-    if bool(over.any()):
-        positions = torch.arange(vocab, device=probs.device)
-        last_nonzero = torch.where(probs[over] > 0, positions, -1).amax(dim=-1)
-        index = index.masked_scatter(over, last_nonzero)
-    return index
+    return _on_a_positive_token(probs, index)
 
 
 def inverse_cdf_of_valid(probs: Tensor, uniforms: Tensor) -> Tensor:
@@ -64,7 +55,15 @@ def inverse_cdf_of_valid(probs: Tensor, uniforms: Tensor) -> Tensor:
     read-back."""
     cdf = probs.cumsum(dim=-1)
     threshold = (uniforms * cdf[..., -1]).unsqueeze(-1)
-    index = (cdf <= threshold).sum(dim=-1)
+    return _on_a_positive_token(probs, (cdf <= threshold).sum(dim=-1))
+
+
+def _on_a_positive_token(probs: Tensor, index: Tensor) -> Tensor:
+    """The inverse CDF's index, moved to the row's last positive token where it is ``V``.
+
+    The CDF is flat across zero-probability tokens, so the first index whose CDF exceeds the
+    threshold always has positive probability; only when u * total rounds up to the total
+    (index == V) does a row need its last positive token instead."""
     vocab = probs.shape[-1]
     over = index >= vocab
     if bool(over.any()):
