@@ -60,7 +60,7 @@ __all__ = [
     "ITERATIONS",
     "SelectionPlan",
     "fit_plan",
-    "fit_unique_pairs",
+    "fit_rows",
     "keep_first_probs",
     "selected_law",
     "selection_output_law",
@@ -265,24 +265,33 @@ def selection_plan(
         raise ValueError(f"iterations must be an int >= 0, got {iterations!r}.")
     target, draft = (t.to(torch.float64) for t in check_probs_pair(target_probs, draft_probs))
     vocab = target.shape[-1]
-    pairs = torch.cat([draft.reshape(-1, vocab), target.reshape(-1, vocab)], dim=-1)
-    unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # one fit per (q, p)
-    plan = fit_unique_pairs(unique, iterations)
+    plan = fit_rows(target.reshape(-1, vocab), draft.reshape(-1, vocab), iterations)
     return SelectionPlan(
-        plan.positions[inverse].reshape(target.shape),
-        plan.selected_probs[inverse].reshape(target.shape),
+        plan.positions.reshape(target.shape), plan.selected_probs.reshape(target.shape)
     )
 
 
 CACHED_ENTRIES = 4096
-"""Pairs of at most this many entries have their fit kept (``fit_unique_pairs``)."""
+"""Distinct ``q | p`` rows of at most this many entries in all have their fit kept
+(``fit_rows``)."""
 
 
-def fit_unique_pairs(pairs: Float[Tensor, "n two_vocab"], iterations: int) -> SelectionPlan:
-    """``fit_plan`` on ``[n, 2V]`` float64 rows ``q | p`` (distinct rows, from ``torch.unique``),
-    kept for the last few small inputs: an exact engine calls a rule on the same rows again and
-    again. The same plan as ``fit_plan``, bit for bit (same rows in, same operations); a kept
-    plan is shared between calls, so index or copy its tensors, never write to them."""
+def fit_rows(
+    target: Float[Tensor, "n vocab"], draft: Float[Tensor, "n vocab"], iterations: int
+) -> SelectionPlan:
+    """``fit_plan`` (unchecked, ``[n, V]`` float64 rows), fitted once per distinct ``(q, p)``
+    row, and the fits of the last few small inputs kept: an exact engine calls a rule on the
+    same rows again and again. The same plan as ``fit_plan``, bit for bit (same rows in, same
+    operations); its tensors are the caller's own (indexed from the fit, never shared)."""
+    pairs = torch.cat([draft, target], dim=-1)
+    unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # one fit per (q, p)
+    plan = _fit_unique(unique, iterations)
+    return SelectionPlan(plan.positions[inverse], plan.selected_probs[inverse])
+
+
+def _fit_unique(pairs: Float[Tensor, "n two_vocab"], iterations: int) -> SelectionPlan:
+    """``fit_plan`` on distinct ``[n, 2V]`` rows ``q | p``; kept for small float64 CPU inputs
+    (the kept plan is shared: ``fit_rows`` indexes it)."""
     vocab = pairs.shape[-1] // 2
     small = 0 < pairs.numel() <= CACHED_ENTRIES and pairs.dtype == torch.float64
     if pairs.device.type != "cpu" or pairs.requires_grad or not small:

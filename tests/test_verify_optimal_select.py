@@ -15,8 +15,9 @@ from specdec.multi_law import cell_law
 from specdec.optimal_acceptance import iid_optimal_acceptance_probs, iid_optimal_acceptance_sorted
 from specdec.optimal_selection import (
     ITERATIONS,
+    _fit_kept,
     fit_plan,
-    fit_unique_pairs,
+    fit_rows,
     keep_first_probs,
     selected_law,
     selection_output_law,
@@ -239,16 +240,19 @@ def test_validation() -> None:
         verify_multi_optimal_select(torch.tensor([0, 1]), None, p, u)  # type: ignore[arg-type]
 
 
-def test_fit_unique_pairs_is_fit_plan_bit_for_bit_and_kept() -> None:
+def test_fit_rows_is_fit_plan_bit_for_bit_and_kept() -> None:
     generator = torch.Generator().manual_seed(5)
     rows = torch.rand(3, 2, 6, generator=generator, dtype=torch.float64) ** 3
     rows = rows / rows.sum(-1, keepdim=True)
-    pairs = torch.cat([rows[:, 1], rows[:, 0]], dim=-1)  # q | p
-    kept = fit_unique_pairs(pairs, ITERATIONS)
+    kept = fit_rows(rows[:, 0], rows[:, 1], ITERATIONS)
     plain = fit_plan(rows[:, 0], rows[:, 1], ITERATIONS)
     assert torch.equal(kept.positions, plain.positions)
     assert torch.equal(kept.selected_probs, plain.selected_probs)
-    assert fit_unique_pairs(pairs.clone(), ITERATIONS) is kept  # the same rows: no new fit
+    hits = _fit_kept.cache_info().hits
+    again = fit_rows(rows[:, 0].clone(), rows[:, 1].clone(), ITERATIONS)
+    assert _fit_kept.cache_info().hits == hits + 1  # the same rows: no new fit
+    assert torch.equal(again.positions, plain.positions)
+    assert again.positions.data_ptr() != kept.positions.data_ptr()  # the caller's own tensors
     repeated = selection_plan(rows[[0, 2, 0, 1, 2], 0], rows[[0, 2, 0, 1, 2], 1])
     assert torch.equal(repeated.positions, plain.positions[[0, 2, 0, 1, 2]])
     assert torch.equal(repeated.selected_probs, plain.selected_probs[[0, 2, 0, 1, 2]])

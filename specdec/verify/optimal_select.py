@@ -14,7 +14,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._kernels import inverse_cdf
-from specdec.optimal_selection import ITERATIONS, fit_unique_pairs, keep_first_probs
+from specdec.optimal_selection import ITERATIONS, fit_rows, keep_first_probs
 from specdec.verify.multi import MultiDraftVerification, check_drawable, check_multi
 
 __all__ = ["verify_multi_optimal_select"]
@@ -86,10 +86,8 @@ def verify_multi_optimal_select(
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
         raise ValueError(f"iterations must be an int >= 0, got {iterations!r}.")
     check_drawable(ids, draft, distinct=False)
-    pairs = torch.cat([draft, target], dim=-1)
-    unique, inverse = torch.unique(pairs, dim=0, return_inverse=True)  # one fit per (q, p)
-    plan = fit_unique_pairs(unique, iterations)
-    positions, selected = plan.positions[inverse], plan.selected_probs[inverse]  # [n, V]
+    plan = fit_rows(target, draft, iterations)  # one fit per distinct (q, p)
+    positions, selected = plan.positions, plan.selected_probs  # [n, V]
     keep_first = noise[:, 0] < keep_first_probs(positions, ids[:, 0], ids[:, 1])
     index = torch.where(keep_first, 0, 1)  # [n] the selected candidate
     chosen = ids.gather(-1, index.unsqueeze(-1))  # [n, 1]
