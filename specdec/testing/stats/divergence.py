@@ -16,7 +16,6 @@ References:
 """
 
 import math
-from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -59,11 +58,6 @@ def g_test(
 def _divergence_test(
     counts: Tensor, expected: Tensor, false_fail_rate: float, kind: str
 ) -> tuple[float, bool]:
-    # scipy.special, not scipy.stats: the same function (``chi2.sf`` is ``chdtrc`` on its
-    # support) at a fraction of the import (scipy.stats pulls in optimize, sparse, spatial);
-    # imported lazily: only these two tests need scipy
-    from scipy.special import chdtrc
-
     check_rate("false_fail_rate", false_fail_rate)
     law = expected.to(torch.float64)
     observed = counts.to(torch.float64)
@@ -79,14 +73,18 @@ def _divergence_test(
         positive = seen > 0
         statistic = 2.0 * float((seen[positive] * torch.log(seen[positive] / mean[positive])).sum())
     dof = max(1, int((~impossible).sum()) - 1)
-    p_value = _chi2_sf(statistic, dof, chdtrc)
+    p_value = _chi2_sf(statistic, dof)
     return p_value, p_value <= false_fail_rate
 
 
-def _chi2_sf(statistic: float, dof: int, chdtrc: Any) -> float:
+def _chi2_sf(statistic: float, dof: int) -> float:
     """``scipy.stats.chi2.sf(statistic, dof)``, value for value: ``chdtrc(dof, x)`` inside the
     support ``(0, inf)``, ``1`` at or below 0 (a statistic rounded below 0) and ``0`` at
     ``inf``; NaN stays NaN."""
+    # scipy.special, not scipy.stats: the same function at a fraction of the import
+    # (scipy.stats pulls in optimize, sparse, spatial); lazily: only these two tests need scipy
+    from scipy.special import chdtrc
+
     if statistic <= 0.0:
         return 1.0
     if statistic == math.inf:
