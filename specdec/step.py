@@ -41,6 +41,7 @@ from torch import Tensor
 
 from specdec._checks import (
     check_block_lengths,
+    check_integer,
     check_min_dim,
     check_same_vocabulary,
     check_shape,
@@ -219,9 +220,7 @@ def _check_step(
 
 def _check_sources(sources: Tensor, batch: int, rows: int) -> None:
     """``draft_block``'s ``sources``: ``[batch]`` integer indices into the state's ``rows``."""
-    if not isinstance(sources, Tensor) or sources.dtype not in (torch.int32, torch.int64):
-        got = sources.dtype if isinstance(sources, Tensor) else type(sources).__name__
-        raise TypeError(f"sources must be an int32 or int64 tensor; got {got}")
+    check_integer("sources", sources)
     check_shape("sources", sources, (batch,), "[batch]: one state row per block row")
     if batch and not 0 <= int(sources.min()) <= int(sources.max()) < rows:
         raise ValueError(

@@ -626,8 +626,12 @@ def test_vocabulary_mismatch_is_refused() -> None:
 @pytest.mark.parametrize(
     ("sources", "error", "text"),
     [
-        (torch.tensor([0.0, 1.0]), TypeError, "int32 or int64 tensor; got torch.float32"),
-        ([0, 1], TypeError, "int32 or int64 tensor; got list"),
+        (
+            torch.tensor([0.0, 1.0]),
+            TypeError,
+            "sources must be an integer tensor (int64 or int32), got torch.float32",
+        ),
+        ([0, 1], TypeError, "sources must be a torch.Tensor, got list"),
         (torch.tensor([0, 1, 1]), ValueError, "sources must have shape [batch]"),
         (torch.tensor([0, 2]), ValueError, "the state's 2 rows (0 to 1); got values from 0 to 2"),
         (torch.tensor([-1, 0]), ValueError, "got values from -1 to 0"),
