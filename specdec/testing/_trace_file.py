@@ -10,7 +10,13 @@ Format ``specdec-trace`` version 1 (``docs/trace.md``):
   ``{"sequence": i, "position": ..., "drafted": [...], "emitted": [...], "draft_below":
   [...], "draft_at": [...], "target_at": [...], "final_below": x or null, "final_at": ...,
   "residual_mass": ..., "target_argmax": [...], "top_ids": [[...]], "top_values": [[...]],
-  "projections": [[...]], "draft_above": [...], "final_above": x or null}``.
+  "projections": [[...]], "draft_above": [...], "final_above": x or null}``;
+* under ``"rule": "tree"`` (``specdec.testing.tree_record``) a step line holds
+  ``{"sequence": i, "position": ..., "parents": [...], "drafted": [...], "emitted": [...],
+  "path": [...], "draft_below": [...], "draft_at": [...], "draft_above": [...],
+  "residual_at": [...],
+  "final_below": x or null, "final_at": ..., "final_above": ..., "target_argmax": [...],
+  "top_ids": [[...]], "top_values": [[...]], "projections": [[...]]}``.
 
 Floats are written by ``json`` as Python's ``repr`` (the shortest string that reads back to
 the same float64), so a trace reads back bit for bit; NaN and infinities are refused.
@@ -24,20 +30,27 @@ from typing import Any
 
 from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP
 from specdec.testing._trace_types import StepRecord, Trace
+from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.warp import SamplingOptions
 
 __all__ = ["FORMAT", "RULES", "VERSION", "load_trace", "save_trace"]
 
 FORMAT = "specdec-trace"
 VERSION = 1
-RULES = ("token", "greedy")
-"""The rules a record may declare: token-level rejection sampling, greedy (argmax)."""
+RULES = ("token", "greedy", "tree")
+"""The rules a record may declare: token-level rejection sampling, greedy (argmax), token trees
+of i.i.d. children verified by recursive rejection (``tree_record``)."""
 
 _LAW_FIELDS = ("temperature", "top_k", "top_p", "min_p")
 _STEP_FIELDS = (
     "position", "drafted", "emitted", "draft_below", "draft_at", "target_at", "final_below",
     "final_at", "residual_mass", "target_argmax", "top_ids", "top_values", "projections",
     "draft_above", "final_above",
+)  # fmt: skip
+_TREE_FIELDS = (
+    "position", "parents", "drafted", "emitted", "path", "draft_below", "draft_at", "draft_above",
+    "residual_at", "final_below", "final_at", "final_above", "target_argmax", "top_ids",
+    "top_values", "projections",
 )  # fmt: skip
 
 
@@ -63,7 +76,7 @@ def save_trace(path: str | Path, trace: Trace) -> None:
     for index, steps in enumerate(trace.sequences):
         for step in steps:
             entry: dict[str, Any] = {"sequence": index}
-            for name in _STEP_FIELDS:
+            for name in _TREE_FIELDS if trace.rule == "tree" else _STEP_FIELDS:
                 value = getattr(step, name)
                 entry[name] = [list(v) for v in value] if name in _NESTED else value
             lines.append(json.dumps(entry, allow_nan=False))
@@ -131,6 +144,10 @@ _PARSERS: dict[str, Callable[[object], Any]] = {
     "draft_above": _floats,
     "final_above": _optional,
 }
+_TREE_PARSERS = {
+    name: ({"parents": _ints, "path": _ints, "residual_at": _floats} | _PARSERS)[name]
+    for name in _TREE_FIELDS
+}
 
 
 def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
@@ -179,7 +196,9 @@ def load_trace(path: str | Path) -> Trace:
         prompts = tuple(_ints(prompt) for prompt in header["prompts"])
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name}, line 1: prompts {error}.") from None
-    sequences: list[list[StepRecord]] = [[] for _ in prompts]
+    sequences: list[list[StepRecord | TreeStepRecord]] = [[] for _ in prompts]
+    tree = header["rule"] == "tree"
+    parsers = _TREE_PARSERS if tree else _PARSERS
     for number, text in enumerate(lines[1:], start=2):
         where = f"{name}, line {number}"
         if not text.strip():
@@ -188,22 +207,24 @@ def load_trace(path: str | Path) -> Trace:
             entry = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"{where}: not JSON ({error.msg}).") from None
-        if not isinstance(entry, dict) or set(entry) != {"sequence", *_STEP_FIELDS}:
+        if not isinstance(entry, dict) or set(entry) != {"sequence", *parsers}:
             got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-            raise ValueError(f"{where}: a step needs the keys {['sequence', *_STEP_FIELDS]}, "
+            raise ValueError(f"{where}: a step needs the keys {['sequence', *parsers]}, "
                              f"got {got}.")  # fmt: skip
         index = entry["sequence"]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(prompts):
             raise ValueError(f"{where}: sequence must be an int in [0, {len(prompts)}), got "
                              f"{index!r}.")  # fmt: skip
         values: dict[str, Any] = {}
-        for field, parse in _PARSERS.items():
+        for field, parse in parsers.items():
             try:
                 values[field] = parse(entry[field])
             except ValueError as error:
                 raise ValueError(f"{where}: {field} {error}.") from None
         try:
-            sequences[index].append(StepRecord(**values, rule=header["rule"]))
+            record = (TreeStepRecord(**values) if tree
+                      else StepRecord(**values, rule=header["rule"]))  # fmt: skip
+            sequences[index].append(record)
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from None
     try:

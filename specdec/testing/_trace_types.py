@@ -3,6 +3,7 @@ says what each field holds)."""
 
 from dataclasses import dataclass
 
+from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.warp import SamplingOptions
 
 __all__ = ["StepRecord", "Trace"]
@@ -105,9 +106,10 @@ class Trace:
     Attributes:
         law: the target's sampling law the output claims to follow.
         vocab: the vocabulary size ``V``.
-        rule: ``"token"`` or ``"greedy"``; every record's rule.
+        rule: ``"token"``, ``"greedy"`` or ``"tree"``; every record's rule.
         prompts: each sequence's prompt ids.
-        sequences: per sequence, its ``StepRecord`` s in order; a step starts at or after the
+        sequences: per sequence, its ``StepRecord`` s (``TreeStepRecord`` s under the tree
+            rule, ``specdec.testing.tree_record``) in order; a step starts at or after the
             end of the one before (``position >= previous position + previous emitted``).
 
     Raises:
@@ -119,7 +121,7 @@ class Trace:
     vocab: int
     rule: str
     prompts: tuple[tuple[int, ...], ...]
-    sequences: tuple[tuple[StepRecord, ...], ...]
+    sequences: tuple[tuple[StepRecord | TreeStepRecord, ...], ...]
 
     def __post_init__(self) -> None:
         if not isinstance(self.law, SamplingOptions):
@@ -139,6 +141,9 @@ class Trace:
                 where = f"sequence {index}, step {number}"
                 if step.rule != self.rule:
                     raise ValueError(f"{where}: rule {step.rule!r}, the trace's is {self.rule!r}.")
+                if isinstance(step, TreeStepRecord) != (self.rule == "tree"):
+                    raise ValueError(f"{where}: a {type(step).__name__}; the tree rule takes "
+                                     "TreeStepRecord s only, the others StepRecord s.")  # fmt: skip
                 if step.position < end:
                     raise ValueError(
                         f"{where}: position {step.position} overlaps the step before "

@@ -64,6 +64,9 @@ def _check_inputs(
     """The four tensors, checked (shapes, ids, rows, the emitted block's form)."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}.")
+    if rule == "tree":
+        raise ValueError("a tree step is recorded by specdec.testing.tree_record.record_tree_step, "
+                         "not record_step (rule='tree').")  # fmt: skip
     if isinstance(position, bool) or not isinstance(position, int) or position < 0:
         raise ValueError(f"position must be an int >= 0, got {position!r}.")
     target = check_probs("target_probs", target_probs)

@@ -50,6 +50,7 @@ from specdec.testing.audit.running.trace_statistics import (
     TraceEvidence,
     trace_evidence,
 )
+from specdec.testing.audit.running.tree_statistics import tree_evidence
 from specdec.testing.stats.sequential import e_value_log_threshold, kt_log_e_values
 from specdec.testing.stats.streaming import (
     bin_of,
@@ -186,7 +187,9 @@ def judge_trace(
     if not isinstance(subject.fn, Recorded):
         raise TypeError(f"judge_trace judges a recorded trace, got a {subject.form}.")
     trace, target = subject.fn.trace, subject.fn.target
-    evidence = trace_evidence(trace, seeded(options.seed, 0, 0, "trace"))
+    evidence = (tree_evidence if trace.rule == "tree" else trace_evidence)(
+        trace, seeded(options.seed, 0, 0, "trace")
+    )
     teacher = None
     if target is not None:
         teacher = compare_target_rows(trace, target, subject.fn.tolerance)
@@ -196,9 +199,10 @@ def judge_trace(
     minimum = MIN_POWER_TV if options.min_power_tv is None else options.min_power_tv
     weak = "" if result.continuations else "the trace holds no step"
     pooled = [(text, v) for text, v in result.detectable if OUTCOMES in text]
-    if trace.rule == "token" and result.continuations and not pooled:
+    sampled = trace.rule in ("token", "tree")
+    if sampled and result.continuations and not pooled:
         weak = "no step's outcome was recorded"
-    if trace.rule == "token" and pooled and pooled[0][1] > minimum:
+    if sampled and pooled and pooled[0][1] > minimum:
         weak = (
             f"{result.continuations} steps detect only {pooled[0][0]} >= {pooled[0][1]:.4f}, "
             f"above the minimum {minimum:g} (a longer trace, or a larger "

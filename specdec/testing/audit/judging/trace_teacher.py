@@ -29,7 +29,10 @@ the target's row after the sequence's first ``position + i`` new tokens when its
 ``x_1..x_i`` were emitted, i.e. rows ``0..a`` of a step that accepted ``a`` drafts (the
 correction or bonus row included). Rows after a rejected draft condition on a token the
 sequence does not hold and are not checked; neither are the steps after a gap in a sequence's
-positions (a step that was not recorded: its tokens are unknown). Both are counted.
+positions (a step that was not recorded: its tokens are unknown). Both are counted. A tree
+step (``tree_record``) records the rows of its visited nodes only, one per emitted token, all
+checkable: their top entries, projections and argmax, the first examined child's ``p_v(x)``
+at each and the bonus row's mass at the bonus token.
 """
 
 import math
@@ -42,6 +45,7 @@ from torch import Tensor
 from specdec.models.base import empty_context, extend
 from specdec.testing._step_scalars import projection_weights
 from specdec.testing._trace_types import StepRecord, Trace
+from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.testing.audit.judging.stream import as_causal_lm
 
 __all__ = ["TEACHER_TOLERANCE", "TeacherCheck", "check_tolerance", "compare_target_rows"]
@@ -127,6 +131,26 @@ def _values(
     yield f"teacher's p at the recorded argmax {best}", float(teacher.max()), float(teacher[best])
 
 
+def _tree_values(
+    record: TreeStepRecord, row: int, teacher: Tensor, projected: Tensor
+) -> Iterator[tuple[str, float, float]]:
+    """``_values`` for row ``row`` of a tree step: the visited node ``walk.visited[row]``."""
+    for token, value in zip(record.top_ids[row], record.top_values[row], strict=True):
+        yield f"top value at token {token}", value, float(teacher[token])
+    for index, value in enumerate(record.projections[row]):
+        yield f"projection {index}", value, float(projected[index])
+    node, examined = record.walk.visited[row], record.walk.examined
+    first = next((j for j, (kid, _) in enumerate(examined) if record.parents[kid] == node), None)
+    if first is not None:  # the residual at the first examined child is p_v itself
+        token = record.drafted[examined[first][0]]
+        yield f"p at node token {token}", record.residual_at[first], float(teacher[token])
+    if row == len(record.emitted) - 1 and record.ending == "bonus" and record.final_at is not None:
+        token = record.emitted[-1]
+        yield f"p at bonus token {token}", record.final_at, float(teacher[token])
+    best = record.target_argmax[row]
+    yield f"teacher's p at the recorded argmax {best}", float(teacher.max()), float(teacher[best])
+
+
 def compare_target_rows(
     trace: Trace, target: object, tolerance: float = TEACHER_TOLERANCE
 ) -> TeacherCheck:
@@ -175,7 +199,7 @@ def compare_target_rows(
                 break
             new.extend(record.emitted)
             known += 1
-        skipped += sum(record.k + 1 for record in records[known:])
+        skipped += sum(len(record.top_ids) for record in records[known:])
         if known:
             ids = torch.tensor([[*prompt, *new]], dtype=torch.int64)  # [1, L + n]
             with torch.no_grad():
@@ -183,14 +207,18 @@ def compare_target_rows(
             teacher = trace.law.probs(logits[0].detach().cpu()).to(torch.float64)  # [n+1, V]
             projected = teacher @ projection_weights(trace.vocab, teacher.device).T  # [n+1, P]
         for record in records[:known]:
-            checkable = record.accepted + 1  # rows 0..a: their drafts were emitted
-            skipped += record.k + 1 - checkable
+            tree = isinstance(record, TreeStepRecord)
+            checkable = len(record.emitted) if tree else record.accepted + 1  # rows 0..a
+            skipped += len(record.top_ids) - checkable
             for row in range(checkable):
                 at_row = record.position + row
                 rows += 1
-                for what, recorded, taught in _values(
-                    record, row, teacher[at_row], projected[at_row]
-                ):
+                found = (
+                    _tree_values(record, row, teacher[at_row], projected[at_row])
+                    if isinstance(record, TreeStepRecord)
+                    else _values(record, row, teacher[at_row], projected[at_row])
+                )
+                for what, recorded, taught in found:
                     if abs(recorded - taught) > largest:
                         kind = "the bonus row" if row == record.k else f"row {row}"
                         where = (

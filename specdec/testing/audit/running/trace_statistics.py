@@ -96,6 +96,9 @@ def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
     for index, records in enumerate(trace.sequences):
         for place, record in enumerate(records):
             where = f"sequence {index}, step at position {record.position}"
+            if not isinstance(record, StepRecord):  # tree steps: tree_statistics
+                name = type(record).__name__
+                raise TypeError(f"trace_evidence judges StepRecord s, got a {name}.")
             problems = _step(record, trace.rule, uniforms, add)
             if record.ending == "cut" and place < len(records) - 1:
                 problems.append(CUT_INSIDE)
