@@ -38,7 +38,8 @@ argmax) the final fields are ``None`` too: the judge needs ``target_argmax`` onl
 ``Trace`` holds a whole run (the law, the vocabulary, the rule, the prompts and each
 sequence's records); ``save_trace`` and ``load_trace`` write and read it as JSON lines
 (``docs/trace.md``: the format, version 1), so a run recorded on a GPU server is judged
-offline with ``specdec audit --trace FILE``.
+offline with ``specdec audit --trace FILE``. A draft tree's step is recorded by
+``specdec.testing.tree_record.record_tree_step`` (``rule="tree"``).
 """
 
 import torch

@@ -4,7 +4,8 @@ r"""A recorded trace judged: the e-processes of its steps, their power, the repo
 ``specdec audit --trace FILE``). It reads the trace's values (``trace_statistics``: the
 randomized PITs of the drafts, of each accept/reject decision, of the correction and of the
 bonus, each uniform given the past under the declared rule; the standardized surprise of an
-acceptance after an acceptance) and watches an anytime-valid e-process on each
+acceptance after an acceptance; a tree trace's from ``tree_statistics``, the same processes
+under the tree rule) and watches an anytime-valid e-process on each
 (``PROCESSES``): the Krichevsky-Trofimov mixture against 16 equal PIT bins
 (``stats.sequential.kt_log_e_values``) and, for the surprises, the normal mixture
 (``stats.streaming.normal_mixture_log_e``). Each is watched after every value; the first to
