@@ -85,6 +85,9 @@ def test_the_record_agrees_with_verify_tree_and_does_not_grow_with_the_vocabular
         count = int(out.num_accepted)
         record = record_tree_step(tree, tokens, out.tokens[: count + 1], draft, target)
         assert record.path == tuple(out.path[:count].tolist())
+        given = record_tree_step(tree, tokens, out.tokens[: count + 1], draft, target,
+                                 path=out.path)  # fmt: skip
+        assert given == record
         if uniform == 0.0:  # the same walk (first children accepted): the same size
             values = [getattr(record, field.name) for field in fields(record)]
             flat = [w for v in values for w in (v if isinstance(v, tuple) else (v,))]

@@ -49,6 +49,8 @@ def test_the_correct_tree_engine_is_lossless(correct: Trace) -> None:
         report = audit(as_subject(trace), LEVEL)
         assert report.verdict == "lossless", report.headline()
         assert "rule tree; recorded: 300 steps" in report.format()
+    short = audit(as_subject(toy_tree_trace("none", steps=5, seed=1)), LEVEL)
+    assert short.verdict == "cannot decide" and "a longer trace" in short.headline()
 
 
 def test_false_fails_of_a_correct_tree_engine_stay_within_the_nominal_rate() -> None:

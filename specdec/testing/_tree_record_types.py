@@ -94,7 +94,8 @@ def tree_walk(
     if not emitted:
         raise ValueError("emitted must hold at least one token, got none.")
     path = read_path(parents, drafted, emitted) if path is None else tuple(path)
-    children, node, examined = _children(parents), -1, []
+    children, node = _children(parents), -1
+    examined: list[tuple[int, bool]] = []
     if len(path) not in (len(emitted) - 1, len(emitted)):
         raise ValueError(f"path must hold one node per accepted token: {len(emitted)} or "
                          f"{len(emitted) - 1} nodes, got {list(path)}.")  # fmt: skip

@@ -125,10 +125,10 @@ def record_tree_step(
             ``i + 1``: the law node ``i``'s children were drawn from (as ``verify_tree``).
         target_probs: ``[n + 1, V]`` the target rows at the same contexts, on
             ``draft_probs``' device.
-        path: ``[a]`` the nodes the engine accepted, from the root's child down (as
-            ``verify_tree``'s ``path`` without its ``-1`` padding); ``None``: read from the
-            emitted tokens (the first child carrying each), which is exact for an engine
-            following the rule.
+        path: ``[a]`` the nodes the engine accepted, from the root's child down
+            (``verify_tree``'s ``path``: trailing ``-1`` padding is dropped); ``None``: read
+            from the emitted tokens (the first child carrying each), which is exact for an
+            engine following the rule.
         position: the offset of the step's first token in the sequence's new tokens.
 
     Returns:
@@ -161,7 +161,11 @@ def record_tree_step(
         tree, drafted, emitted, draft_probs, target_probs
     )
     ids, block = tuple(tokens.tolist()), tuple(out.tolist())
-    nodes = None if path is None else tuple(check_integer("path", path).reshape(-1).tolist())
+    nodes = None
+    if path is not None:  # verify_tree's path, its trailing -1 padding dropped
+        nodes = tuple(check_integer("path", path).reshape(-1).tolist())
+        while nodes and nodes[-1] == -1:
+            nodes = nodes[:-1]
     walk = tree_walk(tree.parents, ids, block, nodes)
     draft64, target64 = draft.to(torch.float64), target.to(torch.float64)
     parent_rows = torch.tensor(tree.parents, device=target.device) + 1  # [n]

@@ -45,7 +45,9 @@ def _stale_walk(
 ) -> tuple[list[int], list[int]]:
     """``"residual_not_updated"``'s walk of one step (rows ``[n+1, V]``, ``noise [n+1]``): its
     emitted tokens and accepted nodes."""
-    node, emitted, path, ids = -1, [], [], tokens.tolist()
+    node, ids = -1, tokens.tolist()
+    emitted: list[int] = []
+    path: list[int] = []
     while kids := tree.children(node):
         row, law = target[node + 1], draft[node + 1]
         ratios = [min(1.0, float(row[ids[kid]] / law[ids[kid]])) for kid in kids]
