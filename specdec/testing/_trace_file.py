@@ -14,9 +14,9 @@ Format ``specdec-trace`` version 1 (``docs/trace.md``):
 * under ``"rule": "tree"`` (``specdec.testing.tree_record``) a step line holds
   ``{"sequence": i, "position": ..., "parents": [...], "drafted": [...], "emitted": [...],
   "path": [...], "draft_below": [...], "draft_at": [...], "draft_above": [...],
-  "residual_at": [...],
-  "final_below": x or null, "final_at": ..., "final_above": ..., "target_argmax": [...],
-  "top_ids": [[...]], "top_values": [[...]], "projections": [[...]]}``.
+  "residual_at": [...], "final_below": x or null, "final_at": ..., "final_above": ...,
+  "target_argmax": [...], "top_ids": [[...]], "top_values": [[...]], "projections":
+  [[...]]}``.
 
 Floats are written by ``json`` as Python's ``repr`` (the shortest string that reads back to
 the same float64), so a trace reads back bit for bit; NaN and infinities are refused.
