@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP
+from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP, TILTS
 from specdec.testing._trace_types import StepRecord, Trace
 from specdec.warp import SamplingOptions
 
@@ -39,6 +39,8 @@ _STEP_FIELDS = (
     "final_at", "residual_mass", "target_argmax", "top_ids", "top_values", "projections",
     "draft_above", "final_above",
 )  # fmt: skip
+_OPTIONAL_FIELDS = ("draft_tilts", "final_tilts")
+"""Step fields a file may omit (files written before they were recorded)."""
 
 
 def save_trace(path: str | Path, trace: Trace) -> None:
@@ -57,20 +59,20 @@ def save_trace(path: str | Path, trace: Trace) -> None:
         "rule": trace.rule,
         "law": {name: getattr(trace.law, name) for name in _LAW_FIELDS},
         "prompts": [list(prompt) for prompt in trace.prompts],
-        "sketch": {"top": SKETCH_TOP, "projections": SKETCH_PROJECTIONS},
+        "sketch": {"top": SKETCH_TOP, "projections": SKETCH_PROJECTIONS, "tilts": list(TILTS)},
     }
     lines = [json.dumps(header, allow_nan=False)]
     for index, steps in enumerate(trace.sequences):
         for step in steps:
             entry: dict[str, Any] = {"sequence": index}
-            for name in _STEP_FIELDS:
+            for name in (*_STEP_FIELDS, *_OPTIONAL_FIELDS):
                 value = getattr(step, name)
                 entry[name] = [list(v) for v in value] if name in _NESTED else value
             lines.append(json.dumps(entry, allow_nan=False))
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-_NESTED = ("top_ids", "top_values", "projections")
+_NESTED = ("top_ids", "top_values", "projections", "draft_tilts")
 
 
 def _ints(value: object) -> tuple[int, ...]:
@@ -130,6 +132,8 @@ _PARSERS: dict[str, Callable[[object], Any]] = {
     "projections": _rows(_floats),
     "draft_above": _floats,
     "final_above": _optional,
+    "draft_tilts": _rows(_floats),
+    "final_tilts": lambda value: None if value is None else _floats(value),
 }
 
 
@@ -152,6 +156,13 @@ def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
         raise ValueError(f"{where}: the header lacks {sorted(missing)}.")
     if header["rule"] not in RULES:
         raise ValueError(f"{where}: rule must be one of {RULES}, got {header['rule']!r}.")
+    sketch = header.get("sketch")
+    tilts = sketch.get("tilts") if isinstance(sketch, dict) else None
+    if tilts is not None and tilts != list(TILTS):
+        raise ValueError(
+            f"{where}: recorded with tilts {tilts}; this specdec weighs tokens against the "
+            f"tilts {list(TILTS)} (record the run again with this version)."
+        )
     law = header["law"]
     if not isinstance(law, dict) or set(law) - set(_LAW_FIELDS):
         raise ValueError(
@@ -188,16 +199,21 @@ def load_trace(path: str | Path) -> Trace:
             entry = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"{where}: not JSON ({error.msg}).") from None
-        if not isinstance(entry, dict) or set(entry) != {"sequence", *_STEP_FIELDS}:
+        keys = set(entry) if isinstance(entry, dict) else set()
+        if not isinstance(entry, dict) or not (
+            {"sequence", *_STEP_FIELDS} <= keys <= {"sequence", *_STEP_FIELDS, *_OPTIONAL_FIELDS}
+        ):
             got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-            raise ValueError(f"{where}: a step needs the keys {['sequence', *_STEP_FIELDS]}, "
-                             f"got {got}.")  # fmt: skip
+            raise ValueError(f"{where}: a step needs the keys {['sequence', *_STEP_FIELDS]} "
+                             f"(and may hold {list(_OPTIONAL_FIELDS)}), got {got}.")  # fmt: skip
         index = entry["sequence"]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(prompts):
             raise ValueError(f"{where}: sequence must be an int in [0, {len(prompts)}), got "
                              f"{index!r}.")  # fmt: skip
         values: dict[str, Any] = {}
         for field, parse in _PARSERS.items():
+            if field not in entry:  # an optional field the file does not hold
+                continue
             try:
                 values[field] = parse(entry[field])
             except ValueError as error:
