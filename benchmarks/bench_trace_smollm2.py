@@ -67,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-judge", action="store_true", help="generate the whole budget, judge nothing"
     )
+    parser.add_argument(
+        "--part", type=int, default=0,
+        help="this process's share of the run (its own seeds; its trace DIR/<bug>.part<P>.jsonl)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--join", action="store_true",
+        help="generate nothing: judge each bug's parts in --traces DIR, joined in part order",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="tiny model, small budgets")
     return parser
 
@@ -98,6 +106,36 @@ def _fewest(trace: Any, judge: Any) -> int:
     return high
 
 
+def _joined(folder: Path | None, bug: str) -> dict[str, Any]:
+    """``--join``: the parts of ``bug``'s run in ``folder`` as one trace, judged."""
+    from specdec.testing.audit import as_subject, audit
+    from specdec.testing.step_record import Trace, load_trace
+
+    if folder is None:
+        raise SystemExit("--join needs --traces DIR")
+    paths = [folder / f"{bug}.jsonl", *sorted(folder.glob(f"{bug}.part*.jsonl"))]
+    parts = [load_trace(path) for path in paths if path.exists()]
+    if not parts:
+        raise SystemExit(f"--join: no trace of {bug} in {folder}")
+    trace = Trace(
+        law=parts[0].law, vocab=parts[0].vocab, rule=parts[0].rule,
+        prompts=tuple(p for part in parts for p in part.prompts),
+        sequences=tuple(s for part in parts for s in part.sequences),
+    )  # fmt: skip
+    start = time.perf_counter()
+    report = audit(as_subject(trace))
+    [result] = report.scenarios
+    row = {
+        "bug": bug, "parts": len(parts), "verdict": report.verdict,
+        "headline": report.headline(), "deciding_test": result.deciding_test,
+        "generated_tokens": _tokens(trace), "generations": len(trace.sequences),
+        "detectable": {name: round(value, 4) for name, value in result.detectable},
+        "judging_seconds": round(time.perf_counter() - start, 1),
+    }  # fmt: skip
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import torch
@@ -120,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for bug in args.bugs.split(","):
         budget = args.control_tokens if bug == "none" else args.max_tokens
-        kept = None if args.traces is None else args.traces / f"{bug}.jsonl"
+        if args.join:
+            rows.append(_joined(args.traces, bug))
+            continue
+        name = f"{bug}.jsonl" if args.part == 0 else f"{bug}.part{args.part}.jsonl"
+        kept = None if args.traces is None else args.traces / name
         trace: Any = load_trace(kept) if kept is not None and kept.exists() else None
         generating = judging = 0.0
         report = None if trace is None or args.no_judge else audit(as_subject(trace))
@@ -128,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             if report is not None and report.verdict == "lossy":
                 break
             held = 0 if trace is None else len(trace.sequences)
-            seed = BUGS.split(",").index(bug) << 32 | held  # a resumed trace draws on, anew
+            seed = BUGS.split(",").index(bug) << 32 | args.part << 24 | held  # resumed: anew
             generator = torch.Generator().manual_seed(seed)
             start = time.perf_counter()
             with planted(None if bug == "none" else bug, temperature=args.temperature):

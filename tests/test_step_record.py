@@ -2,11 +2,13 @@
 trip; errors on bad input."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import torch
 
+from specdec.testing._step_scalars import TILTS
 from specdec.testing.step_record import Trace, load_trace, record_step, save_trace
 from specdec.testing.trace_zoo import toy_trace
 from specdec.warp import SamplingOptions
@@ -95,3 +97,39 @@ def test_a_trace_refuses_overlapping_steps_and_a_mixed_rule() -> None:
         Trace(SamplingOptions(), 3, "token", ((0,),), ((record, record),))
     with pytest.raises(ValueError, match="rule 'token', the trace's is 'greedy'"):
         Trace(SamplingOptions(), 3, "greedy", ((0,),), ((record,),))
+
+
+def test_the_tilt_norms_are_each_laws_log_sum_of_powers_and_weigh_to_one() -> None:
+    """``ln sum pi^b`` per exponent, for the draft rows and the last token's law; under each
+    law ``sum_y pi(y) * pi(y)^(b-1) / Z(b) = 1``: each tilted likelihood ratio is an e-value."""
+    record = record_step(torch.tensor([0, 2]), torch.tensor([0, 2, 1]), DRAFT, TARGET)
+    assert len(record.draft_tilts) == 2 and record.final_tilts is not None
+    for row, norms in ((DRAFT[0], record.draft_tilts[0]), (TARGET[2], record.final_tilts)):
+        for b, norm in zip(TILTS, norms, strict=True):
+            assert norm == pytest.approx(float((row**b).sum().log()), rel=1e-12)
+            assert float((row * row ** (b - 1) / math.exp(norm)).sum()) == pytest.approx(1.0)
+    residual = record_step(torch.tensor([0, 2]), torch.tensor([1]), DRAFT, TARGET)
+    assert residual.final_tilts == pytest.approx((0.0,) * len(TILTS))  # a point mass: Z = 1
+    cut = record_step(torch.tensor([0, 2]), torch.tensor([0]), DRAFT, TARGET)
+    assert cut.final_tilts is None and len(cut.draft_tilts) == 2
+
+
+def test_a_file_without_tilts_still_loads_and_one_with_other_tilts_is_refused(
+    tmp_path: Path,
+) -> None:
+    trace = toy_trace(steps=4, k=2, vocab=5)
+    path = tmp_path / "run.jsonl"
+    save_trace(path, trace)
+    lines = path.read_text().splitlines()
+    older = [lines[0]] + [
+        json.dumps({k: v for k, v in json.loads(line).items() if "tilts" not in k})
+        for line in lines[1:]
+    ]
+    (tmp_path / "old.jsonl").write_text("\n".join(older) + "\n")
+    loaded = load_trace(tmp_path / "old.jsonl")
+    assert all(s.draft_tilts == () and s.final_tilts is None for q in loaded.sequences for s in q)
+    header = json.loads(lines[0])
+    header["sketch"]["tilts"] = [0.5, 2.0]
+    (tmp_path / "other.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with pytest.raises(ValueError, match=r"recorded with tilts \[0.5, 2.0\]"):
+        load_trace(tmp_path / "other.jsonl")

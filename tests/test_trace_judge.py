@@ -6,6 +6,7 @@ independent runs at false-fail 0.2 (each LOSSY with probability <= 0.2 by Ville 
 Bonferroni; 11 or more of 20 has probability < 6e-4 under that bound).
 """
 
+import math
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 
 from specdec.cli import main
 from specdec.testing.audit import AuditOptions, as_subject, audit
+from specdec.testing.audit.running.trace_statistics import COUPLING_MIX, _coupled
 from specdec.testing.step_record import Trace, record_step, save_trace
 from specdec.testing.trace_zoo import toy_trace
 from specdec.warp import SamplingOptions
@@ -34,10 +36,44 @@ def test_each_planted_bug_is_lossy_within_a_few_hundred_steps(
     bug: str, settings: dict, test: str
 ) -> None:
     steps = 400 if bug == "reused_uniform" else 300
-    report = audit(as_subject(toy_trace(bug, steps=steps, **settings)), LEVEL)
+    trace = toy_trace(bug, steps=steps, **settings)
+    report = audit(as_subject(trace), LEVEL)
     assert report.verdict == "lossy", report.headline()
     assert test in (report.scenarios[0].deciding_test or ""), report.headline()
     assert report.level == "trace" and report.stream_mode == "trace"
+    if bug in LIKELIHOOD_RATIO:  # the same trace at the default false-fail rate, 1e-6
+        strict = audit(as_subject(trace))
+        decided = strict.scenarios[0].deciding_test or ""
+        assert strict.verdict == "lossy" and LIKELIHOOD_RATIO[bug] in decided, strict.format()
+        rows = {row.name: row for row in strict.scenarios[0].e_processes}
+        if bug in WITHOUT_RATIOS:  # the binned or mean process of the same events stays below
+            row = rows[WITHOUT_RATIOS[bug]]
+            assert row.peak < row.log_threshold, strict.format()
+
+
+LIKELIHOOD_RATIO = {
+    "bonus_temperature": "bonus tokens (likelihood ratio, tilted)",
+    "unwarped_draft_rows": "drafts vs rows (likelihood ratio, tilted)",
+    "reused_uniform": "acceptance after acceptance (likelihood ratio, coupled)",
+}
+"""The bugs a likelihood-ratio e-process decides at false-fail 1e-6 on the traces above."""
+
+WITHOUT_RATIOS = {
+    "bonus_temperature": "bonus tokens (PIT by probability)",
+    "reused_uniform": "acceptance after acceptance (mean)",
+}
+"""Where the PIT or mean e-process of the same events alone does not decide on that trace."""
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.3, 0.7, 0.99])
+@pytest.mark.parametrize("least", [0.1, 0.5, 0.95])
+def test_each_coupling_ratio_is_an_e_value_of_the_decision(alpha: float, least: float) -> None:
+    """``alpha r(accept) + (1 - alpha) r(reject) = 1`` for every share of coupled steps: the
+    coupling's likelihood ratios have expectation 1 under the token rule."""
+    accepted, rejected = _coupled(True, alpha, least), _coupled(False, alpha, least)
+    assert len(accepted) == len(COUPLING_MIX)
+    for up, down in zip(accepted, rejected, strict=True):
+        assert alpha * math.exp(up) + (1 - alpha) * math.exp(down) == pytest.approx(1.0)
 
 
 def test_the_correct_engines_are_lossless_and_say_what_they_did_not_check() -> None:

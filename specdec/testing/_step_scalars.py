@@ -13,7 +13,9 @@ from torch import Tensor
 __all__ = [
     "SKETCH_PROJECTIONS",
     "SKETCH_TOP",
+    "TILTS",
     "below_and_at",
+    "log_tilt_norms",
     "projection_weights",
     "row_sketch",
 ]
@@ -23,6 +25,11 @@ SKETCH_TOP = 8
 
 SKETCH_PROJECTIONS = 4
 """Fixed projections ``sum_x p(x) w_j(x)`` of each target row kept in the sketch."""
+
+TILTS = (0.5, 0.6, 0.7, 0.85, 1.2, 1.4, 1.7, 2.0)
+r"""The exponents ``b`` of the tilted laws :math:`\pi^b / Z_\pi(b)` a recorded token is weighed
+against (``log_tilt_norms``): a law taken at temperature ``T b'`` instead of ``T`` is
+:math:`\pi^{1/b'}` normalised, so these cover a temperature off by a factor 0.5 to 2."""
 
 _MASK = (1 << 32) - 1
 
@@ -63,6 +70,23 @@ def below_and_at(rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     below = (rows * lower).sum(1)
     above = (rows * ((rows > at) | ((rows == at) & lower))).sum(1)
     return below, at[:, 0], above
+
+
+def log_tilt_norms(rows: Tensor) -> Tensor:
+    r"""``[n, len(TILTS)]``: :math:`\ln Z_\pi(b) = \ln \sum_y \pi(y)^b` of each float64 row
+    ``[n, V]`` (entries 0 add nothing), for each ``b`` of ``TILTS``.
+
+    A token ``y`` drawn from :math:`\pi` has likelihood ratio :math:`\pi(y)^{b - 1} / Z_\pi(b)`
+    of the tilted law against :math:`\pi`, whose expectation under :math:`\pi` is 1.
+
+    Example:
+        >>> rows = torch.tensor([[0.5, 0.5, 0.0]], dtype=torch.float64)
+        >>> [round(v, 4) for v in log_tilt_norms(rows)[0, :2].tolist()]
+        [0.3466, 0.2773]
+    """
+    exponents = torch.tensor(TILTS, dtype=torch.float64, device=rows.device)
+    logs = rows.log()  # -inf at 0, which any positive exponent keeps at -inf
+    return (logs[:, None, :] * exponents[None, :, None]).logsumexp(dim=2)
 
 
 def row_sketch(rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP
+from specdec.testing._step_scalars import SKETCH_PROJECTIONS, SKETCH_TOP, TILTS
 from specdec.testing._trace_types import StepRecord, Trace
 from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.warp import SamplingOptions
@@ -52,6 +52,8 @@ _TREE_FIELDS = (
     "residual_at", "final_below", "final_at", "final_above", "target_argmax", "top_ids",
     "top_values", "projections",
 )  # fmt: skip
+_OPTIONAL_FIELDS = ("draft_tilts", "final_tilts")
+"""Step fields a token or greedy file may omit (files written before they were recorded)."""
 
 
 def save_trace(path: str | Path, trace: Trace) -> None:
@@ -70,20 +72,20 @@ def save_trace(path: str | Path, trace: Trace) -> None:
         "rule": trace.rule,
         "law": {name: getattr(trace.law, name) for name in _LAW_FIELDS},
         "prompts": [list(prompt) for prompt in trace.prompts],
-        "sketch": {"top": SKETCH_TOP, "projections": SKETCH_PROJECTIONS},
+        "sketch": {"top": SKETCH_TOP, "projections": SKETCH_PROJECTIONS, "tilts": list(TILTS)},
     }
     lines = [json.dumps(header, allow_nan=False)]
     for index, steps in enumerate(trace.sequences):
         for step in steps:
             entry: dict[str, Any] = {"sequence": index}
-            for name in _TREE_FIELDS if trace.rule == "tree" else _STEP_FIELDS:
+            for name in _TREE_FIELDS if trace.rule == "tree" else _STEP_FIELDS + _OPTIONAL_FIELDS:
                 value = getattr(step, name)
                 entry[name] = [list(v) for v in value] if name in _NESTED else value
             lines.append(json.dumps(entry, allow_nan=False))
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-_NESTED = ("top_ids", "top_values", "projections")
+_NESTED = ("top_ids", "top_values", "projections", "draft_tilts")
 
 
 def _ints(value: object) -> tuple[int, ...]:
@@ -143,6 +145,8 @@ _PARSERS: dict[str, Callable[[object], Any]] = {
     "projections": _rows(_floats),
     "draft_above": _floats,
     "final_above": _optional,
+    "draft_tilts": _rows(_floats),
+    "final_tilts": lambda value: None if value is None else _floats(value),
 }
 _TREE_PARSERS = {
     name: ({"parents": _ints, "path": _ints, "residual_at": _floats} | _PARSERS)[name]
@@ -169,6 +173,13 @@ def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
         raise ValueError(f"{where}: the header lacks {sorted(missing)}.")
     if header["rule"] not in RULES:
         raise ValueError(f"{where}: rule must be one of {RULES}, got {header['rule']!r}.")
+    sketch = header.get("sketch")
+    tilts = sketch.get("tilts") if isinstance(sketch, dict) else None
+    if tilts is not None and tilts != list(TILTS):
+        raise ValueError(
+            f"{where}: recorded with tilts {tilts}; this specdec weighs tokens against the "
+            f"tilts {list(TILTS)} (record the run again with this version)."
+        )
     law = header["law"]
     if not isinstance(law, dict) or set(law) - set(_LAW_FIELDS):
         raise ValueError(
@@ -199,6 +210,7 @@ def load_trace(path: str | Path) -> Trace:
     sequences: list[list[StepRecord | TreeStepRecord]] = [[] for _ in prompts]
     tree = header["rule"] == "tree"
     parsers = _TREE_PARSERS if tree else _PARSERS
+    optional = () if tree else _OPTIONAL_FIELDS
     for number, text in enumerate(lines[1:], start=2):
         where = f"{name}, line {number}"
         if not text.strip():
@@ -207,9 +219,13 @@ def load_trace(path: str | Path) -> Trace:
             entry = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"{where}: not JSON ({error.msg}).") from None
-        if not isinstance(entry, dict) or set(entry) != {"sequence", *parsers}:
+        keys = set(entry) if isinstance(entry, dict) else set()
+        required = {"sequence", *parsers} - set(optional)
+        if not isinstance(entry, dict) or not required <= keys <= {"sequence", *parsers}:
             got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-            raise ValueError(f"{where}: a step needs the keys {['sequence', *parsers]}, "
+            may = f" (and may hold {list(optional)})" if optional else ""
+            raise ValueError(f"{where}: a step needs the keys "
+                             f"{['sequence', *(f for f in parsers if f not in optional)]}{may}, "
                              f"got {got}.")  # fmt: skip
         index = entry["sequence"]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(prompts):
@@ -217,6 +233,8 @@ def load_trace(path: str | Path) -> Trace:
                              f"{index!r}.")  # fmt: skip
         values: dict[str, Any] = {}
         for field, parse in parsers.items():
+            if field not in entry:  # an optional field the file does not hold
+                continue
             try:
                 values[field] = parse(entry[field])
             except ValueError as error:

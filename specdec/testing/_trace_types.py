@@ -3,6 +3,7 @@ says what each field holds)."""
 
 from dataclasses import dataclass
 
+from specdec.testing._step_scalars import TILTS
 from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.warp import SamplingOptions
 
@@ -30,6 +31,10 @@ class StepRecord:
         draft_above: ``q_i(above x_i)`` per draft: the mass before ``x_i`` in
             decreasing-probability order (ties by lower id); ``()``: not recorded.
         final_above: the same for the last emitted token under its law.
+        draft_tilts: per draft row, ``ln sum_y q_i(y)^b`` for each ``b`` of
+            ``_step_scalars.TILTS`` (``()``: not recorded).
+        final_tilts: the same for the last emitted token's law (``None``: not recorded, or
+            no such law).
     """
 
     position: int
@@ -48,6 +53,8 @@ class StepRecord:
     rule: str = "token"
     draft_above: tuple[float, ...] = ()
     final_above: float | None = None
+    draft_tilts: tuple[tuple[float, ...], ...] = ()
+    final_tilts: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         k = len(self.drafted)
@@ -56,8 +63,13 @@ class StepRecord:
             "draft_at": len(self.draft_at),
             "target_at": len(self.target_at),
         }
-        if self.draft_above:
-            lengths["draft_above"] = len(self.draft_above)
+        for name in ("draft_above", "draft_tilts"):
+            if getattr(self, name):
+                lengths[name] = len(getattr(self, name))
+        tilts = [*self.draft_tilts, *([] if self.final_tilts is None else [self.final_tilts])]
+        if any(len(row) != len(TILTS) for row in tilts):
+            raise ValueError(f"draft_tilts and final_tilts rows must hold {len(TILTS)} values "
+                             f"(one per tilt {TILTS}).")  # fmt: skip
         rows = {
             "target_argmax": len(self.target_argmax),
             "top_ids": len(self.top_ids),

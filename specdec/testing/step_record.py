@@ -20,6 +20,9 @@ For a step that accepted ``a`` drafts (the emitted tokens start with ``x_1..x_a`
                         bonus: :math:`p_{k+1}(\{z < y\})`
 ``final_above``         the same in decreasing-probability order (ties by lower id)
 ``final_at``            correction: :math:`r_j(y) / R`; bonus: :math:`p_{k+1}(y)`
+``draft_tilts[i]``      :math:`\ln \sum_y q_i(y)^b` for each ``b`` of ``TILTS``
+``final_tilts``         the same for the last emitted token's law (normalised residual or
+                        bonus row)
 ``residual_mass``       correction: :math:`R = \sum_z r_j(z)`; bonus and cut steps: ``None``
 ``target_argmax[i]``    the lowest id of each target row's largest entry (``k + 1`` rows)
 ``top_ids``/``top_values``  each target row's ``SKETCH_TOP`` largest entries (ties by id)
@@ -47,7 +50,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_dim, check_integer, check_probs, check_tokens
-from specdec.testing._step_scalars import below_and_at, row_sketch
+from specdec.testing._step_scalars import TILTS, below_and_at, log_tilt_norms, row_sketch
 from specdec.testing._trace_file import RULES, load_trace, save_trace
 from specdec.testing._trace_types import StepRecord, Trace
 
@@ -160,9 +163,11 @@ def record_step(
     ending = "cut" if accepted == m else ("bonus" if accepted == k else "correction")
     draft64, target64 = draft.to(torch.float64), target.to(torch.float64)
     draft_below, draft_at, draft_above = below_and_at(draft64, tokens)  # [k]
+    draft_tilts = log_tilt_norms(draft64)  # [k, G]
     _, target_at, _ = below_and_at(target64[:k], tokens)  # [k]
     argmax, top_ids, top_values, projections = row_sketch(target64)
-    final = torch.zeros(4, dtype=torch.float64, device=target.device)
+    tilts = len(TILTS)
+    final = torch.zeros(4 + tilts, dtype=torch.float64, device=target.device)
     if rule == "token" and ending != "cut":
         last = out[m - 1 :]
         law = target64[k : k + 1]  # the bonus row
@@ -171,8 +176,12 @@ def record_step(
         total = law.sum()
         below, at, above = below_and_at(law, last)
         scale = torch.where(total > 0, total, 1.0)
-        final = torch.stack([below[0] / scale, at[0] / scale, total, above[0] / scale])
-    scalars = torch.cat([draft_below, draft_at, target_at, draft_above, final]).tolist()
+        first = torch.stack([below[0] / scale, at[0] / scale, total, above[0] / scale])
+        final = torch.cat([first, log_tilt_norms(law / scale)[0]])
+    scalars = torch.cat(
+        [draft_below, draft_at, target_at, draft_above, draft_tilts.reshape(-1), final]
+    ).tolist()
+    end = (4 + tilts) * k
     has_final = rule == "token" and ending != "cut"
     return StepRecord(
         position=position,
@@ -181,14 +190,18 @@ def record_step(
         draft_below=tuple(scalars[:k]),
         draft_at=tuple(scalars[k : 2 * k]),
         target_at=tuple(scalars[2 * k : 3 * k]),
-        final_below=scalars[4 * k] if has_final else None,
-        final_at=scalars[4 * k + 1] if has_final else None,
-        residual_mass=scalars[4 * k + 2] if has_final and ending == "correction" else None,
+        final_below=scalars[end] if has_final else None,
+        final_at=scalars[end + 1] if has_final else None,
+        residual_mass=scalars[end + 2] if has_final and ending == "correction" else None,
         target_argmax=tuple(argmax.tolist()),
         top_ids=tuple(tuple(row) for row in top_ids.tolist()),
         top_values=tuple(tuple(row) for row in top_values.tolist()),
         projections=tuple(tuple(row) for row in projections.tolist()),
         rule=str(rule),
         draft_above=tuple(scalars[3 * k : 4 * k]),
-        final_above=scalars[4 * k + 3] if has_final else None,
+        final_above=scalars[end + 3] if has_final else None,
+        draft_tilts=tuple(
+            tuple(scalars[4 * k + i * tilts : 4 * k + (i + 1) * tilts]) for i in range(k)
+        ),
+        final_tilts=tuple(scalars[end + 4 :]) if has_final else None,
     )

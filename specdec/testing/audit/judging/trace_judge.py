@@ -48,6 +48,7 @@ from specdec.testing.audit.running.trace_statistics import (
     AFTER_ACCEPT,
     OUTCOMES,
     PROCESSES,
+    RATIOS,
     TraceEvidence,
     trace_evidence,
 )
@@ -97,9 +98,12 @@ class TraceResult(StreamStatisticsResult):
         return [*super().lines(), f"  rule {self.rule}; recorded: {kinds}", *teacher]
 
 
-def _running(name: str, values: list[float]) -> torch.Tensor:
+def _running(name: str, evidence: TraceEvidence) -> torch.Tensor:
     """``ln E`` after each value of one process."""
-    data = torch.tensor(values, dtype=torch.float64)
+    if name in RATIOS:  # the family's products, mixed with equal weights
+        ratios = torch.tensor(evidence.log_ratios[name], dtype=torch.float64)  # [n, G]
+        return ratios.cumsum(0).logsumexp(1) - math.log(ratios.shape[1])
+    data = torch.tensor(evidence.values[name], dtype=torch.float64)
     if name == AFTER_ACCEPT:
         total = data.cumsum(0)
         spread = (data * data).cumsum(0) + torch.arange(1, data.numel() + 1)
@@ -111,6 +115,8 @@ def _running(name: str, values: list[float]) -> torch.Tensor:
 def _group(name: str, values: list[float]) -> GroupRow:
     data = torch.tensor(values, dtype=torch.float64)
     count = data.numel()
+    if name in RATIOS:  # described by its e-process alone
+        return GroupRow(name, count, math.nan, math.nan, math.nan, math.nan)
     if name == AFTER_ACCEPT:
         return GroupRow(name, count, math.nan, math.nan, float(data.mean()), 1 / math.sqrt(count))
     counts = torch.bincount(bin_of(data, PIT_BINS), minlength=PIT_BINS).to(torch.float64)
@@ -127,14 +133,18 @@ def _judged(
     beta = options.false_pass_rate
     rows, crossings, detectable = [], [], []
     for name in watched:
-        running = _running(name, evidence.values[name])
+        running = _running(name, evidence)
         peak = max(0.0, float(running.max()))
         rows.append(EProcessRow(name, float(running[-1]), peak, level))
         over = (running >= level).nonzero()
         if over.numel():
             crossings.append((evidence.steps[name][int(over[0, 0])], name))
         count = len(evidence.values[name])
-        if name == AFTER_ACCEPT:
+        if name in RATIOS:
+            size = len(evidence.log_ratios[name][0])
+            needed = (level + math.log(size) + math.log(1 / beta)) / count
+            detectable.append((f"{name}: mean log-ratio of the nearest alternative", needed))
+        elif name == AFTER_ACCEPT:
             shift = min_detectable_mean_shift(count, level, beta, MIXTURE_PRECISION)
             detectable.append((f"{name}: shift in sd (approximate)", shift))
         else:

@@ -21,6 +21,25 @@ same step, :math:`(\mathbb{1}[\text{accept}] - \alpha) / \sqrt{\alpha (1 - \alph
 martingale difference of variance 1 (the normal-mixture e-process of
 ``specdec.testing.stats.streaming``).
 
+Two likelihood-ratio e-processes weigh the same events against a one-parameter family of
+alternatives, each an e-value given the past (expectation 1 under the declared rule), so
+their running products mixed over the family are test martingales (Ville) and pay nothing
+for bins or for heavy tails:
+
+* *coupling*: each decision after an acceptance in the step, against the comonotone coupling
+  (one uniform for the step), under which it is accepted with probability
+  :math:`a = \min(1, \alpha_{i+1} / m)`, :math:`m = \min_{l \le i} \alpha_l` over the
+  acceptances before it: the ratio :math:`1 - \lambda + \lambda P_a / P_\alpha` of the
+  outcome's probabilities, mixed over ``COUPLING_MIX`` (the share ``lambda`` of coupled
+  steps);
+* *tilts*: each token drawn from a law :math:`\pi` (a draft from its row, a correction from
+  the normalised residual, a bonus from its row), against the tilted laws
+  :math:`\pi^b / Z_\pi(b)` (``_step_scalars.TILTS``), the ratio
+  :math:`\pi(y)^{b - 1} / Z_\pi(b)` from the recorded :math:`\ln Z_\pi(b)`: a law taken at
+  another temperature (a bonus warped differently, drafts sampled from other logits than the
+  rows recorded for them) is one of these, and the e-process grows at the
+  Kullback-Leibler divergence of the nearest.
+
 Under ``rule="greedy"`` an outcome is forbidden unless it is the rule's (a draft accepted iff
 it is the target row's argmax, the correction and the bonus the argmax): any other is a
 forbidden outcome, as is any event of probability 0 under the token rule (a draft its row
@@ -34,9 +53,13 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.testing._step_scalars import TILTS
 from specdec.testing._trace_types import StepRecord, Trace
 
-__all__ = ["CUT_INSIDE", "PROCESSES", "TraceEvidence", "trace_evidence"]
+__all__ = [
+    "AFTER_ACCEPT", "COUPLING_MIX", "CUT_INSIDE", "OUTCOMES", "PROCESSES", "RATIOS",
+    "TraceEvidence", "trace_evidence",
+]  # fmt: skip
 
 DECISIONS = "accept/reject decisions (PIT)"
 AFTER_ACCEPT = "acceptance after acceptance (mean)"
@@ -45,8 +68,22 @@ BONUSES = "bonus tokens (PIT by probability)"
 OUTCOMES = "step outcomes (PIT by token id)"
 DRAFTS = "drafts vs rows (PIT by probability)"
 DRAFTS_BY_ID = "drafts vs rows (PIT by token id)"
-PROCESSES = (OUTCOMES, DECISIONS, AFTER_ACCEPT, CORRECTIONS, BONUSES, DRAFTS, DRAFTS_BY_ID)
-"""The e-processes a trace is judged by (the token rule; greedy: the two draft ones)."""
+COUPLING = "acceptance after acceptance (likelihood ratio, coupled)"
+DRAFT_TILTS = "drafts vs rows (likelihood ratio, tilted)"
+CORRECTION_TILTS = "corrections (likelihood ratio, tilted)"
+BONUS_TILTS = "bonus tokens (likelihood ratio, tilted)"
+PROCESSES = (
+    OUTCOMES, DECISIONS, AFTER_ACCEPT, COUPLING, CORRECTIONS, BONUSES, DRAFTS, DRAFTS_BY_ID,
+    DRAFT_TILTS, CORRECTION_TILTS, BONUS_TILTS,
+)  # fmt: skip
+"""The e-processes a trace is judged by (the token rule; greedy: the draft ones)."""
+
+RATIOS = (COUPLING, DRAFT_TILTS, CORRECTION_TILTS, BONUS_TILTS)
+"""The likelihood-ratio processes (each value: one log-ratio per alternative of the family);
+``AFTER_ACCEPT`` is a normal mixture; the others are PITs (binned)."""
+
+COUPLING_MIX = (0.25, 0.5, 0.9, 0.99)
+"""The shares ``lambda`` of coupled steps the coupling likelihood ratio is mixed over."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +92,9 @@ class TraceEvidence:
 
     Attributes:
         values: per process (``PROCESSES``), its values: PITs, or (``AFTER_ACCEPT``) the
-            standardized acceptance surprises.
+            standardized acceptance surprises, or (``RATIOS``) ``0.0`` placeholders.
+        log_ratios: per process of ``RATIOS``, each value's log likelihood ratios (one per
+            alternative: ``COUPLING_MIX``, ``TILTS``).
         steps: per process, the step (counted over the whole trace) of each value.
         forbidden: each forbidden outcome, in words, in order.
         forbidden_steps: the step of each.
@@ -64,6 +103,7 @@ class TraceEvidence:
     """
 
     values: dict[str, list[float]]
+    log_ratios: dict[str, list[tuple[float, ...]]]
     steps: dict[str, list[int]]
     forbidden: tuple[str, ...]
     forbidden_steps: tuple[int, ...]
@@ -80,6 +120,7 @@ def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
     needed = sum(2 * step.k + 3 for steps in trace.sequences for step in steps)
     uniforms = iter(torch.rand(needed, generator=generator, dtype=torch.float64).tolist())
     values: dict[str, list[float]] = {name: [] for name in PROCESSES}
+    log_ratios: dict[str, list[tuple[float, ...]]] = {name: [] for name in RATIOS}
     steps: dict[str, list[int]] = {name: [] for name in PROCESSES}
     forbidden: list[str] = []
     forbidden_steps: list[int] = []
@@ -89,7 +130,10 @@ def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
     )  # fmt: skip
     number = 0
 
-    def add(name: str, value: float) -> None:
+    def add(name: str, value: float | tuple[float, ...]) -> None:
+        if isinstance(value, tuple):
+            log_ratios[name].append(value)
+            value = 0.0
         values[name].append(value)
         steps[name].append(number)
 
@@ -114,7 +158,7 @@ def trace_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
                 ending]] += 1  # fmt: skip
             number += 1
     return TraceEvidence(
-        values, steps, tuple(forbidden), tuple(forbidden_steps), tuple(counts.items())
+        values, log_ratios, steps, tuple(forbidden), tuple(forbidden_steps), tuple(counts.items())
     )
 
 
@@ -126,8 +170,24 @@ CUT_INSIDE = (
 """A cut step before a sequence's last: forbidden under every rule the trace declares."""
 
 
+def _tilted(at: float, log_norms: tuple[float, ...]) -> tuple[float, ...]:
+    """The log likelihood ratios ``(b - 1) ln pi(y) - ln Z(b)`` of a token of probability
+    ``at > 0`` under each tilt ``b`` (``TILTS``), from its law's ``ln Z(b)``."""
+    logged = math.log(at)
+    return tuple((b - 1.0) * logged - norm for b, norm in zip(TILTS, log_norms, strict=True))
+
+
+def _coupled(accept: bool, alpha: float, least: float) -> tuple[float, ...]:
+    """The log likelihood ratios of a decision of probability ``alpha`` after acceptances
+    of least probability ``least``, against the comonotone coupling mixed in at each
+    ``COUPLING_MIX`` share."""
+    coupled = min(1.0, alpha / least)
+    ratio = coupled / alpha if accept else (1.0 - coupled) / (1.0 - alpha)
+    return tuple(math.log(1.0 - share + share * ratio) for share in COUPLING_MIX)
+
+
 def _step(
-    record: StepRecord, rule: str, uniforms: Iterator[float], add: Callable[[str, float], None]
+    record: StepRecord, rule: str, uniforms: Iterator[float], add: Callable[..., None]
 ) -> list[str]:
     """Add one step's values (in the order the engine decided them); its forbidden outcomes."""
     problems: list[str] = []
@@ -139,10 +199,13 @@ def _step(
         if record.draft_above:
             add(DRAFTS, _pit(record.draft_above[i], record.draft_at[i], uniform))
         add(DRAFTS_BY_ID, _pit(record.draft_below[i], record.draft_at[i], uniform))
+        if record.draft_tilts and record.draft_at[i] > 0.0:
+            add(DRAFT_TILTS, _tilted(record.draft_at[i], record.draft_tilts[i]))
     accepted, ending = record.accepted, record.ending
     decided = accepted + (ending == "correction")
     if rule == "greedy":
         return problems + _greedy(record, decided)
+    least = 1.0  # the least acceptance probability of the step's acceptances so far
     for i in range(decided):  # 2. each accept/reject decision, then the last token
         ratio = record.target_at[i] / record.draft_at[i] if record.draft_at[i] > 0 else 1.0
         alpha = min(1.0, ratio)
@@ -157,6 +220,10 @@ def _step(
         add(OUTCOMES, pit)
         if i > 0 and 0.0 < alpha < 1.0:  # the surprise of an acceptance after an acceptance
             add(AFTER_ACCEPT, (float(accept) - alpha) / math.sqrt(alpha * (1.0 - alpha)))
+            if least < 1.0:  # a coupling moves this decision only after an uncertain one
+                add(COUPLING, _coupled(accept, alpha, least))
+        if accept:
+            least = min(least, alpha)
     if ending == "cut" or record.final_at is None or record.final_below is None:
         return problems
     kind = "correction" if ending == "correction" else "bonus token"
@@ -169,6 +236,9 @@ def _step(
     if record.final_above is not None:
         name = CORRECTIONS if ending == "correction" else BONUSES
         add(name, _pit(record.final_above, record.final_at, uniform))
+    if record.final_tilts is not None:
+        name = CORRECTION_TILTS if ending == "correction" else BONUS_TILTS
+        add(name, _tilted(record.final_at, record.final_tilts))
     return problems
 
 

@@ -46,6 +46,7 @@ from specdec.testing.audit.running.trace_statistics import (
     DRAFTS_BY_ID,
     OUTCOMES,
     PROCESSES,
+    RATIOS,
     TraceEvidence,
 )
 
@@ -93,6 +94,7 @@ def tree_evidence(trace: Trace, generator: torch.Generator) -> TraceEvidence:
             number += 1
     return TraceEvidence(
         values,
+        {name: [] for name in RATIOS},  # the tree record holds no tilts; no coupling ratio
         steps,
         tuple(text for _, text in forbidden),
         tuple(step for step, _ in forbidden),
