@@ -44,7 +44,20 @@ Example:
 import torch
 from torch import Tensor
 
-__all__ = ["clock_groups", "two_races_reach"]
+__all__ = ["RACED_AGAIN", "SHARED", "clock_groups", "two_races_reach"]
+
+SHARED = (
+    "races share random clocks (one exponential vector used at several positions, or a clock "
+    "repeated in a row): their winners are dependent and their joint law is not modelled"
+)
+"""The refusal of races sharing clocks where they are not allowed (``shared_clocks`` off)."""
+
+RACED_AGAIN = (
+    "races share random clocks across two race ops (a clock raced by one argmax and again by "
+    "another): the second's weights may depend on the first's winner, which the substituted "
+    "law does not see; their joint law is not modelled"
+)
+"""The refusal of a clock raced by two race ops (refused whatever ``shared_clocks`` says)."""
 
 
 def _components(ids: Tensor) -> Tensor:

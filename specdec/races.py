@@ -87,7 +87,7 @@ from specdec._race_forms import (
     scalar_value,
     unit_roundoff,
 )
-from specdec._shared_clocks import clock_groups
+from specdec._shared_clocks import RACED_AGAIN, SHARED, clock_groups
 from specdec.value_tape import LazyClocksUsed, ValueTape
 
 __all__ = ["Form", "RaceTracker", "race_bound"]
@@ -407,12 +407,9 @@ class RaceTracker:
             log_weight = form.log_weight.movedim(dim, -1).reshape(-1, ids.shape[-1])
         flat = ids.reshape(-1).tolist()
         shared = len(set(flat)) != len(flat)
-        if (shared and not self.shared_clocks) or self.raced_ids.intersection(flat):
-            raise self.tape.refuse(
-                "races share random clocks (one exponential vector used at several positions, "
-                "or a clock repeated in a row): their winners are dependent and their joint "
-                "law is not modelled"
-            )
+        again = bool(self.raced_ids.intersection(flat))  # raced by an earlier race op
+        if again or (shared and not self.shared_clocks):
+            raise self.tape.refuse(RACED_AGAIN if again and self.shared_clocks else SHARED)
         self.raced_ids.update(flat)
         for index in form.sources:
             source = self.sources[index]
