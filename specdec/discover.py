@@ -62,6 +62,7 @@ from specdec._grid import (
     grid_index,
 )
 from specdec._hints import line_hints
+from specdec._shared_clocks import two_races_reach
 from specdec.exact import BlockRows, Breakpoints, Law, draft_law, rejection_breakpoints
 from specdec.models.toy import ToyModel
 from specdec.supply import MoreValuesNeeded
@@ -210,12 +211,18 @@ def discover_rows_law(
         A ``Discovery`` for this block: its ``law`` (conditional on the draft block) when
         ``status == "exact"``.
     """
+    shared: set[frozenset[int]] | None = getattr(rule, "shared_clocks", None)
+    if shared is not None:  # a captured verifier's races sharing clocks, seen on this block
+        shared.clear()
     earlier, evaluate, (status, evidence, cuts, outputs) = _explore_growing(
         rule, rows, candidates, probes, seed, dims
     )
     evaluations = earlier + evaluate.evaluations
     counts = tuple(len(c) - 2 for c in cuts)
     positions = tuple(tuple(c[1:-1]) for c in cuts)
+    refusal = None if outputs is None or not shared else two_races_reach(shared, outputs)
+    if refusal is not None:  # two races of one shared clock reach the output
+        return Discovery("outside-class", None, refusal, evaluations, counts, positions)
     if outputs is None:
         return Discovery(status, None, evidence, evaluations, counts, positions)
     corners = outputs.reshape(-1, outputs.shape[-1])

@@ -41,7 +41,11 @@ first), else all weights zero give index 0; a row of one clock is its index.
   multiplying by a tensor of mixed signs; a value read from ``max(dim)``'s values;
 * races sharing a clock (vLLM's one exponential vector per request used at each of its
   positions, or a clock repeated in one row): their winners are dependent, and their joint
-  law is not computed here; so are tensors aliasing a followed one mutated in place.
+  law is not computed here; so are tensors aliasing a followed one mutated in place. With
+  ``shared_clocks`` (``specdec.testing.capture``), rows of ONE race op that share clocks each
+  take their own uniform, as if independent, and their coordinates are recorded (``shared``):
+  ``specdec.discover`` then checks that at most one of them reaches the output
+  (``specdec._shared_clocks``, where the argument is); clocks raced in two ops stay refused.
 
 **Values.** The clocks' values are still fed from the supply (so any other use is enumerated as
 before); when a race consumes a source whose values were the last taken, the supply is rewound
@@ -83,6 +87,7 @@ from specdec._race_forms import (
     scalar_value,
     unit_roundoff,
 )
+from specdec._shared_clocks import RACED_AGAIN, SHARED, clock_groups
 from specdec.value_tape import LazyClocksUsed, ValueTape
 
 __all__ = ["Form", "RaceTracker", "race_bound"]
@@ -145,8 +150,10 @@ class RaceTracker:
     """The followed tensors of one ``Supply`` (module docstring); ``bound`` the largest
     per-row sum of ``B_race`` over the races substituted so far."""
 
-    def __init__(self, tape: ValueTape) -> None:
+    def __init__(self, tape: ValueTape, *, shared_clocks: bool = False) -> None:
         self.tape = tape
+        self.shared_clocks = shared_clocks  # rows of one race op may share clocks
+        self.shared: set[frozenset[int]] = set()  # their coordinates (specdec._shared_clocks)
         self.forms: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.ids: set[int] = set()  # of every tensor ever followed (specdec._op_facts)
         self.sources: list[_Source] = []
@@ -399,12 +406,10 @@ class RaceTracker:
             ids = ids.reshape(-1, ids.shape[-1])
             log_weight = form.log_weight.movedim(dim, -1).reshape(-1, ids.shape[-1])
         flat = ids.reshape(-1).tolist()
-        if len(set(flat)) != len(flat) or self.raced_ids.intersection(flat):
-            raise self.tape.refuse(
-                "races share random clocks (one exponential vector used at several positions, "
-                "or a clock repeated in a row): their winners are dependent and their joint "
-                "law is not modelled"
-            )
+        shared = len(set(flat)) != len(flat)
+        again = bool(self.raced_ids.intersection(flat))  # raced by an earlier race op
+        if again or (shared and not self.shared_clocks):
+            raise self.tape.refuse(RACED_AGAIN if again and self.shared_clocks else SHARED)
         self.raced_ids.update(flat)
         for index in form.sources:
             source = self.sources[index]
@@ -412,8 +417,13 @@ class RaceTracker:
                 raise self._both()
             source.raced = True
         self._rewind(form)
-        rows = log_weight.shape[0]
+        rows, start = log_weight.shape[0], self.tape.used
         uniforms = self.tape.take(rows)  # [rows] float64, one per race row
+        if shared:  # each row its own uniform; at most one may reach the output
+            groups = clock_groups(ids, rows // self.tape.rows, start)
+            if isinstance(groups, str):
+                raise self.tape.refuse(f"races share random clocks: {groups}")
+            self.shared |= groups
         winners, bound = race_winners(log_weight, uniforms, form)
         self.bound += bound * max(1, rows // self.tape.rows)
         chosen = winners.reshape(shape)

@@ -89,7 +89,9 @@ class Supply(DispatchMode):
     ``NotEnumerableError``, or with ``extend`` is fed ``1/2``; more than ``limit`` is refused.
     ``refusal`` keeps the last refusal, ``layout`` whether it was a random op whose leading
     dimension is not the batch of ``rows`` rows. ``races``: exponential and Gumbel races
-    substituted by their law (module docstring; ``races`` is then the ``RaceTracker``).
+    substituted by their law (module docstring; ``races`` is then the ``RaceTracker``);
+    ``shared_clocks``: rows of one race op may share clocks, each taking its own uniform, for a
+    caller that checks at most one reaches the output (``specdec._shared_clocks``).
     The values and the cursor over them are the ``tape`` (``specdec.value_tape.ValueTape``),
     which the race tracker reads too; the tracker alone keeps the followed tensors.
     """
@@ -103,11 +105,12 @@ class Supply(DispatchMode):
         extend: bool = False,
         races: bool = False,
         lazy_clocks: bool = False,
+        shared_clocks: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.lazy_clocks = lazy_clocks
         self.tape = ValueTape(values, rows, limit=limit, extend=extend, deferred=races)
-        self.races = RaceTracker(self.tape) if races else None
+        self.races = RaceTracker(self.tape, shared_clocks=shared_clocks) if races else None
 
     @property
     def values(self) -> Tensor | None:

@@ -4,9 +4,11 @@ Each engine style (draws per row, only on the branch that needs it, by an expone
 Gumbel race, from per-row generators or inside TorchScript) gets a decided exact verdict: its
 lossless version LOSSLESS (up to the rounding of the dtype it computes in), its buggy twin
 LOSSY. A race's winner is substituted by its law at one supplied uniform (``specdec.races``);
-vLLM V1's sampler, whose races share one exponential vector per request, is decided where a
-request drafts one token and refused (CANNOT DECIDE, with the reason) where its races share
-clocks. The dtype-aware verdict has its controls: a float32 engine is LOSSY at float64's bound
+vLLM V1's sampler, whose races share one exponential vector per request, is decided at k = 1
+and at k = 2 (each race its own uniform, only the first rejected position's race reaching the
+output: ``specdec._shared_clocks``); a variant where two races of the vector reach the output
+is refused (CANNOT DECIDE, with the reason), and vLLM-style bugs on the shared vector are
+LOSSY. The dtype-aware verdict has its controls: a float32 engine is LOSSY at float64's bound
 and LOSSLESS up to float32 rounding at its own; a 0.999-scaled threshold is LOSSY at float32's
 bound; an outcome the target forbids is LOSSY at any size. Refusals are CANNOT DECIDE however
 the function re-raises them.
@@ -27,7 +29,7 @@ from benchmarks import _engine_style as engines
 from specdec.cli import main
 from specdec.discover import ROUNDING_BOUND, UNIT_ROUNDOFF, discover_rows_law, rounding_bound
 from specdec.exact import BlockRows
-from specdec.models.toy import make_toy_pair
+from specdec.models.toy import ToyModel, ToyPair, make_toy_pair
 from specdec.supply import Supply
 from specdec.testing.audit import (
     Scenario,
@@ -36,6 +38,7 @@ from specdec.testing.audit import (
     search_scenarios,
     verifier_scenarios,
 )
+from specdec.testing.signatures import batched
 from specdec.types import Verification
 
 # V = 2, k = 1 (zeros, p == q at one position) and V = 3, k = 2 (one-hot rows)
@@ -74,16 +77,88 @@ def test_each_engine_style_bug_is_lossy(buggy: Callable[..., Tensor], dtype: tor
     assert report.verdict == "lossy" and report.exit_code == 1, report.format()
 
 
-def test_vllm_v1_sampler_is_decided_until_its_races_share_clocks() -> None:
-    """One draft per request: one race per exponential vector, decided (LOSSLESS up to float32
-    rounding). Two drafts: both positions race on the request's one vector, dependent races
-    whose joint law is not computed: CANNOT DECIDE, saying so."""
+def test_vllm_v1_sampler_is_decided_where_its_races_share_clocks() -> None:
+    """One draft per request: one race per exponential vector, decided. Two drafts: both
+    positions race on the request's one vector, and only the first rejected one's token is
+    emitted: decided too, within float32's bound. On the one-hot pair the verdict is LOSSY by
+    vLLM's own convention alone (``p / q >= u`` accepts a draft the target forbids when
+    ``u = 0``: 2^-53 for each of the 7/8 of draft blocks whose first draft is forbidden,
+    ``specdec.engines.vllm_v1``); on full-support rows it is LOSSLESS up to float32 rounding."""
     report = audit_exact(engines.vllm_v1_sampler, scenarios=SCENARIOS, dtype=torch.float32)
-    one, two = report.scenarios
-    assert one.status == "exact" and one.total_variation is not None
-    assert one.rounding_bound is not None and one.total_variation <= one.rounding_bound
-    assert two.status != "exact" and "races share random clocks" in two.evidence
-    assert report.verdict == "cannot decide" and "races share random clocks" in report.reason
+    for result in report.scenarios:
+        assert result.status == "exact" and result.total_variation is not None
+        assert result.rounding_bound is not None
+        assert result.total_variation <= result.rounding_bound
+    assert [s.forbidden_mass for s in report.scenarios] == [0, Fraction(7, 2**56)]
+    full = audit_exact(engines.vllm_v1_sampler, scenarios=[FULL_K2], dtype=torch.float32)
+    assert full.verdict == "lossless" and "up to float32 rounding" in full.headline()
+
+
+def _constant_pair(target: tuple[Fraction, ...], draft: tuple[Fraction, ...]) -> ToyPair:
+    """Every context the same rows: each position's residual is the same row."""
+    rows = len(target) + 1  # order 1: a row per last token and the start symbol
+    return ToyPair(
+        ToyModel.from_rows(len(target), 1, [target] * rows),
+        ToyModel.from_rows(len(draft), 1, [draft] * rows),
+    )
+
+
+FULL_K2 = Scenario("full-v3-k2", "full-support rows, residuals of two tokens",
+                   make_toy_pair(3, seed=9, zero_rate=0.0, one_hot_rate=0.0), (), 2)  # fmt: skip
+HALF, QUARTER = Fraction(1, 2), Fraction(1, 4)
+# residual (1/2, 1/2, 0) at both positions: two races on one vector have one winner
+TWIN_RACES = Scenario("twin-races-v3-k2", "equal rows, residual (1/2, 1/2, 0)",
+                      _constant_pair((HALF, HALF, Fraction(0)), (QUARTER, QUARTER, HALF)),
+                      (), 2)  # fmt: skip
+
+
+def _vllm_like(bug: str | None) -> Callable[..., Tensor]:
+    """vLLM V1's rule written out, batched (strict ``u < p / q``): one exponential vector per
+    request raced at every position in one op, the first rejected position's winner emitted.
+    Bugs: the residual from the next position's rows (``wrong row``), the winner of the next
+    position (``wrong position``), or the winner xor-ed with the next position's (``xor``:
+    two races of the vector reach the output)."""
+
+    @batched
+    def sampler(
+        draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, generator: torch.Generator
+    ) -> Tensor:
+        k, vocab = draft_tokens.shape[1], target_probs.shape[-1]
+        uniforms = torch.rand(draft_tokens.shape, dtype=torch.float64)
+        bonus = torch.multinomial(target_probs[:, k], 1)  # [rows, 1]
+        clocks = torch.empty(len(draft_tokens), 1, vocab, dtype=torch.float64).exponential_()
+        rows = target_probs[:, 1:] if bug == "wrong row" else target_probs[:, :k]
+        recovered = ((rows - draft_probs).clamp(min=0) / clocks).argmax(-1)  # [rows, k]
+        at = draft_tokens[..., None]
+        ratio = (target_probs[:, :k].gather(-1, at) / draft_probs.gather(-1, at))[..., 0]
+        emitted = (uniforms < ratio).long().cumprod(-1).sum(-1, keepdim=True)  # [rows, 1]
+        place = emitted.clamp(max=k - 1) + (bug == "wrong position")
+        last = recovered.gather(-1, place % k)
+        if bug == "xor":
+            last = last ^ recovered.gather(-1, (place + 1) % k)
+        last = torch.where(emitted < k, last, bonus)
+        slots = torch.arange(k + 1)
+        out = torch.where(slots < emitted, torch.cat([draft_tokens, bonus], 1), -1)
+        return out.scatter(1, emitted, last)
+
+    return sampler
+
+
+@pytest.mark.parametrize("bug", ["wrong row", "wrong position"])
+def test_a_vllm_style_bug_on_the_shared_clock_is_lossy(bug: str) -> None:
+    report = audit_exact(_vllm_like(bug), scenarios=[FULL_K2])
+    assert report.verdict == "lossy" and all(s.status == "exact" for s in report.scenarios)
+
+
+def test_two_races_of_one_clock_reaching_the_output_are_refused_never_lossless() -> None:
+    """On equal rows the two positions' races have one winner, so xor-ing them emits token 0
+    only (lossy); as if independent, the xor of two fair bits is fair and the law would be
+    the target's: the check that only one race of a shared clock reaches the output refuses
+    it. Its twin emitting one race is LOSSLESS on the same scenario."""
+    report = audit_exact(_vllm_like("xor"), scenarios=[TWIN_RACES])
+    assert report.verdict == "cannot decide" and report.exit_code == 3
+    assert "two races sharing clocks both reach the output" in report.reason
+    assert audit_exact(_vllm_like(None), scenarios=[TWIN_RACES]).verdict == "lossless"
 
 
 def test_exponential_is_fed_by_its_inverse_cdf_at_the_cell_middle() -> None:

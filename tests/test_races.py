@@ -158,6 +158,39 @@ def test_a_race_of_the_wrong_direction_and_shared_clocks_are_refused() -> None:
     assert "races share random clocks" in _refused(shared)
 
 
+def test_rows_of_one_race_op_sharing_clocks_each_take_a_uniform_when_allowed() -> None:
+    """``shared_clocks`` (the capture's): one vector raced at two positions in one op takes
+    two uniforms and records their coordinates; raced again by a second op, repeated in a row,
+    or shared by two rows of the batch, it is refused."""
+    values = torch.tensor([0.1, 0.9, 0.5, 0.5], dtype=torch.float64)
+    row = torch.tensor([0.25, 0.25, 0.5])
+    with Supply(values, races=True, shared_clocks=True) as supply:
+        clocks = torch.empty_like(row).exponential_()[None].expand(2, -1)
+        winners = (torch.stack([row, row.flip(0)]) / clocks).argmax(-1)
+    assert winners.tolist() == [0, 2]  # (1/4, 1/4, 1/2) at 0.1, (1/2, 1/4, 1/4) at 0.9
+    assert supply.races is not None and supply.races.shared == {frozenset({0, 1})}
+
+    def refused(race: Final, rows: int = 1) -> str:
+        supply = Supply(values.reshape(rows, -1), rows, races=True, shared_clocks=True)
+        with pytest.raises(NotEnumerableError) as refusal, supply:
+            race(row)
+        return str(refusal.value)
+
+    def twice(row: Tensor) -> Tensor:
+        clocks = torch.empty_like(row).exponential_()
+        return (row / clocks).argmax() + (row.flip(0) / clocks).argmax()
+
+    def repeated(row: Tensor) -> Tensor:
+        return (row / torch.empty(2).exponential_()[[0, 1, 0]]).argmax()
+
+    def batch_rows(row: Tensor) -> Tensor:
+        return (row / torch.empty(2, 3).exponential_()[:1].expand(2, -1)).argmax(-1)
+
+    assert "across two race ops" in refused(twice)
+    assert "a clock repeated in one race row" in refused(repeated)
+    assert "two rows of the batch" in refused(batch_rows, rows=2)
+
+
 def test_clocks_used_only_otherwise_are_fed_as_before() -> None:
     """No race: the values are enumerated as without races (``E > 1`` is an interval)."""
     with Supply(torch.tensor([0.75], dtype=torch.float64), races=True) as supply:

@@ -11,8 +11,10 @@ values from a given vector instead of a generator, at the dtype the function ask
 race on those draws (``argmax(r / E)``, ``argmax(log r + G)``) has its winner replaced by its
 law at one more value (``specdec.races``), so the grid engine decides it; the rounding that
 substitution stands for is ``CapturedRule.race_bound``, which the exact audit adds to the
-dtype's rounding bound. Clocks used in a race and otherwise, and races sharing clocks, are
-refused.
+dtype's rounding bound. Clocks used in a race and otherwise are refused; rows of one race op
+that share clocks (vLLM V1's one exponential vector per request, raced at every position) each
+take their own value, and the law is refused where two of them reach the output
+(``specdec._shared_clocks``).
 
 ``captured_rule`` turns a single-sequence (or batched) verifier into a ``VerifyRule`` over those
 values, so the exact engine (``specdec.discover``) enumerates them on the grid like any rule's
@@ -112,7 +114,7 @@ def count_draws(fn: VerifierFn, batched: bool, rows: tuple[Tensor, Tensor, Tenso
         NotEnumerableError: a random op the capture cannot feed, or more than ``MAX_DRAWS``.
     """
     for lazy in (True, False):  # exponential clocks fed no values, unless used otherwise
-        supply = Supply(None, limit=MAX_DRAWS, races=True, lazy_clocks=lazy)
+        supply = Supply(None, limit=MAX_DRAWS, races=True, lazy_clocks=lazy, shared_clocks=True)
         try:
             _supplied(supply, lambda: _call(fn, batched, rows))
         except LazyClocksUsed:
@@ -132,6 +134,9 @@ class CapturedRule:
         race_bound: the largest rounding allowance (``specdec.races.race_bound``, summed over
             one call's races) of the races substituted since it was last set to 0: the exact
             audit adds it to a scenario's rounding bound.
+        shared_clocks: the coordinates of races sharing clocks seen since it was last cleared
+            (``specdec._shared_clocks``): ``specdec.discover`` clears it per draft block and
+            refuses a law where two races of one group both reach the output.
 
     Raises (from the rule):
         NotEnumerableError: a random op the capture cannot feed, however the call re-raised it.
@@ -144,6 +149,7 @@ class CapturedRule:
         self.race_bound = 0.0
         self.per_row = not batched  # a batched fn: set once a call fell back to rows alone
         self.lazy_clocks = True  # exponential clocks fed no values until one is used otherwise
+        self.shared_clocks: set[frozenset[int]] = set()
 
     def _supplied(self, supply: Supply, run: Callable[[], Tensor]) -> Tensor:
         try:
@@ -151,6 +157,7 @@ class CapturedRule:
         finally:
             if supply.races is not None:
                 self.race_bound = max(self.race_bound, supply.races.bound)
+                self.shared_clocks |= supply.races.shared
 
     def __call__(
         self, draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, values: Tensor
@@ -175,7 +182,7 @@ class CapturedRule:
         for row in range(draft_tokens.shape[0]):
             supply = Supply(
                 values[row].double(), limit=MAX_DRAWS, extend=True, races=True,
-                lazy_clocks=self.lazy_clocks,
+                lazy_clocks=self.lazy_clocks, shared_clocks=True,
             )  # fmt: skip
             seed = zlib.crc32(values[row].double().numpy().tobytes())
             rows = (draft_tokens[row], draft_probs[row], target_probs[row])
@@ -196,7 +203,7 @@ class CapturedRule:
         rows = draft_tokens.shape[0]
         supply = Supply(
             values.double(), rows, limit=MAX_DRAWS, extend=True, races=True,
-            lazy_clocks=self.lazy_clocks,
+            lazy_clocks=self.lazy_clocks, shared_clocks=True,
         )  # fmt: skip
         seed = zlib.crc32(values.double().numpy().tobytes())
         generator = torch.Generator().manual_seed(seed)
