@@ -18,7 +18,7 @@ from specdec.models.toy_lm import ToyLM
 from specdec.sampling import sample
 from specdec.stopping import StopBelow
 from specdec.testing.audit import AuditOptions, as_subject, audit
-from specdec.testing.step_record import Trace
+from specdec.testing.step_record import Trace, declare_rule
 from specdec.types import Verification
 from specdec.verify.tokens import verify_tokens
 from specdec.warp import SamplingOptions
@@ -108,7 +108,7 @@ def _correction_from_p(
 
 
 def test_a_loop_given_a_correction_from_p_is_lossy_from_its_trace() -> None:
-    out = _run(record=True, rule=_correction_from_p)
+    out = _run(record=True, rule=declare_rule(_correction_from_p, "token"))
     assert out.trace is not None
     report = audit(as_subject(out.trace), LEVEL)
     assert report.verdict == "lossy", report.headline()

@@ -1,6 +1,9 @@
 """A ``Trace`` as a file: JSON lines, versioned, human-readable, floats exact.
 
-Format ``specdec-trace`` version 1 (``docs/trace.md``):
+Format ``specdec-trace``, versions 1 and 2 (``docs/trace.md``). Version 2 is version 1 with
+the rule ``"block"``, whose step lines add ``"block_excess": [...]`` (``k - 1`` floats);
+``save_trace`` writes version 1 for the token and greedy rules (a version-1 reader reads them)
+and version 2 for the block rule, and ``load_trace`` reads both. Version 1:
 
 * line 1, the header: ``{"format": "specdec-trace", "version": 1, "vocab": V, "rule":
   "token", "law": {"temperature": ..., "top_k": ..., "top_p": ..., "min_p": ...},
@@ -29,9 +32,16 @@ from specdec.warp import SamplingOptions
 __all__ = ["FORMAT", "RULES", "VERSION", "load_trace", "save_trace"]
 
 FORMAT = "specdec-trace"
-VERSION = 1
-RULES = ("token", "greedy")
-"""The rules a record may declare: token-level rejection sampling, greedy (argmax)."""
+VERSION = 2
+"""The newest version: ``save_trace`` writes the lowest that holds the trace's rule."""
+RULES = ("token", "greedy", "block")
+"""The rules a record may declare: token-level rejection sampling, greedy (argmax), block
+verification (``specdec.verify_block``)."""
+
+_RULE_FIELDS = {"block": ("block_excess",)}
+"""Step fields a rule adds to version 1's (its lines carry them, and only its)."""
+_SINCE = {"block": 2}
+"""The first version of each rule not in version 1."""
 
 _LAW_FIELDS = ("temperature", "top_k", "top_p", "min_p")
 _STEP_FIELDS = (
@@ -42,7 +52,8 @@ _STEP_FIELDS = (
 
 
 def save_trace(path: str | Path, trace: Trace) -> None:
-    """Write ``trace`` to ``path`` (format ``specdec-trace`` version 1, module docstring).
+    """Write ``trace`` to ``path`` (format ``specdec-trace``, version 1, or 2 for the block
+    rule: module docstring).
 
     Raises:
         TypeError: ``trace`` is not a ``Trace``.
@@ -52,7 +63,7 @@ def save_trace(path: str | Path, trace: Trace) -> None:
                         f"{type(trace).__name__}.")  # fmt: skip
     header = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": _SINCE.get(trace.rule, 1),
         "vocab": trace.vocab,
         "rule": trace.rule,
         "law": {name: getattr(trace.law, name) for name in _LAW_FIELDS},
@@ -63,7 +74,7 @@ def save_trace(path: str | Path, trace: Trace) -> None:
     for index, steps in enumerate(trace.sequences):
         for step in steps:
             entry: dict[str, Any] = {"sequence": index}
-            for name in _STEP_FIELDS:
+            for name in (*_STEP_FIELDS, *_RULE_FIELDS.get(trace.rule, ())):
                 value = getattr(step, name)
                 entry[name] = [list(v) for v in value] if name in _NESTED else value
             lines.append(json.dumps(entry, allow_nan=False))
@@ -130,6 +141,7 @@ _PARSERS: dict[str, Callable[[object], Any]] = {
     "projections": _rows(_floats),
     "draft_above": _floats,
     "final_above": _optional,
+    "block_excess": _floats,
 }
 
 
@@ -142,16 +154,20 @@ def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
         raise ValueError(
             f'{where}: expected a header with "format": "{FORMAT}", got {text[:80]!r}.'
         )
-    if header.get("version") != VERSION:
+    version = header.get("version")
+    if isinstance(version, bool) or version not in range(1, VERSION + 1):
         raise ValueError(
-            f"{where}: version {header.get('version')!r} is not supported (this specdec reads "
-            f"version {VERSION})."
+            f"{where}: version {version!r} is not supported (this specdec reads versions 1 "
+            f"to {VERSION})."
         )
     missing = {"vocab", "rule", "law", "prompts"} - set(header)
     if missing:
         raise ValueError(f"{where}: the header lacks {sorted(missing)}.")
     if header["rule"] not in RULES:
         raise ValueError(f"{where}: rule must be one of {RULES}, got {header['rule']!r}.")
+    if version < _SINCE.get(header["rule"], 1):
+        raise ValueError(f"{where}: rule {header['rule']!r} needs version "
+                         f"{_SINCE[header['rule']]} or later, got version {version}.")  # fmt: skip
     law = header["law"]
     if not isinstance(law, dict) or set(law) - set(_LAW_FIELDS):
         raise ValueError(
@@ -180,6 +196,7 @@ def load_trace(path: str | Path) -> Trace:
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name}, line 1: prompts {error}.") from None
     sequences: list[list[StepRecord]] = [[] for _ in prompts]
+    fields = (*_STEP_FIELDS, *_RULE_FIELDS.get(header["rule"], ()))
     for number, text in enumerate(lines[1:], start=2):
         where = f"{name}, line {number}"
         if not text.strip():
@@ -188,16 +205,17 @@ def load_trace(path: str | Path) -> Trace:
             entry = json.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"{where}: not JSON ({error.msg}).") from None
-        if not isinstance(entry, dict) or set(entry) != {"sequence", *_STEP_FIELDS}:
+        if not isinstance(entry, dict) or set(entry) != {"sequence", *fields}:
             got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-            raise ValueError(f"{where}: a step needs the keys {['sequence', *_STEP_FIELDS]}, "
+            raise ValueError(f"{where}: a step needs the keys {['sequence', *fields]}, "
                              f"got {got}.")  # fmt: skip
         index = entry["sequence"]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(prompts):
             raise ValueError(f"{where}: sequence must be an int in [0, {len(prompts)}), got "
                              f"{index!r}.")  # fmt: skip
         values: dict[str, Any] = {}
-        for field, parse in _PARSERS.items():
+        for field in fields:
+            parse = _PARSERS[field]
             try:
                 values[field] = parse(entry[field])
             except ValueError as error:
