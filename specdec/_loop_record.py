@@ -17,8 +17,9 @@ Edge cases, decided:
   against a step law it does not have.
 * temperature 0: the wrapper carries no ``greedy_when_one_hot`` mark, so the step verifies
   with the one-hot warped rows instead of its shortcut on the logits (the same tokens,
-  ``proofs/theory.md`` claim 6); the steps are recorded under the greedy rule, whatever the verification rule (the
-  target's law at temperature 0 is its argmax, so any rule's output must be it).
+  ``proofs/theory.md`` claim 6); the steps are recorded under the greedy rule, whatever the
+  verification rule (the target's law at temperature 0 is its argmax, so any rule's output
+  must be it).
 * a row's step with no drafts (its last token at the budget's end, or a ``stopping`` rule
   that drafts nothing) calls no rule: nothing is known of its target row, and it is not
   recorded (the next record's ``position`` skips it; ``LoopRecorder.unrecorded`` counts them).

@@ -154,7 +154,7 @@ def test_a_loop_given_a_block_rule_with_the_token_residual_is_lossy_from_its_tra
 
 
 def test_a_rule_whose_step_law_is_not_known_is_refused_before_the_first_step() -> None:
-    with pytest.raises(ValueError, match="step law is not known.*declare_rule"):
+    with pytest.raises(ValueError, match=r"step law is not known\..*declare_rule"):
         _run(batch=1, new=4, record=True, rule=exact_match_rule)
     with pytest.raises(ValueError, match="name must be one of"):
         declare_rule(_block_with_token_residual, "greedy")

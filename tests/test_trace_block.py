@@ -28,7 +28,7 @@ SETTINGS = {"k": 4, "draft_noise": 2.5, "temperature": 1.0}
 
 @pytest.fixture(scope="module")
 def correct() -> Trace:
-    return block_trace("none", steps=300, seed=0, **SETTINGS)
+    return block_trace("none", steps=200, seed=0, **SETTINGS)
 
 
 def test_the_paper_example_keeps_both_drafts_surely_and_forbids_the_rest() -> None:
@@ -52,7 +52,7 @@ def _step_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(3)
     logits = torch.randn(4, 4, generator=generator, dtype=torch.float64)
     target = logits.softmax(-1)
-    draft = (logits[:3] + 1.5 * torch.randn(3, 4, generator=generator, dtype=torch.float64))
+    draft = logits[:3] + 1.5 * torch.randn(3, 4, generator=generator, dtype=torch.float64)
     return torch.tensor([1, 2, 0]), draft.softmax(-1), target
 
 
@@ -95,8 +95,8 @@ def test_the_correct_block_engine_is_lossless(correct: Trace) -> None:
     ("bug", "steps", "test"),
     [
         ("token_residual", 200, "has probability 0 under the block residual"),
-        ("memoryless_weights", 200, "forbidden outcome"),
-        ("declared_token", 300, "forbidden outcome"),
+        ("memoryless_weights", 100, "forbidden outcome"),
+        ("declared_token", 200, "forbidden outcome"),
     ],
 )
 def test_each_planted_block_bug_is_lossy_within_the_steps_stated(
@@ -137,7 +137,7 @@ def test_specdec_audit_judges_a_recorded_block_file(
     path = tmp_path / "run.jsonl"
     argv = ["audit", "--trace", str(path), "--false-fail-rate", "0.01", "--min-power-tv", "0.5"]
     for trace, code, word in ((correct, 0, "LOSSLESS"),
-                              (block_trace("memoryless_weights", steps=200, **SETTINGS), 1,
+                              (block_trace("memoryless_weights", steps=100, **SETTINGS), 1,
                                "LOSSY")):  # fmt: skip
         save_trace(path, trace)
         assert main([*argv, "--quiet"]) == code

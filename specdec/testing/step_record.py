@@ -28,9 +28,9 @@ For a step that accepted ``a`` drafts (the emitted tokens start with ``x_1..x_a`
                         q_{i+1}(z))`, ``i = 1 .. k-1``
 =====================  ================================================================
 
-``target_argmax``, ``top_*`` and ``projections`` are the target rows' *sketch*, for a later comparison with the target's
-teacher-forced rows: a projection or a top value that differs by ``d`` proves the rows at
-total variation at least ``d`` (``_step_scalars.projection_weights``).
+``target_argmax``, ``top_*`` and ``projections`` are the target rows' *sketch*, for a later
+comparison with the target's teacher-forced rows: a projection or a top value that differs by
+``d`` proves the rows at total variation at least ``d`` (``_step_scalars.projection_weights``).
 
 A step whose emitted tokens are all accepted drafts (fewer than ``k + 1``) was cut after an
 accepted draft (an EOS or the budget): its final fields are ``None``. Under ``rule="greedy"``

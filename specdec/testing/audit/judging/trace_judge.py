@@ -5,8 +5,8 @@ r"""A recorded trace judged: the e-processes of its steps, their power, the repo
 randomized PITs of the drafts, of each accept/reject decision, of the correction and of the
 bonus, each uniform given the past under the declared rule: token-level rejection, block
 verification (its accepted length decision by decision, its own residual) or greedy; the
-standardized surprise of an acceptance after an acceptance) and watches an anytime-valid e-process on each
-(``PROCESSES``): the Krichevsky-Trofimov mixture against 16 equal PIT bins
+standardized surprise of an acceptance after an acceptance) and watches an anytime-valid
+e-process on each (``PROCESSES``): the Krichevsky-Trofimov mixture against 16 equal PIT bins
 (``stats.sequential.kt_log_e_values``) and, for the surprises, the normal mixture
 (``stats.streaming.normal_mixture_log_e``). Each is watched after every value; the first to
 reach ``ln(m / alpha)`` (``m`` e-processes, Bonferroni) rejects, so a correct engine is
