@@ -155,7 +155,11 @@ def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
             f'{where}: expected a header with "format": "{FORMAT}", got {text[:80]!r}.'
         )
     version = header.get("version")
-    if isinstance(version, bool) or version not in range(1, VERSION + 1):
+    if (
+        not isinstance(version, int | float)
+        or isinstance(version, bool)
+        or version not in range(1, VERSION + 1)
+    ):
         raise ValueError(
             f"{where}: version {version!r} is not supported (this specdec reads versions 1 "
             f"to {VERSION})."
