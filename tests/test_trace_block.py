@@ -45,6 +45,8 @@ def test_the_paper_example_keeps_both_drafts_surely_and_forbids_the_rest() -> No
     assert report.verdict == "lossy"
     assert "the block ends before draft 2 though the block rule keeps it surely" in report.format()
     assert record_step(torch.tensor([0, 1]), torch.tensor([0, 0]), Q, P).block_excess == ()
+    none = torch.zeros(0, dtype=torch.int64)  # a step with no draft: the bonus row alone
+    assert record_step(none, torch.tensor([1]), Q[:0], P[:1], rule="block").final_at == 2 / 3
 
 
 def _step_rows() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -98,10 +98,12 @@ def block_excess(
     with ``specdec.verify.block``'s own code (``block_weights``, and ``Z_i`` as its
     ``block_thresholds`` sums it); a draft with ``q_i(x_i) = 0`` (which ``verify_block``
     refuses) gets the ratio 1, so the record stays finite and the judge calls it forbidden."""
+    k = draft.shape[0]
+    if k == 0:  # a step with no draft: w_0 = 1 only
+        return torch.ones(1, dtype=torch.float64, device=draft.device), draft_at
     possible = draft_at > 0
     weights = block_weights(
         torch.where(possible, target_at, 1.0), torch.where(possible, draft_at, 1.0)
     )  # [k+1]
-    k = draft.shape[0]
     shortfall = torch.addcmul(draft[1:k], weights[1:k, None], target[1:k], value=-1.0)
     return weights, shortfall.clamp_(max=0.0).sum(dim=-1).neg_().add_(0.0)  # no -0.0
