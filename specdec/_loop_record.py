@@ -11,9 +11,15 @@ way.
 
 Edge cases, decided:
 
+* the rule recorded: ``"token"`` for ``verify_tokens``, ``"block"`` for ``verify_block``, or
+  what a rule of the user's declares (``step_record.declare_rule``); any other rule is
+  refused before the first step (``LoopRecorder.declare``: a ValueError), rather than judged
+  against a step law it does not have.
 * temperature 0: the wrapper carries no ``greedy_when_one_hot`` mark, so the step verifies
   with the one-hot warped rows instead of its shortcut on the logits (the same tokens,
-  ``proofs/theory.md`` claim 6); the steps are recorded under the greedy rule.
+  ``proofs/theory.md`` claim 6); the steps are recorded under the greedy rule, whatever the
+  verification rule (the target's law at temperature 0 is its argmax, so any rule's output
+  must be it).
 * a row's step with no drafts (its last token at the budget's end, or a ``stopping`` rule
   that drafts nothing) calls no rule: nothing is known of its target row, and it is not
   recorded (the next record's ``position`` skips it; ``LoopRecorder.unrecorded`` counts them).
@@ -28,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specdec.testing.step_record import StepRecord, Trace, record_step
+from specdec.testing.step_record import StepRecord, Trace, declared_rule, record_step
 from specdec.types import Verification, VerifyRule
 from specdec.warp import SamplingOptions
 
@@ -67,8 +73,29 @@ class LoopRecorder:
 
     def __init__(self, rule: VerifyRule) -> None:
         self.rule = CapturingRule(rule)
+        self.declared = declared_rule(rule)
         self.records: dict[int, list[StepRecord]] = {}
         self.unrecorded = 0
+
+    def declare(self, law: SamplingOptions) -> str:
+        """The rule the steps are recorded under at ``law``: greedy at temperature 0, else
+        the verification rule's step law.
+
+        Raises:
+            ValueError: a rule whose step law is not known (module docstring).
+        """
+        if law.temperature == 0:
+            return "greedy"
+        if self.declared is None:
+            name = getattr(self.rule.rule, "__qualname__", type(self.rule.rule).__name__)
+            raise ValueError(
+                "record=True records each step under the step law of the verification rule, "
+                "known for specdec.verify_tokens ('token') and specdec.verify_block ('block'); "
+                f"got rule {name}, whose step law is not known. A rule of your own that follows "
+                "one of them: specdec.testing.step_record.declare_rule(rule, 'token' or "
+                "'block'); else record=False (or temperature 0: the greedy rule)."
+            )
+        return self.declared
 
     def add(
         self,
@@ -89,7 +116,7 @@ class LoopRecorder:
                 f"record=True: the step called its rule {len(calls)} times for block lengths "
                 f"{lengths.tolist()} (expected one call per nonzero length, {len(groups)})."
             )
-        kind = "greedy" if law.temperature == 0 else "token"
+        kind = self.declare(law)
         self.unrecorded += int(((lengths == 0) & ~done).sum())
         for length, (drafted, draft_rows, target_rows) in zip(groups, calls, strict=True):
             rows = (lengths == length).nonzero(as_tuple=True)[0].tolist()
@@ -112,7 +139,7 @@ class LoopRecorder:
         return Trace(
             law=law,
             vocab=vocab,
-            rule="greedy" if law.temperature == 0 else "token",
+            rule=self.declare(law),
             prompts=tuple(tuple(row) for row in prompt.tolist()),
             sequences=tuple(tuple(self.records.get(row, ())) for row in range(len(prompt))),
         )

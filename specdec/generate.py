@@ -233,16 +233,18 @@ def generate_speculative(
         eos_token_id: a row stops after emitting it.
         record: also return every step's record in ``Generation.trace`` (``docs/trace.md``):
             the drafts, the draft rows they were sampled from, the ``k + 1`` target rows the
-            rule verified with and the emitted block, under the token rule (the greedy rule
-            at temperature 0, verified on one-hot rows: the same tokens). A row's step with
-            no drafts (its last token at the budget's end) is not recorded. The record
-            declares token-level rejection sampling: a ``rule`` with another step law (block
-            verification, ...) is judged against it.
+            rule verified with and the emitted block, under the rule's step law:
+            ``"token"`` for ``verify_tokens``, ``"block"`` for ``verify_block``, or a rule's
+            ``specdec.testing.step_record.declare_rule`` mark (the greedy rule at
+            temperature 0, verified on one-hot rows: the same tokens). A row's step with
+            no drafts (its last token at the budget's end) is not recorded.
 
     Raises:
         ValueError: vocabulary mismatch between draft and target, ``k < 1``, empty or too
-            long prompts, bad sampling options. TypeError: a keyword that is not a sampling
-            keyword, options given both ways, a ``record`` that is not a bool.
+            long prompts, bad sampling options, ``record=True`` at a temperature above 0
+            with a ``rule`` whose step law is not known (not ``verify_tokens``,
+            ``verify_block`` or a ``declare_rule`` mark). TypeError: a keyword that is not a
+            sampling keyword, options given both ways, a ``record`` that is not a bool.
 
     Example:
         >>> import torch
@@ -356,6 +358,8 @@ def speculative_loop(
     target_options, draft_options, sampling = options
     target_law = build_options("target_options", target_options, sampling, "", SamplingOptions())
     draft_law = build_options("draft_options", draft_options, sampling, "draft_", target_law)
+    if recorder is not None:
+        recorder.declare(target_law)  # a rule whose step law is not known: refused now
     timed_target, timed_draft = Timed(target), Timed(draft)
     batch = prompt.shape[0]
     out = Output.empty(batch, budget)

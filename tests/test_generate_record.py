@@ -18,8 +18,10 @@ from specdec.models.toy_lm import ToyLM
 from specdec.sampling import sample
 from specdec.stopping import StopBelow
 from specdec.testing.audit import AuditOptions, as_subject, audit
-from specdec.testing.step_record import Trace
+from specdec.testing.step_record import Trace, declare_rule
 from specdec.types import Verification
+from specdec.verify.block import verify_block
+from specdec.verify.rules import exact_match_rule
 from specdec.verify.tokens import verify_tokens
 from specdec.warp import SamplingOptions
 
@@ -108,8 +110,53 @@ def _correction_from_p(
 
 
 def test_a_loop_given_a_correction_from_p_is_lossy_from_its_trace() -> None:
-    out = _run(record=True, rule=_correction_from_p)
+    out = _run(record=True, rule=declare_rule(_correction_from_p, "token"))
     assert out.trace is not None
     report = audit(as_subject(out.trace), LEVEL)
     assert report.verdict == "lossy", report.headline()
     assert "forbidden outcome" in (report.scenarios[0].deciding_test or "")
+
+
+def test_a_loop_verifying_with_verify_block_records_the_block_rule() -> None:
+    plain = _run(batch=3, new=12, rule=verify_block)
+    small = _run(batch=3, new=12, rule=verify_block, record=True)
+    assert torch.equal(plain.tokens, small.tokens)
+    out = _run(rule=verify_block, record=True)
+    assert out.trace is not None and out.trace.rule == "block"
+    assert max(len(r.block_excess) for steps in out.trace.sequences for r in steps) == 2  # k - 1
+    report = audit(as_subject(out.trace), LEVEL)
+    assert report.verdict == "lossless", report.headline()
+
+
+def _block_with_token_residual(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """A planted bug: block verification's accepted length, then the correction drawn from
+    token-level rejection's residual ``max(0, p - q)`` (the block's is ``max(0, w p - q)``)."""
+    verdict = verify_block(draft_tokens, draft_probs, target_probs, uniforms)
+    k, accepted = draft_tokens.shape[-1], verdict.num_accepted
+    rows = torch.arange(accepted.shape[0])
+    excess = target_probs[rows, accepted] - draft_probs[rows, accepted.clamp(max=k - 1)]
+    excess = excess.clamp(min=0.0) + 1e-300  # never all 0
+    wrong = sample(excess / excess.sum(-1, keepdim=True), uniforms[:, k])
+    last = torch.where(accepted < k, wrong, verdict.tokens[rows, accepted])
+    tokens = verdict.tokens.scatter(1, accepted[:, None], last[:, None])
+    return Verification(num_accepted=accepted, tokens=tokens)
+
+
+def test_a_loop_given_a_block_rule_with_the_token_residual_is_lossy_from_its_trace() -> None:
+    rule = declare_rule(_block_with_token_residual, "block")
+    out = _run(record=True, rule=rule, draft_temperature=1.5)  # a far draft: w_tau well below 1
+    assert out.trace is not None and out.trace.rule == "block"
+    report = audit(as_subject(out.trace), LEVEL)
+    assert report.verdict == "lossy", report.headline()
+    assert "forbidden outcome" in (report.scenarios[0].deciding_test or "")
+
+
+def test_a_rule_whose_step_law_is_not_known_is_refused_before_the_first_step() -> None:
+    with pytest.raises(ValueError, match=r"step law is not known\..*declare_rule"):
+        _run(batch=1, new=4, record=True, rule=exact_match_rule)
+    with pytest.raises(ValueError, match="name must be one of"):
+        declare_rule(_block_with_token_residual, "greedy")
+    greedy = _run(batch=1, new=4, temperature=0.0, record=True, rule=exact_match_rule)
+    assert greedy.trace is not None and greedy.trace.rule == "greedy"

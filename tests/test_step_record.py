@@ -60,7 +60,7 @@ def test_bad_input_is_refused_naming_the_argument(arguments: tuple, message: str
 
 def test_an_unknown_rule_and_a_float_token_are_refused() -> None:
     with pytest.raises(ValueError, match="rule must be one of"):
-        record_step(torch.tensor([0, 2]), torch.tensor([1]), DRAFT, TARGET, rule="block")
+        record_step(torch.tensor([0, 2]), torch.tensor([1]), DRAFT, TARGET, rule="typical")
     with pytest.raises(TypeError, match="drafted must be an integer tensor"):
         record_step(torch.tensor([0.0, 2.0]), torch.tensor([1]), DRAFT, TARGET)
 

@@ -10,11 +10,14 @@ every device and in every process.
 import torch
 from torch import Tensor
 
+from specdec.verify.block import block_weights
+
 __all__ = [
     "SKETCH_PROJECTIONS",
     "SKETCH_TOP",
     "TILTS",
     "below_and_at",
+    "block_excess",
     "log_tilt_norms",
     "projection_weights",
     "row_sketch",
@@ -104,3 +107,27 @@ def row_sketch(rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     ids, values = ids.gather(1, by_value), values.gather(1, by_value)
     projections = rows @ projection_weights(rows.shape[1], rows.device).T  # [n, P]
     return argmax, ids, values, projections
+
+
+def block_excess(
+    draft: Tensor, target: Tensor, draft_at: Tensor, target_at: Tensor
+) -> tuple[Tensor, Tensor]:
+    r"""Block verification's prefix weights ``w_0 .. w_k`` ``[k+1]`` and excess masses
+    ``Z_1 .. Z_{k-1}`` ``[k-1]`` (float64), from float64 ``draft [k, V]``, ``target [k+1, V]``
+    and ``q_i(x_i)``, ``p_i(x_i)`` ``[k]``:
+
+    .. math:: w_i = \min(1, w_{i-1}\, p_i(x_i) / q_i(x_i)), \qquad
+        Z_i = \textstyle\sum_x \max(0, w_i\, p_{i+1}(x) - q_{i+1}(x))
+
+    with ``specdec.verify.block``'s own code (``block_weights``, and ``Z_i`` as its
+    ``block_thresholds`` sums it); a draft with ``q_i(x_i) = 0`` (which ``verify_block``
+    refuses) gets the ratio 1, so the record stays finite and the judge calls it forbidden."""
+    k = draft.shape[0]
+    if k == 0:  # a step with no draft: w_0 = 1 only
+        return torch.ones(1, dtype=torch.float64, device=draft.device), draft_at
+    possible = draft_at > 0
+    weights = block_weights(
+        torch.where(possible, target_at, 1.0), torch.where(possible, draft_at, 1.0)
+    )  # [k+1]
+    shortfall = torch.addcmul(draft[1:k], weights[1:k, None], target[1:k], value=-1.0)
+    return weights, shortfall.clamp_(max=0.0).sum(dim=-1).neg_().add_(0.0)  # no -0.0

@@ -1,6 +1,11 @@
 """A ``Trace`` as a file: JSON lines, versioned, human-readable, floats exact.
 
-Format ``specdec-trace`` version 1 (``docs/trace.md``):
+Format ``specdec-trace``, versions 1 and 2 (``docs/trace.md``). Version 2 is version 1 with
+the rules ``"block"``, whose step lines add ``"block_excess": [...]`` (``k - 1`` floats), and
+``"tree"`` (below); ``save_trace`` writes version 1 for the token and greedy rules (a
+version-1 reader reads them) and version 2 for the others, and ``load_trace`` reads both. The
+token, greedy and block lines may also hold ``"draft_tilts": [[...]]`` and ``"final_tilts":
+[...] or null`` (the header's ``"sketch"`` then names the ``"tilts"``). Version 1:
 
 * line 1, the header: ``{"format": "specdec-trace", "version": 1, "vocab": V, "rule":
   "token", "law": {"temperature": ..., "top_k": ..., "top_p": ..., "min_p": ...},
@@ -36,10 +41,17 @@ from specdec.warp import SamplingOptions
 __all__ = ["FORMAT", "RULES", "VERSION", "load_trace", "save_trace"]
 
 FORMAT = "specdec-trace"
-VERSION = 1
-RULES = ("token", "greedy", "tree")
-"""The rules a record may declare: token-level rejection sampling, greedy (argmax), token trees
-of i.i.d. children verified by recursive rejection (``tree_record``)."""
+VERSION = 2
+"""The newest version: ``save_trace`` writes the lowest that holds the trace's rule."""
+RULES = ("token", "greedy", "block", "tree")
+"""The rules a record may declare: token-level rejection sampling, greedy (argmax), block
+verification (``specdec.verify_block``), token trees of i.i.d. children verified by recursive
+rejection (``tree_record``)."""
+
+_RULE_FIELDS = {"block": ("block_excess",)}
+"""Step fields a rule adds to version 1's (its lines carry them, and only its)."""
+_SINCE = {"block": 2, "tree": 2}
+"""The first version of each rule not in version 1."""
 
 _LAW_FIELDS = ("temperature", "top_k", "top_p", "min_p")
 _STEP_FIELDS = (
@@ -53,11 +65,19 @@ _TREE_FIELDS = (
     "top_values", "projections",
 )  # fmt: skip
 _OPTIONAL_FIELDS = ("draft_tilts", "final_tilts")
-"""Step fields a token or greedy file may omit (files written before they were recorded)."""
+"""Step fields a token, greedy or block line may omit (files written before they were)."""
+
+
+def _fields(rule: str) -> tuple[str, ...]:
+    """The step fields of a line under ``rule``, in the order they are written."""
+    if rule == "tree":
+        return _TREE_FIELDS
+    return (*_STEP_FIELDS, *_RULE_FIELDS.get(rule, ()), *_OPTIONAL_FIELDS)
 
 
 def save_trace(path: str | Path, trace: Trace) -> None:
-    """Write ``trace`` to ``path`` (format ``specdec-trace`` version 1, module docstring).
+    """Write ``trace`` to ``path`` (format ``specdec-trace``, version 1, or 2 for the block
+    rule: module docstring).
 
     Raises:
         TypeError: ``trace`` is not a ``Trace``.
@@ -67,7 +87,7 @@ def save_trace(path: str | Path, trace: Trace) -> None:
                         f"{type(trace).__name__}.")  # fmt: skip
     header = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": _SINCE.get(trace.rule, 1),
         "vocab": trace.vocab,
         "rule": trace.rule,
         "law": {name: getattr(trace.law, name) for name in _LAW_FIELDS},
@@ -78,7 +98,7 @@ def save_trace(path: str | Path, trace: Trace) -> None:
     for index, steps in enumerate(trace.sequences):
         for step in steps:
             entry: dict[str, Any] = {"sequence": index}
-            for name in _TREE_FIELDS if trace.rule == "tree" else _STEP_FIELDS + _OPTIONAL_FIELDS:
+            for name in _fields(trace.rule):
                 value = getattr(step, name)
                 entry[name] = [list(v) for v in value] if name in _NESTED else value
             lines.append(json.dumps(entry, allow_nan=False))
@@ -147,6 +167,7 @@ _PARSERS: dict[str, Callable[[object], Any]] = {
     "final_above": _optional,
     "draft_tilts": _rows(_floats),
     "final_tilts": lambda value: None if value is None else _floats(value),
+    "block_excess": _floats,
 }
 _TREE_PARSERS = {
     name: ({"parents": _ints, "path": _ints, "residual_at": _floats} | _PARSERS)[name]
@@ -163,10 +184,15 @@ def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
         raise ValueError(
             f'{where}: expected a header with "format": "{FORMAT}", got {text[:80]!r}.'
         )
-    if header.get("version") != VERSION:
+    version = header.get("version")
+    if (
+        not isinstance(version, int | float)
+        or isinstance(version, bool)
+        or version not in range(1, VERSION + 1)
+    ):
         raise ValueError(
-            f"{where}: version {header.get('version')!r} is not supported (this specdec reads "
-            f"version {VERSION})."
+            f"{where}: version {version!r} is not supported (this specdec reads versions 1 "
+            f"to {VERSION})."
         )
     missing = {"vocab", "rule", "law", "prompts"} - set(header)
     if missing:
@@ -180,6 +206,9 @@ def _header(where: str, text: str) -> tuple[dict[str, Any], SamplingOptions]:
             f"{where}: recorded with tilts {tilts}; this specdec weighs tokens against the "
             f"tilts {list(TILTS)} (record the run again with this version)."
         )
+    if version < _SINCE.get(header["rule"], 1):
+        raise ValueError(f"{where}: rule {header['rule']!r} needs version "
+                         f"{_SINCE[header['rule']]} or later, got version {version}.")  # fmt: skip
     law = header["law"]
     if not isinstance(law, dict) or set(law) - set(_LAW_FIELDS):
         raise ValueError(
@@ -210,6 +239,7 @@ def load_trace(path: str | Path) -> Trace:
     sequences: list[list[StepRecord | TreeStepRecord]] = [[] for _ in prompts]
     tree = header["rule"] == "tree"
     parsers = _TREE_PARSERS if tree else _PARSERS
+    fields = _fields(header["rule"])
     optional = () if tree else _OPTIONAL_FIELDS
     for number, text in enumerate(lines[1:], start=2):
         where = f"{name}, line {number}"
@@ -220,21 +250,22 @@ def load_trace(path: str | Path) -> Trace:
         except json.JSONDecodeError as error:
             raise ValueError(f"{where}: not JSON ({error.msg}).") from None
         keys = set(entry) if isinstance(entry, dict) else set()
-        required = {"sequence", *parsers} - set(optional)
-        if not isinstance(entry, dict) or not required <= keys <= {"sequence", *parsers}:
+        required = {"sequence", *fields} - set(optional)
+        if not isinstance(entry, dict) or not required <= keys <= {"sequence", *fields}:
             got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
             may = f" (and may hold {list(optional)})" if optional else ""
             raise ValueError(f"{where}: a step needs the keys "
-                             f"{['sequence', *(f for f in parsers if f not in optional)]}{may}, "
+                             f"{['sequence', *(f for f in fields if f not in optional)]}{may}, "
                              f"got {got}.")  # fmt: skip
         index = entry["sequence"]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(prompts):
             raise ValueError(f"{where}: sequence must be an int in [0, {len(prompts)}), got "
                              f"{index!r}.")  # fmt: skip
         values: dict[str, Any] = {}
-        for field, parse in parsers.items():
+        for field in fields:
             if field not in entry:  # an optional field the file does not hold
                 continue
+            parse = parsers[field]
             try:
                 values[field] = parse(entry[field])
             except ValueError as error:

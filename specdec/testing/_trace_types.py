@@ -21,13 +21,14 @@ class StepRecord:
         draft_below, draft_at: ``q_i(<x_i)``, ``q_i(x_i)`` per draft.
         target_at: ``p_i(x_i)`` per draft.
         final_below, final_at: the last emitted token's mass below and at it under its law
-            (the normalised residual for a correction, the bonus row for a bonus); ``None``
+            (the normalised residual for a correction, ``max(0, w_tau p - q)`` under the block
+            rule, the bonus row for a bonus); ``None``
             for a cut step and under the greedy rule.
         residual_mass: the residual's total mass ``sum max(0, p_j - q_j)`` (a correction).
         target_argmax: each target row's lowest argmax (``k + 1``).
         top_ids, top_values: each target row's largest entries (ties by lower id).
         projections: each target row's fixed projections.
-        rule: ``"token"`` or ``"greedy"``.
+        rule: ``"token"``, ``"greedy"`` or ``"block"`` (block verification).
         draft_above: ``q_i(above x_i)`` per draft: the mass before ``x_i`` in
             decreasing-probability order (ties by lower id); ``()``: not recorded.
         final_above: the same for the last emitted token under its law.
@@ -35,6 +36,9 @@ class StepRecord:
             ``_step_scalars.TILTS`` (``()``: not recorded).
         final_tilts: the same for the last emitted token's law (``None``: not recorded, or
             no such law).
+        block_excess: under ``rule="block"``, ``Z_1 .. Z_{k-1}``, ``Z_i = sum_x max(0, w_i
+            p_{i+1}(x) - q_{i+1}(x))`` with block verification's prefix weights ``w_i``
+            (``k - 1`` values; none for ``k <= 1``); ``()`` under the other rules.
     """
 
     position: int
@@ -55,9 +59,16 @@ class StepRecord:
     final_above: float | None = None
     draft_tilts: tuple[tuple[float, ...], ...] = ()
     final_tilts: tuple[float, ...] | None = None
+    block_excess: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         k = len(self.drafted)
+        excess = max(0, k - 1) if self.rule == "block" else 0
+        if len(self.block_excess) != excess:
+            raise ValueError(
+                f"block_excess must hold {excess} values under rule {self.rule!r} (k = {k}), "
+                f"got {len(self.block_excess)}."
+            )
         lengths = {
             "draft_below": len(self.draft_below),
             "draft_at": len(self.draft_at),
@@ -118,7 +129,7 @@ class Trace:
     Attributes:
         law: the target's sampling law the output claims to follow.
         vocab: the vocabulary size ``V``.
-        rule: ``"token"``, ``"greedy"`` or ``"tree"``; every record's rule.
+        rule: ``"token"``, ``"greedy"``, ``"block"`` or ``"tree"``; every record's rule.
         prompts: each sequence's prompt ids.
         sequences: per sequence, its ``StepRecord`` s (``TreeStepRecord`` s under the tree
             rule, ``specdec.testing.tree_record``) in order; a step starts at or after the

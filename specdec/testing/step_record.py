@@ -27,34 +27,103 @@ For a step that accepted ``a`` drafts (the emitted tokens start with ``x_1..x_a`
 ``target_argmax[i]``    the lowest id of each target row's largest entry (``k + 1`` rows)
 ``top_ids``/``top_values``  each target row's ``SKETCH_TOP`` largest entries (ties by id)
 ``projections``         each target row's ``SKETCH_PROJECTIONS`` fixed projections
+``block_excess[i]``     ``rule="block"`` only: :math:`Z_i = \sum_z \max(0, w_i p_{i+1}(z) -
+                        q_{i+1}(z))`, ``i = 1 .. k-1``
 =====================  ================================================================
 
-The last three are the target rows' *sketch*, for a later comparison with the target's
-teacher-forced rows: a projection or a top value that differs by ``d`` proves the rows at
-total variation at least ``d`` (``_step_scalars.projection_weights``).
+``target_argmax``, ``top_*`` and ``projections`` are the target rows' *sketch*, for a later
+comparison with the target's teacher-forced rows: a projection or a top value that differs by
+``d`` proves the rows at total variation at least ``d`` (``_step_scalars.projection_weights``).
 
 A step whose emitted tokens are all accepted drafts (fewer than ``k + 1``) was cut after an
 accepted draft (an EOS or the budget): its final fields are ``None``. Under ``rule="greedy"``
 (a draft is accepted iff it is the target row's argmax; the correction and the bonus are the
 argmax) the final fields are ``None`` too: the judge needs ``target_argmax`` only.
 
+Under ``rule="block"`` (block verification, ``specdec.verify_block``, ``proofs/theory.md``
+claim 15) the block keeps ``a = tau`` drafts, the *last* position whose test passes, with the
+prefix weights :math:`w_0 = 1`, :math:`w_i = \min(1, w_{i-1} p_i(x_i) / q_i(x_i))` (from
+``draft_at`` and ``target_at``) and the thresholds :math:`h_i = Z_i / (Z_i + 1 - w_i)`,
+:math:`h_k = w_k`, so the record adds the ``k - 1`` masses :math:`Z_i`; a correction's fields
+are under the block's own residual :math:`r = \max(0, w_a p_{a+1} - q_{a+1})` (``R`` its
+mass), not token-level rejection's.
+
 ``Trace`` holds a whole run (the law, the vocabulary, the rule, the prompts and each
 sequence's records); ``save_trace`` and ``load_trace`` write and read it as JSON lines
-(``docs/trace.md``: the format, version 1), so a run recorded on a GPU server is judged
+(``docs/trace.md``: the format, versions 1 and 2), so a run recorded on a GPU server is judged
 offline with ``specdec audit --trace FILE``. A draft tree's step is recorded by
 ``specdec.testing.tree_record.record_tree_step`` (``rule="tree"``).
 """
+
+import math
+from typing import TypeVar
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from specdec._checks import check_dim, check_integer, check_probs, check_tokens
-from specdec.testing._step_scalars import TILTS, below_and_at, log_tilt_norms, row_sketch
+from specdec.testing._step_scalars import (
+    TILTS,
+    below_and_at,
+    block_excess,
+    log_tilt_norms,
+    row_sketch,
+)
 from specdec.testing._trace_file import RULES, load_trace, save_trace
 from specdec.testing._trace_types import StepRecord, Trace
+from specdec.verify.block import verify_block
+from specdec.verify.tokens import verify_tokens
 
-__all__ = ["RULES", "StepRecord", "Trace", "load_trace", "record_step", "save_trace"]
+__all__ = [
+    "RULES",
+    "StepRecord",
+    "Trace",
+    "declare_rule",
+    "declared_rule",
+    "load_trace",
+    "record_step",
+    "save_trace",
+]
+
+Rule = TypeVar("Rule")
+
+_DECLARED = "_specdec_step_rule"
+_DECLARABLE = ("token", "block")
+
+
+def declare_rule(rule: Rule, name: str) -> Rule:
+    """Mark a verification rule of your own as following the step law ``name``: ``"token"``
+    (token-level rejection sampling) or ``"block"`` (block verification), so that
+    ``generate_speculative(..., rule=rule, record=True)`` records its steps under that rule
+    and the trace is judged against its law. The mark is a claim the audit then tests; the
+    library's ``verify_tokens`` and ``verify_block`` need none. Returns the same rule, marked.
+
+    Raises:
+        ValueError: a ``name`` other than ``"token"`` and ``"block"``.
+
+    Example:
+        >>> from specdec.verify import verify_tokens
+        >>> def my_rule(x, q, p, u):
+        ...     return verify_tokens(x, q, p, u)
+        >>> declared_rule(declare_rule(my_rule, "token"))
+        'token'
+    """
+    if name not in _DECLARABLE:
+        raise ValueError(f"name must be one of {_DECLARABLE}, got {name!r}.")
+    setattr(rule, _DECLARED, name)
+    return rule
+
+
+def declared_rule(rule: object) -> str | None:
+    """The step law ``rule`` follows: ``"token"`` for ``specdec.verify_tokens``, ``"block"``
+    for ``specdec.verify_block``, a ``declare_rule`` mark's, else ``None`` (not known)."""
+    if rule is verify_tokens:
+        return "token"
+    if rule is verify_block:
+        return "block"
+    name = getattr(rule, _DECLARED, None)
+    return name if name in _DECLARABLE else None
 
 
 def _check_inputs(
@@ -126,7 +195,8 @@ def record_step(
         draft_probs: ``[k, V]`` the rows the engine says the drafts were sampled from.
         target_probs: ``[k + 1, V]`` the rows it verified with (the last is the bonus row),
             on ``draft_probs``' device.
-        rule: ``"token"`` (token-level rejection sampling) or ``"greedy"`` (argmax).
+        rule: ``"token"`` (token-level rejection sampling), ``"greedy"`` (argmax) or
+            ``"block"`` (block verification, ``specdec.verify_block``).
         position: the offset of the step's first token in the sequence's new tokens.
 
     Returns:
@@ -147,7 +217,8 @@ def record_step(
         ('correction', 0.0, 1.0, 0.25)
 
     References:
-        Leviathan et al. 2023, Algorithm 1; ``proofs/theory.md`` claim 1 (the residual).
+        Leviathan et al. 2023, Algorithm 1; ``proofs/theory.md`` claim 1 (the residual); Sun
+        et al. 2025 (block verification), claim 15.
     """
     tokens, out, draft, target = _check_inputs(
         drafted, emitted, draft_probs, target_probs, rule, position
@@ -168,10 +239,17 @@ def record_step(
     argmax, top_ids, top_values, projections = row_sketch(target64)
     tilts = len(TILTS)
     final = torch.zeros(4 + tilts, dtype=torch.float64, device=target.device)
-    if rule == "token" and ending != "cut":
+    excess = torch.zeros(0, dtype=torch.float64, device=target.device)
+    has_final = rule in ("token", "block") and ending != "cut"
+    if rule == "block":  # the weights w_0 .. w_k and the excess masses Z_1 .. Z_{k-1}
+        weights, excess = block_excess(draft64, target64, draft_at, target_at)
+    if has_final:
         last = out[m - 1 :]
         law = target64[k : k + 1]  # the bonus row
-        if ending == "correction":
+        if ending == "correction" and rule == "block":  # max(0, w_tau p - q), tau = accepted
+            law = (weights[accepted] * target64[accepted] - draft64[accepted]).clamp(min=0.0)
+            law = law[None, :]
+        elif ending == "correction":
             law = (target64[accepted] - draft64[accepted]).clamp(min=0.0)[None, :]
         total = law.sum()
         below, at, above = below_and_at(law, last)
@@ -179,10 +257,10 @@ def record_step(
         first = torch.stack([below[0] / scale, at[0] / scale, total, above[0] / scale])
         final = torch.cat([first, log_tilt_norms(law / scale)[0]])
     scalars = torch.cat(
-        [draft_below, draft_at, target_at, draft_above, draft_tilts.reshape(-1), final]
+        [draft_below, draft_at, target_at, draft_above, draft_tilts.reshape(-1), final, excess]
     ).tolist()
-    end = (4 + tilts) * k
-    has_final = rule == "token" and ending != "cut"
+    end = (4 + tilts) * k  # the final fields, then the tilts of the last token's law
+    final_tilts = tuple(scalars[end + 4 : end + 4 + tilts])  # -inf: a law of mass 0
     return StepRecord(
         position=position,
         drafted=tuple(tokens.tolist()),
@@ -203,5 +281,6 @@ def record_step(
         draft_tilts=tuple(
             tuple(scalars[4 * k + i * tilts : 4 * k + (i + 1) * tilts]) for i in range(k)
         ),
-        final_tilts=tuple(scalars[end + 4 :]) if has_final else None,
+        final_tilts=final_tilts if has_final and all(map(math.isfinite, final_tilts)) else None,
+        block_excess=tuple(scalars[end + 4 + tilts :]),
     )

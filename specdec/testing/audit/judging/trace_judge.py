@@ -3,10 +3,11 @@ r"""A recorded trace judged: the e-processes of its steps, their power, the repo
 ``judge_trace`` is the door's engine for a ``recorded trace`` subject (``as_subject(trace)``,
 ``specdec audit --trace FILE``). It reads the trace's values (``trace_statistics``: the
 randomized PITs of the drafts, of each accept/reject decision, of the correction and of the
-bonus, each uniform given the past under the declared rule; the standardized surprise of an
-acceptance after an acceptance; a tree trace's from ``tree_statistics``, the same processes
-under the tree rule) and watches an anytime-valid e-process on each
-(``PROCESSES``): the Krichevsky-Trofimov mixture against 16 equal PIT bins
+bonus, each uniform given the past under the declared rule: token-level rejection, block
+verification (its accepted length decision by decision, its own residual) or greedy; the
+standardized surprise of an acceptance after an acceptance; a tree trace's from
+``tree_statistics``, the same processes under the tree rule) and watches an anytime-valid
+e-process on each (``PROCESSES``): the Krichevsky-Trofimov mixture against 16 equal PIT bins
 (``stats.sequential.kt_log_e_values``) and, for the surprises, the normal mixture
 (``stats.streaming.normal_mixture_log_e``). Each is watched after every value; the first to
 reach ``ln(m / alpha)`` (``m`` e-processes, Bonferroni) rejects, so a correct engine is
@@ -210,7 +211,7 @@ def judge_trace(
     minimum = MIN_POWER_TV if options.min_power_tv is None else options.min_power_tv
     weak = "" if result.continuations else "the trace holds no step"
     pooled = [(text, v) for text, v in result.detectable if OUTCOMES in text]
-    sampled = trace.rule in ("token", "tree")
+    sampled = trace.rule in ("token", "block", "tree")  # judged by PITs (greedy: exactly)
     if sampled and result.continuations and not pooled:
         weak = "no step's outcome was recorded"
     if sampled and pooled and pooled[0][1] > minimum:

@@ -40,6 +40,14 @@ for bins or for heavy tails:
   rows recorded for them) is one of these, and the e-process grows at the
   Kullback-Leibler divergence of the nearest.
 
+Under ``rule="block"`` (block verification) the decisions are those of the block's accepted
+length, draft ``i`` kept given ``i - 1`` with the probability ``trace_block.block_chances``
+gives, and the correction follows the block residual :math:`\max(0, w_\tau p_{\tau+1} -
+q_{\tau+1})` (the record's ``final_*`` fields); the same processes watch them (the coupling
+ratio takes the block's chances for :math:`\alpha`: it is an e-value for any predictable
+alternative), and a decision of probability 0 is a forbidden outcome
+(``trace_block.block_problem``).
+
 Under ``rule="greedy"`` an outcome is forbidden unless it is the rule's (a draft accepted iff
 it is the target row's argmax, the correction and the bonus the argmax): any other is a
 forbidden outcome, as is any event of probability 0 under the token rule (a draft its row
@@ -55,6 +63,7 @@ import torch
 
 from specdec.testing._step_scalars import TILTS
 from specdec.testing._trace_types import StepRecord, Trace
+from specdec.testing.audit.running.trace_block import block_chances, block_problem
 
 __all__ = [
     "AFTER_ACCEPT", "COUPLING_MIX", "CUT_INSIDE", "OUTCOMES", "PROCESSES", "RATIOS",
@@ -206,13 +215,17 @@ def _step(
     if rule == "greedy":
         return problems + _greedy(record, decided)
     least = 1.0  # the least acceptance probability of the step's acceptances so far
+    chances = block_chances(record) if rule == "block" else None  # trace_block
     for i in range(decided):  # 2. each accept/reject decision, then the last token
         ratio = record.target_at[i] / record.draft_at[i] if record.draft_at[i] > 0 else 1.0
-        alpha = min(1.0, ratio)
+        alpha = min(1.0, ratio) if chances is None else chances[i]
         accept = i < accepted
-        if accept and alpha <= 0.0:
+        impossible = alpha <= 0.0 if accept else alpha >= 1.0
+        if impossible and chances is not None:
+            problems.append(block_problem(i + 1, accept))
+        elif impossible and accept:
             problems.append(f"draft {i + 1} accepted though the target row gives it 0")
-        if not accept and alpha >= 1.0:
+        elif impossible:
             problems.append(f"draft {i + 1} rejected though p >= q there (it must be accepted)")
         uniform = next(uniforms)
         pit = _pit(0.0, alpha, uniform) if accept else _pit(alpha, 1.0 - alpha, uniform)
@@ -220,7 +233,7 @@ def _step(
         add(OUTCOMES, pit)
         if i > 0 and 0.0 < alpha < 1.0:  # the surprise of an acceptance after an acceptance
             add(AFTER_ACCEPT, (float(accept) - alpha) / math.sqrt(alpha * (1.0 - alpha)))
-            if least < 1.0:  # a coupling moves this decision only after an uncertain one
+            if 0.0 < least < 1.0:  # a coupling moves it only after an uncertain acceptance
                 add(COUPLING, _coupled(accept, alpha, least))
         if accept:
             least = min(least, alpha)
@@ -228,7 +241,9 @@ def _step(
         return problems
     kind = "correction" if ending == "correction" else "bonus token"
     if record.final_at <= 0.0:
-        law = "the residual max(0, p - q)" if ending == "correction" else "the bonus row"
+        law = "the bonus row"
+        if ending == "correction":
+            law = "the block residual max(0, w p - q)" if chances else "the residual max(0, p - q)"
         problems.append(f"{kind} {record.emitted[-1]} has probability 0 under {law}")
         return problems
     uniform = next(uniforms)
