@@ -1,0 +1,189 @@
+"""The large-vocabulary and two-sample modes' chunks: generated and judged where they are drawn.
+
+A chunk of these modes is each engine's continuations of one prompt (``stream_drawer``), and
+judging it (the target teacher-forced over every continuation, each token scored against its
+warped row: ``stream_statistics.score_tokens``) costs about as much as generating it on a
+model-bound stream. Both therefore happen where the chunk is drawn: in the audit's process
+(``workers=1``), or in a worker process or an executor's, which then sends back the tokens,
+their position kinds and each token's scores (``JudgedDraw``: its three PITs, ``z``, surprisal
+minus entropy, and whether it is scored and allowed), never the rows. Only what is sequential
+stays in the audit's process: the scores added to the running statistics, chunk by chunk in
+chunk order, and the e-processes (``stream_evidence``).
+
+The scores are the same wherever they are computed: the chunk's tokens come from its seeds,
+its PIT uniforms from ``drawer.seeded(seed, prompt, round, "pit")`` (one stream, the engines in
+turn), and the target is the audit's own, pickled once into the worker's arguments
+(``judge_job``; rebuilt once per worker process, ``drawer.rebuild``). A target that cannot be
+pickled (a class defined in a session, a model holding a lock) is not sent: its chunks are
+then generated in the workers and judged where they are merged (``judged``), as before, with
+the same scores. The registered drawer ``"stream-tokens"`` rebuilds this in a worker.
+"""
+
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from specdec.testing.audit.contract.drawer import register, seeded
+from specdec.testing.audit.contract.scenario import StreamScenario
+from specdec.testing.audit.running.stream_drawer import (
+    StreamTokens,
+    TokenDraw,
+    pack_tokens,
+    unpack_tokens,
+    worker_tokens,
+)
+from specdec.testing.audit.running.stream_statistics import score_tokens
+
+__all__ = [
+    "Drawn",
+    "JudgeJob",
+    "JudgedDraw",
+    "StreamJudging",
+    "judge_job",
+    "judged",
+    "pack_judged",
+    "unpack_judged",
+]
+
+SCORES = ("sorted", "seeded", "index", "z", "scored", "excess", "allowed")
+"""The per-token scores ``stream_statistics.token_statistics`` gives, in packing order."""
+
+
+@dataclass(frozen=True)
+class JudgedDraw:
+    """One engine's continuations in a chunk, with each token's scores (a
+    ``stream_drawer.TokenDraw``, scored).
+
+    Attributes:
+        tokens: ``[size, n]`` the first ``n`` new tokens of each.
+        kinds: ``[size, n]`` their position kinds, or ``None`` without ``position_kinds``.
+        scores: ``score_tokens``'s per-token scores, ``[size * n]`` each.
+    """
+
+    tokens: Int[Tensor, "size n"]
+    kinds: Int[Tensor, "size n"] | None
+    scores: dict[str, Tensor]
+
+
+Drawn = tuple[TokenDraw | JudgedDraw, ...]
+"""A chunk's draws, one per engine: judged where drawn, or generated only (no target sent)."""
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """What a worker rebuilds a round-robin stream's drawing and judging from.
+
+    Attributes:
+        drawing: the generation's arguments (``StreamTokens.worker_job``: the engines by
+            reference).
+        scenarios: the prompts with the target, pickled; ``None``: not picklable, the chunks
+            are judged where merged.
+        order: the seeded PIT order (``stream_statistics.seeded_order``).
+        seed: the audit's seed.
+    """
+
+    drawing: bytes
+    scenarios: bytes | None
+    order: Tensor
+    seed: int
+
+
+def judged(
+    tokens: StreamTokens,
+    scenarios: Sequence[StreamScenario],
+    seed: int,
+    order: Tensor,
+    chunk: int,
+    drawn: Drawn,
+) -> tuple[JudgedDraw, ...]:
+    """The chunk ``chunk``'s draws, each engine's tokens scored against the target's rows
+    (draws already judged are kept). One PIT stream serves the engines in turn."""
+    done = tuple(d for d in drawn if isinstance(d, JudgedDraw))
+    if len(done) == len(drawn):
+        return done
+    prompt, round_ = tokens.where(0, chunk)
+    uniforms = seeded(seed, prompt, round_, "pit")
+    return tuple(
+        JudgedDraw(d.tokens, d.kinds, score_tokens(scenarios[prompt], d.tokens, uniforms, order))
+        for d in drawn
+    )
+
+
+@dataclass(frozen=True)
+class StreamJudging:
+    """A round-robin stream's chunks, generated and judged (module docstring).
+
+    Attributes:
+        tokens: the generation (``stream_drawer.StreamTokens``, round-robin).
+        scenarios: the prompts with the target; ``None``: generation only (a worker sent no
+            target).
+        seed: the audit's seed.
+        order: the seeded PIT order.
+    """
+
+    tokens: StreamTokens
+    scenarios: Sequence[StreamScenario] | None
+    seed: int
+    order: Tensor
+
+    def draw(self, index: int, chunk: int, size: int) -> Drawn:
+        drawn = self.tokens.draw_engines(index, chunk, size)
+        if self.scenarios is None:
+            return drawn
+        return judged(self.tokens, self.scenarios, self.seed, self.order, chunk, drawn)
+
+    def pack(self, evidence: Sequence[Drawn]) -> bytes:
+        return pack_judged(evidence)
+
+
+def judge_job(
+    drawing: bytes, scenarios: Sequence[StreamScenario], order: Tensor, seed: int
+) -> bytes:
+    """A worker's arguments: the generation's (``drawing``), the scenarios with their target
+    pickled (left out when the target cannot be pickled: module docstring), the order and
+    the seed."""
+    try:
+        pickled: bytes | None = pickle.dumps(tuple(scenarios))
+    except (pickle.PicklingError, TypeError, AttributeError, NotImplementedError):
+        pickled = None
+    return pickle.dumps(JudgeJob(drawing, pickled, order, seed))
+
+
+def pack_judged(evidence: Sequence[Drawn]) -> bytes:
+    """Chunks of draws as bytes: the scores of judged ones beside the tokens
+    (``stream_drawer.pack_tokens``)."""
+    scores = [
+        [[d.scores[key].numpy() for key in SCORES] if isinstance(d, JudgedDraw) else None
+         for d in chunk]
+        for chunk in evidence
+    ]  # fmt: skip
+    return pickle.dumps((pack_tokens(evidence), scores))
+
+
+def unpack_judged(data: bytes) -> list[Drawn]:
+    """The chunks ``pack_judged`` packed."""
+    tokens, scores = pickle.loads(data)
+    return [
+        tuple(
+            d
+            if s is None
+            else JudgedDraw(
+                d.tokens, d.kinds, dict(zip(SCORES, map(torch.from_numpy, s), strict=True))
+            )
+            for d, s in zip(chunk, chunk_scores, strict=True)
+        )
+        for chunk, chunk_scores in zip(unpack_tokens(tokens), scores, strict=True)
+    ]
+
+
+@register("stream-tokens")
+def _rebuild(arguments: bytes) -> StreamJudging:
+    job = pickle.loads(arguments)
+    if not isinstance(job, JudgeJob):
+        raise TypeError(f"a judged stream's arguments must be a JudgeJob, got {type(job)}.")
+    scenarios = None if job.scenarios is None else pickle.loads(job.scenarios)
+    return StreamJudging(worker_tokens(job.drawing), scenarios, job.seed, job.order)
