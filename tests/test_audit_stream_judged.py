@@ -36,7 +36,9 @@ def _same(report: AuditReport) -> dict[str, Any]:
     return document
 
 
-def _counted(mode: str, target: Any = TARGET, **options: Any) -> tuple[dict[str, Any], Counter[str]]:
+def _counted(
+    mode: str, target: Any = TARGET, **options: Any
+) -> tuple[dict[str, Any], Counter[str]]:
     """The report, and this process's teacher-forcing calls: on its main thread or others."""
     calls: Counter[str] = Counter()
     forced = stream_statistics.teacher_forced_rows

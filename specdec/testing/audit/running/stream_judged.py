@@ -161,7 +161,8 @@ def pack_judged(evidence: Sequence[Drawn]) -> bytes:
          for d in chunk]
         for chunk in evidence
     ]  # fmt: skip
-    return pickle.dumps((pack_tokens(evidence), scores))
+    drawn = [tuple(TokenDraw(d.tokens, d.kinds) for d in chunk) for chunk in evidence]
+    return pickle.dumps((pack_tokens(drawn), scores))
 
 
 def unpack_judged(data: bytes) -> list[Drawn]:
