@@ -19,7 +19,9 @@ determinism probe's share of the generation, and two workers against one.
    the two workers together, read from the forkserver's reaped children, ``_workers_cpu``),
    the **serial share** ``s`` (the audit's own process's CPU in the two-worker run over the
    one-worker run's: what stays sequential, merging the scores, the e-processes, the probe)
-   and the ceiling it leaves two workers, ``1 / (s + (1 - s) / 2)``, and whether the two
+   and the ceiling it leaves two workers, ``1 / (s + (1 - s) / 2)``, the speed-up the CPU
+   seconds give on idle cores (``speed_up_from_cpu``: the one-worker CPU over this process's
+   plus a worker's share, as if none of them overlapped), and whether the two
    reports are the same (less their seconds). Under load the wall ratio measures the other
    sessions, not the method (benchmarks/README.md, "The machine's ceiling"): the CPU columns
    are what a loaded machine can measure. The share of the one-worker run spent in the
@@ -203,6 +205,7 @@ def _compare(
         "cpu_several_over_one": round((main_cpu + workers_cpu) / one_cpu, 3),
         "serial_share": round(serial, 4),
         "ceiling": round(1 / (serial + (1 - serial) / count), 2),
+        "speed_up_from_cpu": round(one_cpu / (main_cpu + workers_cpu / count), 2),
         "same_report": several == one,
         "engine_share_one": round(engine_seconds / one_wall, 3),
         "verdict": one["verdict"],
