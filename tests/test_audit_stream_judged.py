@@ -5,21 +5,24 @@ continuations where the chunk is generated: on workers, the audit's own process 
 the target to judge (counted: every ``stream_statistics.teacher_forced_rows`` call of the
 audit's process, by thread), and the report is the one-process report, bit for bit (less its
 seconds). A target that cannot be pickled is not sent: its chunks are judged where merged,
-with the same report. The engine and target are ``tests/_stream_scale.py``'s 4-token toy pair.
+with the same report; a large one travels once, through a temporary file. The engine and
+target are ``tests/_stream_scale.py``'s 4-token toy pair.
 """
 
 import json
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specdec.models import ToyLM
 from specdec.testing.audit import AuditReport, audit_stream
-from specdec.testing.audit.running import stream_statistics
+from specdec.testing.audit.running import stream_judged, stream_statistics
 from specdec.testing.audit.running.shard import local_pool
 from tests._stream_scale import NEW_TOKENS, PAIR, TARGET, lossless_sampler, reference_sampler
 
@@ -93,3 +96,18 @@ def test_a_target_that_cannot_be_pickled_is_judged_where_merged(
         report, calls = _counted("large", target, executor=threads)
     assert report == alone["large"][0]
     assert calls["other"] == 0 and calls["main"] == alone["large"][1]["main"]
+
+
+def test_a_large_target_travels_once_through_a_file_removed_after_the_audit(
+    alone: dict[str, tuple[dict[str, Any], Counter[str]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stream_judged, "INLINE_BYTES", 0)  # every target stored in a file
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with ThreadPoolExecutor(2) as threads:
+        report, calls = _counted("large", executor=threads)
+    assert report == alone["large"][0]
+    assert calls["main"] == 0 and calls["other"] == alone["large"][1]["main"]
+    assert list(tmp_path.iterdir()) == []  # the file went with the audit's drawer
+    assert stream_judged.stored_scenarios(str(tmp_path / "gone.pickle"), "0") is None

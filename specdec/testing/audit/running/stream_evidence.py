@@ -148,7 +148,7 @@ class _RoundRobin:
     name: str = "stream-tokens"
 
     def arguments(self, index: int) -> bytes:
-        return judge_job(self.job(), self.scenarios, self.order, self.seed)
+        return judge_job(self.job(), self.scenarios, self.order, self.seed, self)
 
     def draw(self, index: int, chunk: int, size: int) -> Evidence:
         judging = StreamJudging(self.tokens, self.scenarios, self.seed, self.order)

@@ -13,15 +13,24 @@ chunk order, and the e-processes (``stream_evidence``).
 The scores are the same wherever they are computed: the chunk's tokens come from its seeds,
 its PIT uniforms from ``drawer.seeded(seed, prompt, round, "pit")`` (one stream, the engines in
 turn), and the target is the audit's own, pickled once into the worker's arguments
-(``judge_job``; rebuilt once per worker process, ``drawer.rebuild``). A target that cannot be
-pickled (a class defined in a session, a model holding a lock) is not sent: its chunks are
-then generated in the workers and judged where they are merged (``judged``), as before, with
-the same scores. The registered drawer ``"stream-tokens"`` rebuilds this in a worker.
+(``judge_job``; rebuilt once per worker process, ``drawer.rebuild``), or, when it is large
+(``INLINE_BYTES``), written once to a temporary file each worker process reads once (an
+executor on another machine, which cannot read it, sends its chunks back unjudged). A target
+that cannot be pickled (a model holding a lock, say) is not sent: its chunks are then generated
+in the workers and judged where they are merged (``judged``), as before, with the same scores.
+The registered drawer ``"stream-tokens"`` rebuilds this in a worker.
 """
 
+import contextlib
+import functools
+import hashlib
+import os
 import pickle
+import tempfile
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from jaxtyping import Int
@@ -39,6 +48,7 @@ from specdec.testing.audit.running.stream_drawer import (
 from specdec.testing.audit.running.stream_statistics import score_tokens
 
 __all__ = [
+    "INLINE_BYTES",
     "Drawn",
     "JudgeJob",
     "JudgedDraw",
@@ -46,8 +56,14 @@ __all__ = [
     "judge_job",
     "judged",
     "pack_judged",
+    "stored_scenarios",
     "unpack_judged",
 ]
+
+INLINE_BYTES = 1 << 24
+"""The largest pickled target (with its prompts) sent in a worker's arguments, which travel
+with every job; a larger one (a real model: SmolLM2-135M pickles to 538 MB) is written once to
+a temporary file that each worker process reads once (``stored_scenarios``)."""
 
 SCORES = ("sorted", "seeded", "index", "z", "scored", "excess", "allowed")
 """The per-token scores ``stream_statistics.token_statistics`` gives, in packing order."""
@@ -84,12 +100,15 @@ class JudgeJob:
             are judged where merged.
         order: the seeded PIT order (``stream_statistics.seeded_order``).
         seed: the audit's seed.
+        stored: ``(path, digest)`` of the pickled scenarios when they are too large to travel
+            with every job (``judge_job``), else ``None``.
     """
 
     drawing: bytes
     scenarios: bytes | None
     order: Tensor
     seed: int
+    stored: tuple[str, str] | None = None
 
 
 def judged(
@@ -141,16 +160,48 @@ class StreamJudging:
 
 
 def judge_job(
-    drawing: bytes, scenarios: Sequence[StreamScenario], order: Tensor, seed: int
+    drawing: bytes,
+    scenarios: Sequence[StreamScenario],
+    order: Tensor,
+    seed: int,
+    owner: object,
 ) -> bytes:
     """A worker's arguments: the generation's (``drawing``), the scenarios with their target
-    pickled (left out when the target cannot be pickled: module docstring), the order and
-    the seed."""
+    pickled (left out when the target cannot be pickled: module docstring; stored in a
+    temporary file above ``INLINE_BYTES``, removed when ``owner`` is), the order and the
+    seed."""
     try:
         pickled: bytes | None = pickle.dumps(tuple(scenarios))
     except (pickle.PicklingError, TypeError, AttributeError, NotImplementedError):
         pickled = None
-    return pickle.dumps(JudgeJob(drawing, pickled, order, seed))
+    if pickled is None or len(pickled) <= INLINE_BYTES:
+        return pickle.dumps(JudgeJob(drawing, pickled, order, seed))
+    handle, path = tempfile.mkstemp(prefix="specdec-stream-target-", suffix=".pickle")
+    with os.fdopen(handle, "wb") as file:
+        file.write(pickled)
+    weakref.finalize(owner, _remove, path)
+    stored = (path, hashlib.blake2b(pickled, digest_size=16).hexdigest())
+    return pickle.dumps(JudgeJob(drawing, None, order, seed, stored))
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+@functools.lru_cache(maxsize=2)
+def stored_scenarios(path: str, digest: str) -> tuple[StreamScenario, ...] | None:
+    """The scenarios ``judge_job`` stored at ``path``, read once per worker process; ``None``
+    where the file is not there or holds something else (an executor on another machine:
+    the chunks are then judged where merged)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if hashlib.blake2b(data, digest_size=16).hexdigest() != digest:
+        return None
+    scenarios: tuple[StreamScenario, ...] = pickle.loads(data)
+    return scenarios
 
 
 def pack_judged(evidence: Sequence[Drawn]) -> bytes:
@@ -187,4 +238,6 @@ def _rebuild(arguments: bytes) -> StreamJudging:
     if not isinstance(job, JudgeJob):
         raise TypeError(f"a judged stream's arguments must be a JudgeJob, got {type(job)}.")
     scenarios = None if job.scenarios is None else pickle.loads(job.scenarios)
+    if job.stored is not None:
+        scenarios = stored_scenarios(*job.stored)
     return StreamJudging(worker_tokens(job.drawing), scenarios, job.seed, job.order)
