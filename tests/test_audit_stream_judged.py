@@ -4,9 +4,9 @@ The large-vocabulary and two-sample modes teacher-force the target over each chu
 continuations where the chunk is generated: on workers, the audit's own process never calls
 the target to judge (counted: every ``stream_statistics.teacher_forced_rows`` call of the
 audit's process, by thread), and the report is the one-process report, bit for bit (less its
-seconds). A target that cannot be pickled is not sent: its chunks are judged where merged,
-with the same report; a large one travels once, through a temporary file. The engine and
-target are ``tests/_stream_scale.py``'s 4-token toy pair.
+seconds). A target that cannot be pickled, or holds a tensor off the CPU, is not sent: its
+chunks are judged where merged, with the same report; a large one travels once, through a
+temporary file. The engine and target are ``tests/_stream_scale.py``'s 4-token toy pair.
 """
 
 import json
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from specdec.models import ToyLM
 from specdec.testing.audit import AuditReport, audit_stream
@@ -87,11 +88,15 @@ def test_workers_judge_and_the_audit_s_process_only_merges(
     assert thread_calls["main"] == 0 and thread_calls["other"] == calls["main"]
 
 
-def test_a_target_that_cannot_be_pickled_is_judged_where_merged(
-    alone: dict[str, tuple[dict[str, Any], Counter[str]]],
+@pytest.mark.parametrize("held", ["lock", "meta tensor"])
+def test_a_target_that_cannot_be_pickled_or_is_off_the_cpu_is_judged_where_merged(
+    alone: dict[str, tuple[dict[str, Any], Counter[str]]], held: str
 ) -> None:
     target = ToyLM(PAIR.target)
-    target.lock = threading.Lock()  # pickle refuses a lock
+    if held == "lock":
+        target.held = threading.Lock()  # pickle refuses a lock
+    else:
+        target.held = torch.empty(1, device="meta")  # a tensor off the CPU: not copied
     with ThreadPoolExecutor(2) as threads:
         report, calls = _counted("large", target, executor=threads)
     assert report == alone["large"][0]

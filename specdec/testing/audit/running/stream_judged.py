@@ -16,7 +16,8 @@ turn), and the target is the audit's own, pickled once into the worker's argumen
 (``judge_job``; rebuilt once per worker process, ``drawer.rebuild``), or, when it is large
 (``INLINE_BYTES``), written once to a temporary file each worker process reads once (an
 executor on another machine, which cannot read it, sends its chunks back unjudged). A target
-that cannot be pickled (a model holding a lock, say) is not sent: its chunks are then generated
+that cannot be pickled (a model holding a lock, say), or that holds a tensor off the CPU (a
+model on an accelerator, not copied into each worker), is not sent: its chunks are then generated
 in the workers and judged where they are merged (``judged``), as before, with the same scores.
 The registered drawer ``"stream-tokens"`` rebuilds this in a worker.
 """
@@ -24,6 +25,7 @@ The registered drawer ``"stream-tokens"`` rebuilds this in a worker.
 import contextlib
 import functools
 import hashlib
+import io
 import os
 import pickle
 import tempfile
@@ -170,8 +172,10 @@ def judge_job(
     pickled (left out when the target cannot be pickled: module docstring; stored in a
     temporary file above ``INLINE_BYTES``, removed when ``owner`` is), the order and the
     seed."""
+    buffer = io.BytesIO()
     try:
-        pickled: bytes | None = pickle.dumps(tuple(scenarios))
+        _OnTheCpu(buffer).dump(tuple(scenarios))
+        pickled: bytes | None = buffer.getvalue()
     except (pickle.PicklingError, TypeError, AttributeError, NotImplementedError):
         pickled = None
     if pickled is None or len(pickled) <= INLINE_BYTES:
@@ -182,6 +186,16 @@ def judge_job(
     weakref.finalize(owner, _remove, path)
     stored = (path, hashlib.blake2b(pickled, digest_size=16).hexdigest())
     return pickle.dumps(JudgeJob(drawing, None, order, seed, stored))
+
+
+class _OnTheCpu(pickle.Pickler):
+    """A pickler that refuses a tensor off the CPU: a target on an accelerator is not copied
+    into each worker process (its chunks are judged where merged)."""
+
+    def reducer_override(self, obj: object) -> object:
+        if isinstance(obj, Tensor) and obj.device.type != "cpu":
+            raise pickle.PicklingError(f"a tensor on {obj.device} stays in the audit's process")
+        return NotImplemented
 
 
 def _remove(path: str) -> None:
