@@ -21,8 +21,8 @@ determinism probe's share of the generation, and two workers against one.
    one-worker run's: what stays sequential, merging the scores, the e-processes, the probe)
    and the ceiling it leaves two workers, ``1 / (s + (1 - s) / 2)``, the speed-up the CPU
    seconds give on idle cores (``speed_up_from_cpu``: the one-worker CPU over this process's
-   plus a worker's share, as if none of them overlapped), and whether the two
-   reports are the same (less their seconds). Under load the wall ratio measures the other
+   plus a worker's share, as if none of them overlapped), and whether the two reports are
+   the same (less their seconds). Under load the wall ratio measures the other
    sessions, not the method (benchmarks/README.md, "The machine's ceiling"): the CPU columns
    are what a loaded machine can measure. The share of the one-worker run spent in the
    engine's calls is printed beside it. The workers fork from a server that has imported the
@@ -182,18 +182,25 @@ def _compare(
     one: dict[str, Any],
     one_wall: float,
     one_cpu: float,
+    probe_rows: float,
     engine_seconds: float,
     samples: int,
     count: int,
 ) -> dict[str, Any]:
     """The audit on ``count`` workers against the one-worker run (``one``), the workers forked
     from a server that has imported the engine's libraries (``_preload``): wall and CPU of each
-    process, the serial share and its ceiling (module docstring)."""
+    process, the serial share and its ceiling (module docstring). While the workers start,
+    the audit's process draws the last chunks itself (``shard``): parallel work, counted in
+    its CPU; ``serial_share_less_drawn`` takes those chunks' share of the one-worker CPU out
+    (their rows counted by the engine in this process, less the probe's)."""
     _preload()
     reaped = _workers_cpu()
-    several, several_wall, main_cpu, _, _ = _stream(samples, count)
+    several, several_wall, main_cpu, main_rows, _ = _stream(samples, count)
     workers_cpu = _workers_cpu() - reaped
+    evidence = int(one["scenarios"][0]["continuations"])
+    drawn_here = max(0.0, main_rows - probe_rows)
     serial = main_cpu / one_cpu
+    net = max(0.0, main_cpu - one_cpu * drawn_here / evidence) / one_cpu
     return {
         "workers": count,
         "seconds_one": round(one_wall, 2),
@@ -203,8 +210,11 @@ def _compare(
         "cpu_main_several": round(main_cpu, 2),
         "cpu_workers_several": round(workers_cpu, 2),
         "cpu_several_over_one": round((main_cpu + workers_cpu) / one_cpu, 3),
+        "rows_drawn_by_main": int(drawn_here),
         "serial_share": round(serial, 4),
         "ceiling": round(1 / (serial + (1 - serial) / count), 2),
+        "serial_share_less_drawn": round(net, 4),
+        "ceiling_less_drawn": round(1 / (net + (1 - net) / count), 2),
         "speed_up_from_cpu": round(one_cpu / (main_cpu + workers_cpu / count), 2),
         "same_report": several == one,
         "engine_share_one": round(engine_seconds / one_wall, 3),
@@ -237,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"probe": probe}), flush=True)
     workers: dict[str, Any] = {"workers": 0, "seconds_one": round(one_wall, 2)}
     if args.workers > 0:
-        workers = _compare(one, one_wall, one_cpu, engine_seconds, args.samples, args.workers)
+        probe_rows = rows - evidence
+        workers = _compare(
+            one, one_wall, one_cpu, probe_rows, engine_seconds, args.samples, args.workers
+        )
     print(json.dumps({"workers": workers}), flush=True)
     after = _uptime()
     print(after, flush=True)
