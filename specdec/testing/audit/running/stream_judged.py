@@ -33,6 +33,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from jaxtyping import Int
@@ -192,7 +193,7 @@ class _OnTheCpu(pickle.Pickler):
     """A pickler that refuses a tensor off the CPU: a target on an accelerator is not copied
     into each worker process (its chunks are judged where merged)."""
 
-    def reducer_override(self, obj: object) -> object:
+    def reducer_override(self, obj: object) -> Any:
         if isinstance(obj, Tensor) and obj.device.type != "cpu":
             raise pickle.PicklingError(f"a tensor on {obj.device} stays in the audit's process")
         return NotImplemented
