@@ -13,12 +13,21 @@ determinism probe's share of the generation, and two workers against one.
    prompts, large-vocabulary mode, ``--samples`` continuations per prompt) in this process,
    every row its sampler is asked for counted: the determinism probe's rows over all of them.
 3. **Workers**: the same audit with ``workers=2`` (the engine imported by reference in each
-   worker) against ``workers=1``: the wall seconds of each, their ratio (the goal on an idle
-   machine: at least 1.7), and whether the two reports are the same (less their seconds).
-   The share of the one-worker run spent in the engine's calls is printed beside it: judging
-   stays in this process, so it bounds what workers can gain. The workers fork from a server
-   that has imported the engine's libraries (``_preload``): what is timed is drawing and
-   judging, not each worker's first import of transformers.
+   worker, each chunk generated and judged there: ``running/stream_judged``) against
+   ``workers=1``, side by side in one run: the wall seconds of each and their ratio (the goal
+   on an idle machine: at least 1.7), the CPU seconds of each process (this one in each run;
+   the two workers together, read from the forkserver's reaped children, ``_workers_cpu``),
+   the **serial share** ``s`` (the audit's own process's CPU in the two-worker run over the
+   one-worker run's: what stays sequential, merging the scores, the e-processes, the probe)
+   and the ceiling it leaves two workers, ``1 / (s + (1 - s) / 2)``, the speed-up the CPU
+   seconds give on idle cores (``speed_up_from_cpu``: the one-worker CPU over this process's
+   plus a worker's share, as if none of them overlapped), and whether the two reports are
+   the same (less their seconds). Under load the wall ratio measures the other
+   sessions, not the method (benchmarks/README.md, "The machine's ceiling"): the CPU columns
+   are what a loaded machine can measure. The share of the one-worker run spent in the
+   engine's calls is printed beside it. The workers fork from a server that has imported the
+   engine's libraries (``_preload``): what is timed is drawing and judging, not each worker's
+   first import of transformers.
 
 The machine's load is recorded (``uptime`` before and after, and the 1-minute load average) and
 every number is under it. Run from the repository root: ``python -m benchmarks.bench_stream_cost``
@@ -114,31 +123,33 @@ def _judging(model_name: str, count: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def _stream(samples: int, workers: int) -> tuple[dict[str, Any], float, float, float]:
-    """A large-mode audit of ``tiny_engine``: its report (less seconds), wall seconds, and the
-    rows and seconds of this process's engine calls."""
+def _stream(samples: int, workers: int) -> tuple[dict[str, Any], float, float, float, float]:
+    """A large-mode audit of ``tiny_engine``: its report (less seconds), wall seconds, this
+    process's CPU seconds, and the rows and seconds of this process's engine calls."""
     from benchmarks._stream_cost_engine import NEW_TOKENS, OPTIONS, ROWS, tiny_engine
     from benchmarks._stream_engine import tiny_llama_pair
     from specdec.testing import audit_stream
 
     target = tiny_llama_pair()[0]
     ROWS.clear()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     report = audit_stream(
         tiny_engine, target, prompts=[list(p) for p in STREAM_PROMPTS], new_tokens=NEW_TOKENS,
         law=OPTIONS, samples=samples, mode="large", workers=workers,
     )  # fmt: skip
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     document: dict[str, Any] = json.loads(report.to_json())
     document.pop("seconds")
-    return document, wall, ROWS.get("rows", 0.0), ROWS.get("seconds", 0.0)
+    return document, wall, cpu, ROWS.get("rows", 0.0), ROWS.get("seconds", 0.0)
 
 
 def _preload() -> None:
     """Start the local workers' forkserver with the engine's modules imported, so each worker
     forks with transformers' Llama loaded instead of importing it on its first job (the
     audit's own ``shard.start_server`` keeps a server that is running). What is timed is
-    then drawing and judging, not imports; without a forkserver (``spawn``) nothing changes."""
+    then drawing and judging, not imports; without a forkserver (``spawn``) nothing changes.
+    A throwaway worker is forked and waited for, so the server's own imports are done (and
+    not timed) before the audit starts."""
     import multiprocessing
     from multiprocessing import forkserver
 
@@ -149,20 +160,62 @@ def _preload() -> None:
         modules.append("transformers.models.llama.modeling_llama")
         multiprocessing.get_context("forkserver").set_forkserver_preload(modules)
         forkserver.ensure_running()
+        with shard.local_pool(1) as pool:
+            pool.submit(os.getpid).result()  # waits for the server's imports
+
+
+def _workers_cpu() -> float:
+    """CPU seconds of the forkserver's children reaped so far (the local workers of every pool
+    that has shut down: ``cutime + cstime`` of the server in ``/proc``); NaN where there is no
+    forkserver or no ``/proc``."""
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    stat = Path(f"/proc/{pid}/stat")
+    if pid is None or not stat.exists():
+        return float("nan")
+    fields = stat.read_text().rpartition(")")[2].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
 
 
 def _compare(
-    one: dict[str, Any], one_wall: float, engine_seconds: float, samples: int, count: int
+    one: dict[str, Any],
+    one_wall: float,
+    one_cpu: float,
+    probe_rows: float,
+    engine_seconds: float,
+    samples: int,
+    count: int,
 ) -> dict[str, Any]:
     """The audit on ``count`` workers against the one-worker run (``one``), the workers forked
-    from a server that has imported the engine's libraries (``_preload``)."""
+    from a server that has imported the engine's libraries (``_preload``): wall and CPU of each
+    process, the serial share and its ceiling (module docstring). While the workers start,
+    the audit's process draws the last chunks itself (``shard``): parallel work, counted in
+    its CPU; ``serial_share_less_drawn`` takes those chunks' share of the one-worker CPU out
+    (their rows counted by the engine in this process, less the probe's)."""
     _preload()
-    several, several_wall, _, _ = _stream(samples, count)
+    reaped = _workers_cpu()
+    several, several_wall, main_cpu, main_rows, _ = _stream(samples, count)
+    workers_cpu = _workers_cpu() - reaped
+    evidence = int(one["scenarios"][0]["continuations"])
+    drawn_here = max(0.0, main_rows - probe_rows)
+    serial = main_cpu / one_cpu
+    net = max(0.0, main_cpu - one_cpu * drawn_here / evidence) / one_cpu
     return {
         "workers": count,
         "seconds_one": round(one_wall, 2),
         "seconds_several": round(several_wall, 2),
         "speed_up": round(one_wall / several_wall, 2),
+        "cpu_one": round(one_cpu, 2),
+        "cpu_main_several": round(main_cpu, 2),
+        "cpu_workers_several": round(workers_cpu, 2),
+        "cpu_several_over_one": round((main_cpu + workers_cpu) / one_cpu, 3),
+        "rows_drawn_by_main": int(drawn_here),
+        "serial_share": round(serial, 4),
+        "ceiling": round(1 / (serial + (1 - serial) / count), 2),
+        "serial_share_less_drawn": round(net, 4),
+        "ceiling_less_drawn": round(1 / (net + (1 - net) / count), 2),
+        "speed_up_from_cpu": round(one_cpu / (main_cpu + workers_cpu / count), 2),
         "same_report": several == one,
         "engine_share_one": round(engine_seconds / one_wall, 3),
         "verdict": one["verdict"],
@@ -183,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     judging = _judging(args.model, args.judge, args.repeats)
     print(json.dumps({"judging": judging}), flush=True)
     tiny_engine(torch.tensor([[1]]), torch.Generator().manual_seed(0))  # built before timing
-    one, one_wall, rows, engine_seconds = _stream(args.samples, 1)
+    one, one_wall, one_cpu, rows, engine_seconds = _stream(args.samples, 1)
     [result] = one["scenarios"]
     evidence = int(result["continuations"])
     probe = {
@@ -194,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"probe": probe}), flush=True)
     workers: dict[str, Any] = {"workers": 0, "seconds_one": round(one_wall, 2)}
     if args.workers > 0:
-        workers = _compare(one, one_wall, engine_seconds, args.samples, args.workers)
+        probe_rows = rows - evidence
+        workers = _compare(
+            one, one_wall, one_cpu, probe_rows, engine_seconds, args.samples, args.workers
+        )
     print(json.dumps({"workers": workers}), flush=True)
     after = _uptime()
     print(after, flush=True)

@@ -195,7 +195,7 @@ class ChunkEvent(Generic[S]):
 DRAWER_MODULES = {
     "cells": "specdec.testing.audit.running.cells",
     "stream-codes": "specdec.testing.audit.running.stream_drawer",
-    "stream-tokens": "specdec.testing.audit.running.stream_drawer",
+    "stream-tokens": "specdec.testing.audit.running.stream_judged",
     "multi-counts": "specdec.testing.audit.running.multi_drawer",
 }
 """Each registered drawer's module: a worker imports it to rebuild the drawer by name."""

@@ -4,14 +4,15 @@ A stream audit's chunk is ``size`` continuations of one prompt from each engine 
 (the audited sampler, and in two-sample mode the reference), each from a generator seeded by
 the one rule (``drawer.seeded(seed, prompt, round, stream)``: ``round`` is the prompt's
 chunk index, ``stream`` the engine's: ``"noise"`` for the audited one, ``"reference"`` for the
-reference). Only the generation runs here: the target's teacher forcing and every judgement
-happen where the chunks are merged, in order, in the audit's process, so a worker needs the
-engine (imported by reference, like a verifier) and never the target model.
+reference). Only the generation runs here (the engines imported by reference in a worker,
+like a verifier). Exact-law mode judges where the chunks are merged, in order, in the audit's
+process; the large and two-sample modes judge each chunk where it is generated
+(``stream_judged``: the target teacher-forced over the continuations, in the worker).
 
-Two registered drawers rebuild this in a worker: ``"stream-codes"`` (exact-law mode: each
+The registered drawer ``"stream-codes"`` rebuilds this in a worker (exact-law mode: each
 continuation as its sequence code, in a ``cells.ChunkDraw``, mapped to pooled cells where
-merged) and ``"stream-tokens"`` (large and two-sample modes: the tokens and position kinds,
-a ``TokenDraw`` per engine).
+merged); ``worker_tokens`` rebuilds the large and two-sample modes' generation (the tokens and
+position kinds, a ``TokenDraw`` per engine) for ``stream_judged``'s ``"stream-tokens"``.
 """
 
 import pickle
@@ -46,6 +47,7 @@ __all__ = [
     "stream_drawing",
     "stream_identity",
     "unpack_tokens",
+    "worker_tokens",
 ]
 
 STREAM_BATCH = 4096
@@ -342,8 +344,9 @@ def _job(arguments: bytes) -> StreamJob:
     return job
 
 
-@register("stream-tokens")
-def _rebuild_tokens(arguments: bytes) -> StreamTokens:
+def worker_tokens(arguments: bytes) -> StreamTokens:
+    """The chunks' generation as a worker rebuilds it from ``StreamTokens.worker_job``'s bytes
+    (the large and two-sample modes' drawer, ``stream_judged``, judges them there too)."""
     job = _job(arguments)
     return StreamTokens(_engines(job), job)
 

@@ -3,12 +3,13 @@
 Both modes watch e-processes over one sequence of chunks: round ``r`` of every prompt in
 turn (prompt ``c mod P``'s round ``c div P`` is chunk ``c``; ``stream_drawer.StreamTokens``
 with ``round_robin``), so the whole audit is one scenario of the scheduler
-(``shard.run_chunks``). A chunk is generated anywhere (the engines only); it is judged where
-it is merged, in the audit's process and in chunk order: the target teacher-forced over the
-continuations, each token scored against its row (``stream_statistics``) with PIT uniforms
-from the chunk's own seed (``drawer.seeded(seed, prompt, round, "pit")``), the statistics
-added, the e-processes carried on. The report is therefore the same for any number of
-workers, and a checkpoint holds the statistics (a few counts and sums per group).
+(``shard.run_chunks``). A chunk is generated and judged wherever it is drawn, in the audit's
+process or a worker (``stream_judged``: the target teacher-forced over the continuations,
+each token scored against its row, ``stream_statistics``, with PIT uniforms from the chunk's
+own seed, ``drawer.seeded(seed, prompt, round, "pit")``); where it is merged, in the audit's
+process and in chunk order, its scores are added to the statistics and the e-processes carried
+on. The report is therefore the same for any number of workers, and a checkpoint holds the
+statistics (a few counts and sums per group).
 """
 
 import math
@@ -19,13 +20,16 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import Tensor
 
-from specdec.testing.audit.contract.drawer import Drawer, seeded
+from specdec.testing.audit.contract.drawer import Drawer
 from specdec.testing.audit.contract.scenario import StreamScenario
-from specdec.testing.audit.running.stream_drawer import (
-    StreamTokens,
-    TokenDraw,
-    pack_tokens,
-    unpack_tokens,
+from specdec.testing.audit.running.stream_drawer import StreamTokens
+from specdec.testing.audit.running.stream_judged import (
+    Drawn,
+    StreamJudging,
+    judge_job,
+    judged,
+    pack_judged,
+    unpack_judged,
 )
 from specdec.testing.audit.running.stream_statistics import (
     MIXTURE_PRECISION,
@@ -36,13 +40,12 @@ from specdec.testing.audit.running.stream_statistics import (
     load_statistics,
     memberships,
     save_statistics,
-    score_tokens,
 )
 from specdec.testing.stats.streaming import normal_mixture_log_e
 
 __all__ = ["LargeDrawer", "LargeState", "RoundRobinDrawer", "TwoSampleDrawer", "TwoSampleState"]
 
-Evidence = tuple[TokenDraw, ...]
+Evidence = Drawn
 S = TypeVar("S")
 
 
@@ -130,9 +133,10 @@ def _count(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class _RoundRobin:
-    """What both modes share: the chunks drawn here or rebuilt in a worker (``tokens``,
-    ``arguments``), the prompts, the flattened chunk sizes, the audit's seed, the seeded PIT
-    order and the stopping level."""
+    """What both modes share: the chunks generated here or rebuilt in a worker (``tokens``,
+    ``job``: the generation's arguments), the prompts with the target, the flattened chunk
+    sizes, the audit's seed, the seeded PIT order and the stopping level; each chunk judged
+    where it is drawn (``stream_judged``)."""
 
     tokens: StreamTokens
     job: Callable[[], bytes]
@@ -144,31 +148,30 @@ class _RoundRobin:
     name: str = "stream-tokens"
 
     def arguments(self, index: int) -> bytes:
-        return self.job()
+        return judge_job(self.job(), self.scenarios, self.order, self.seed, self)
 
     def draw(self, index: int, chunk: int, size: int) -> Evidence:
-        return self.tokens.draw_engines(index, chunk, size)
+        judging = StreamJudging(self.tokens, self.scenarios, self.seed, self.order)
+        return judging.draw(index, chunk, size)
 
     def pack(self, evidence: Sequence[Evidence]) -> bytes:
-        return pack_tokens(evidence)
+        return pack_judged(evidence)
 
     def unpack(self, data: bytes) -> list[Evidence]:
-        return unpack_tokens(data)
+        return unpack_judged(data)
 
     def scored(
         self, chunk: int, drawn: Evidence
     ) -> tuple[int, int, list[tuple[dict[str, Tensor], Tensor]]]:
-        """The chunk's prompt, its round, and each engine's scored tokens and groups."""
+        """The chunk's prompt, its round, and each engine's scored tokens and groups (scored
+        where it was drawn; here if a worker had no target, ``stream_judged.judged``)."""
         prompt, round_ = self.tokens.where(0, chunk)
-        scenario, prompts = self.scenarios[prompt], len(self.scenarios)
-        n = scenario.new_tokens
-        uniforms = seeded(self.seed, prompt, round_, "pit")  # one stream for both engines
+        prompts, n = len(self.scenarios), self.scenarios[prompt].new_tokens
         out = []
-        for engine in drawn:
+        for engine in judged(self.tokens, self.scenarios, self.seed, self.order, chunk, drawn):
             size = engine.tokens.shape[0]
-            scored = score_tokens(scenario, engine.tokens, uniforms, self.order)
             groups = memberships(size, n, 1 + n + prompt, engine.kinds, 1 + n + prompts)
-            out.append((scored, groups))
+            out.append((engine.scores, groups))
         return prompt, round_, out
 
 
