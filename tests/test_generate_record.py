@@ -4,13 +4,19 @@ The recorded values are checked against rows recomputed independently (each mode
 teacher-forced on the record's prefix and drafts, float64 toy models: equal to 1e-12); the
 trace of a correct loop is LOSSLESS through the door, and the trace of a loop given a rule
 that draws the correction from ``p`` is LOSSY (its corrections land where the residual is 0:
-a forbidden outcome, deterministic given the seeds). Family-wise false-fail 0.01.
+a forbidden outcome, deterministic given the seeds), as are the loop's traces given a reused
+uniform, a bonus at another temperature and ``q`` at temperature 1 (each from the trace and
+from its file). Family-wise false-fail 0.01.
 """
+
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 from torch import Tensor
 
+from specdec.cli import main
 from specdec.generate import Generation, generate_speculative
 from specdec.models.base import empty_context, extend
 from specdec.models.toy import make_toy_pair
@@ -18,7 +24,7 @@ from specdec.models.toy_lm import ToyLM
 from specdec.sampling import sample
 from specdec.stopping import StopBelow
 from specdec.testing.audit import AuditOptions, as_subject, audit
-from specdec.testing.step_record import Trace, declare_rule
+from specdec.testing.step_record import Trace, declare_rule, save_trace
 from specdec.types import Verification
 from specdec.verify.block import verify_block
 from specdec.verify.rules import exact_match_rule
@@ -160,3 +166,67 @@ def test_a_rule_whose_step_law_is_not_known_is_refused_before_the_first_step() -
         declare_rule(_block_with_token_residual, "greedy")
     greedy = _run(batch=1, new=4, temperature=0.0, record=True, rule=exact_match_rule)
     assert greedy.trace is not None and greedy.trace.rule == "greedy"
+
+
+def _reused_uniform(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """A planted bug: one uniform for every draft of the step (the last still samples)."""
+    k = draft_tokens.shape[-1]
+    shared = torch.cat([uniforms[:, :1].expand(-1, k), uniforms[:, k:]], dim=1)
+    return verify_tokens(draft_tokens, draft_probs, target_probs, shared)
+
+
+def _bonus_hotter(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """A planted bug: the bonus drawn at twice the temperature (its row ``p^(1/2)``)."""
+    hot = target_probs[:, -1:] ** 0.5
+    rows = torch.cat([target_probs[:, :-1], hot / hot.sum(-1, keepdim=True)], dim=1)
+    return verify_tokens(draft_tokens, draft_probs, rows, uniforms)
+
+
+def _q_unwarped(
+    draft_tokens: Tensor, draft_probs: Tensor, target_probs: Tensor, uniforms: Tensor
+) -> Verification:
+    """A planted bug: verifying with the draft's rows at temperature 1 (``q^T``), while the
+    drafts were sampled from the rows at ``T = 0.8`` (the rows the loop records)."""
+    raw = draft_probs**0.8
+    return verify_tokens(draft_tokens, raw / raw.sum(-1, keepdim=True), target_probs, uniforms)
+
+
+@pytest.mark.parametrize(
+    ("rule", "k", "test"),
+    [
+        (_reused_uniform, 3, "acceptance after acceptance (likelihood ratio, coupled)"),
+        (_bonus_hotter, 1, "bonus tokens (likelihood ratio, tilted)"),
+        (_q_unwarped, 3, "forbidden outcome"),
+    ],
+    ids=["reused_uniform", "bonus_temperature", "q_unwarped"],
+)
+def test_the_field_s_bugs_in_the_loop_are_lossy_from_its_trace_and_its_file(
+    rule: Callable[..., Verification],
+    k: int,
+    test: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each bug planted in specdec's own loop (8 rows, 40 new tokens, T = 0.8): LOSSY from
+    the loop's record at false-fail 0.01, by the process named, and from the recorded file
+    through ``specdec audit --trace``."""
+    prompts = torch.tensor([[1 + row % 3, 2] for row in range(8)])
+    out = generate_speculative(
+        TARGET, DRAFT, prompts, k=k, max_new_tokens=40, temperature=0.8, record=True,
+        generator=[torch.Generator().manual_seed(row) for row in range(8)],
+        rule=declare_rule(rule, "token"),
+    )  # fmt: skip
+    assert out.trace is not None
+    report = audit(as_subject(out.trace), LEVEL)
+    assert report.verdict == "lossy" and test in (report.scenarios[0].deciding_test or ""), (
+        report.format()
+    )
+    path = tmp_path / "loop.jsonl"
+    save_trace(path, out.trace)
+    argv = ["audit", "--trace", str(path), "--false-fail-rate", "0.01", "--min-power-tv", "0.5"]
+    assert main([*argv, "--quiet"]) == 1
+    assert "LOSSY" in capsys.readouterr().out
