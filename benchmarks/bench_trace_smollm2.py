@@ -15,7 +15,9 @@ deterministic given its seed, so a prefix's verdict is that of the same steps). 
 (``benchmarks/_transformers_bugs.py``) are planted in transformers itself for the duration
 of each run: a bonus at temperature 1, a correction from ``p``, ``q`` from unwarped logits in
 the candidate generator, one uniform for every draft. ``none`` runs the installed code for
-``--control-tokens`` tokens and reports its verdict and the detectable TV.
+``--control-tokens`` tokens and reports its verdict and the detectable TV. Every bug draws the
+control's random numbers (common random numbers: the runs differ only through the bug); a
+``--part`` or a resumed round draws anew.
 
 Run from the repository root: ``python -m benchmarks.bench_trace_smollm2``, or ``--quick``
 (the tiny Llama pair of ``_stream_engine``, seconds).
@@ -170,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             if report is not None and report.verdict == "lossy":
                 break
             held = 0 if trace is None else len(trace.sequences)
-            seed = BUGS.split(",").index(bug) << 32 | args.part << 24 | held  # resumed: anew
+            # Common random numbers: every bug draws the control's seeds (the runs differ
+            # only through the bug); a part or a resumed round draws anew.
+            seed = args.part << 24 | held
             generator = torch.Generator().manual_seed(seed)
             start = time.perf_counter()
             with planted(None if bug == "none" else bug, temperature=args.temperature):

@@ -198,8 +198,8 @@ def _q_unwarped(
 @pytest.mark.parametrize(
     ("rule", "k", "test"),
     [
-        (_reused_uniform, 3, "acceptance after acceptance (likelihood ratio, coupled)"),
-        (_bonus_hotter, 1, "bonus tokens (likelihood ratio, tilted)"),
+        (_reused_uniform, 3, "acceptance after acceptance (coupled LR)"),
+        (_bonus_hotter, 1, "bonus tokens (tilted LR)"),
         (_q_unwarped, 3, "forbidden outcome"),
     ],
     ids=["reused_uniform", "bonus_temperature", "q_unwarped"],

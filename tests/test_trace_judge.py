@@ -52,9 +52,9 @@ def test_each_planted_bug_is_lossy_within_a_few_hundred_steps(
 
 
 LIKELIHOOD_RATIO = {
-    "bonus_temperature": "bonus tokens (likelihood ratio, tilted)",
-    "unwarped_draft_rows": "drafts vs rows (likelihood ratio, tilted)",
-    "reused_uniform": "acceptance after acceptance (likelihood ratio, coupled)",
+    "bonus_temperature": "bonus tokens (tilted LR)",
+    "unwarped_draft_rows": "drafts vs rows (tilted LR)",
+    "reused_uniform": "acceptance after acceptance (coupled LR)",
 }
 """The bugs a likelihood-ratio e-process decides at false-fail 1e-6 on the traces above."""
 

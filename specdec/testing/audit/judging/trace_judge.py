@@ -116,8 +116,6 @@ def _running(name: str, evidence: TraceEvidence) -> torch.Tensor:
 def _group(name: str, values: list[float]) -> GroupRow:
     data = torch.tensor(values, dtype=torch.float64)
     count = data.numel()
-    if name in RATIOS:  # described by its e-process alone
-        return GroupRow(name, count, math.nan, math.nan, math.nan, math.nan)
     if name == AFTER_ACCEPT:
         return GroupRow(name, count, math.nan, math.nan, float(data.mean()), 1 / math.sqrt(count))
     counts = torch.bincount(bin_of(data, PIT_BINS), minlength=PIT_BINS).to(torch.float64)
@@ -178,7 +176,9 @@ def _judged(
         first_forbidden=first,
         deciding_test=deciding,
         detectable=tuple(detectable),
-        groups=tuple(_group(name, evidence.values[name]) for name in watched),
+        groups=tuple(  # the likelihood ratios are described by their e-processes alone
+            _group(name, evidence.values[name]) for name in watched if name not in RATIOS
+        ),
         deterministic=True,
         stopped_early=False,
         counted=tuple(counted.items()),

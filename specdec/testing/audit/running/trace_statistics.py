@@ -21,7 +21,7 @@ same step, :math:`(\mathbb{1}[\text{accept}] - \alpha) / \sqrt{\alpha (1 - \alph
 martingale difference of variance 1 (the normal-mixture e-process of
 ``specdec.testing.stats.streaming``).
 
-Two likelihood-ratio e-processes weigh the same events against a one-parameter family of
+Two likelihood-ratio (LR) e-processes weigh the same events against a one-parameter family of
 alternatives, each an e-value given the past (expectation 1 under the declared rule), so
 their running products mixed over the family are test martingales (Ville) and pay nothing
 for bins or for heavy tails:
@@ -77,10 +77,10 @@ BONUSES = "bonus tokens (PIT by probability)"
 OUTCOMES = "step outcomes (PIT by token id)"
 DRAFTS = "drafts vs rows (PIT by probability)"
 DRAFTS_BY_ID = "drafts vs rows (PIT by token id)"
-COUPLING = "acceptance after acceptance (likelihood ratio, coupled)"
-DRAFT_TILTS = "drafts vs rows (likelihood ratio, tilted)"
-CORRECTION_TILTS = "corrections (likelihood ratio, tilted)"
-BONUS_TILTS = "bonus tokens (likelihood ratio, tilted)"
+COUPLING = "acceptance after acceptance (coupled LR)"
+DRAFT_TILTS = "drafts vs rows (tilted LR)"
+CORRECTION_TILTS = "corrections (tilted LR)"
+BONUS_TILTS = "bonus tokens (tilted LR)"
 PROCESSES = (
     OUTCOMES, DECISIONS, AFTER_ACCEPT, COUPLING, CORRECTIONS, BONUSES, DRAFTS, DRAFTS_BY_ID,
     DRAFT_TILTS, CORRECTION_TILTS, BONUS_TILTS,
