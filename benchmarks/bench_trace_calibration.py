@@ -51,7 +51,8 @@ def _row(rule: str, runs: int, steps: int, rate: float, seed: int) -> dict[str, 
         report = audit(as_subject(alone), AuditOptions(false_fail_rate=rate, seed=index))
         if report.verdict == "lossy":
             lossy += 1
-            crossed[(report.scenarios[0].deciding_test or "").split(" at step")[0]] += 1
+            deciding = getattr(report.scenarios[0], "deciding_test", None) or ""
+            crossed[deciding.split(" at step")[0]] += 1
     upper = float(beta.ppf(0.99, lossy + 1, runs - lossy)) if lossy < runs else 1.0
     return {
         "rule": rule, "runs": runs, "steps_per_run": steps, "nominal": rate, "lossy": lossy,

@@ -77,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
         "--join", action="store_true",
         help="generate nothing: judge each bug's parts in --traces DIR, joined in part order",
     )  # fmt: skip
+    parser.add_argument(
+        "--min-power-tv", type=float, default=None,
+        help="the stated power: LOSSLESS only where the pooled outcomes detect this binned TV "
+        "(default: the audit's, 0.05)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="tiny model, small budgets")
     return parser
 
@@ -108,9 +113,9 @@ def _fewest(trace: Any, judge: Any) -> int:
     return high
 
 
-def _joined(folder: Path | None, bug: str) -> dict[str, Any]:
+def _joined(folder: Path | None, bug: str, power: float | None) -> dict[str, Any]:
     """``--join``: the parts of ``bug``'s run in ``folder`` as one trace, judged."""
-    from specdec.testing.audit import as_subject, audit
+    from specdec.testing.audit import AuditOptions, as_subject, audit
     from specdec.testing.step_record import Trace, load_trace
 
     if folder is None:
@@ -125,13 +130,13 @@ def _joined(folder: Path | None, bug: str) -> dict[str, Any]:
         sequences=tuple(s for part in parts for s in part.sequences),
     )  # fmt: skip
     start = time.perf_counter()
-    report = audit(as_subject(trace))
+    report = audit(as_subject(trace), AuditOptions(min_power_tv=power))
     [result] = report.scenarios
     row = {
         "bug": bug, "parts": len(parts), "verdict": report.verdict,
-        "headline": report.headline(), "deciding_test": result.deciding_test,
+        "headline": report.headline(), "deciding_test": getattr(result, "deciding_test", None),
         "generated_tokens": _tokens(trace), "generations": len(trace.sequences),
-        "detectable": {name: round(value, 4) for name, value in result.detectable},
+        "detectable": {n: round(v, 4) for n, v in getattr(result, "detectable", ())},
         "judging_seconds": round(time.perf_counter() - start, 1),
     }  # fmt: skip
     print(json.dumps(row), flush=True)
@@ -144,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import specdec
     from benchmarks._transformers_bugs import planted
-    from specdec.testing.audit import as_subject, audit
+    from specdec.testing.audit import AuditOptions, as_subject, audit
     from specdec.testing.step_record import Trace, load_trace, save_trace
     from specdec.testing.transformers_stream import transformers_trace
+
+    def judge(subject: Any) -> Any:
+        return audit(subject, AuditOptions(min_power_tv=args.min_power_tv))
 
     if args.quick:
         args.model, args.round, args.max_tokens, args.control_tokens = "tiny", 4, 256, 256
@@ -161,13 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     for bug in args.bugs.split(","):
         budget = args.control_tokens if bug == "none" else args.max_tokens
         if args.join:
-            rows.append(_joined(args.traces, bug))
+            rows.append(_joined(args.traces, bug, args.min_power_tv))
             continue
         name = f"{bug}.jsonl" if args.part == 0 else f"{bug}.part{args.part}.jsonl"
         kept = None if args.traces is None else args.traces / name
         trace: Any = load_trace(kept) if kept is not None and kept.exists() else None
         generating = judging = 0.0
-        report = None if trace is None or args.no_judge else audit(as_subject(trace))
+        report = None if trace is None or args.no_judge else judge(as_subject(trace))
         while trace is None or _tokens(trace) < budget:
             if report is not None and report.verdict == "lossy":
                 break
@@ -197,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.no_judge:
                 continue
             start = time.perf_counter()
-            report = audit(as_subject(trace))
+            report = judge(as_subject(trace))
             judging += time.perf_counter() - start
         if report is None:  # --no-judge
             print(json.dumps({"bug": bug, "generated_tokens": _tokens(trace),
@@ -205,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         lossy_at = None
         if report.verdict == "lossy":
-            lossy_at = _tokens(_prefix(trace, _fewest(trace, audit)))
+            lossy_at = _tokens(_prefix(trace, _fewest(trace, judge)))
         [result] = report.scenarios
         row = {
             "bug": bug,
