@@ -5,12 +5,13 @@ verdicts coincide, chunks that all start from the same prompt) repeat forward pa
 very same inputs. A model forward on the CPU is deterministic, so the second pass would give the
 same bits as the first: this wrapper returns the first one's result instead.
 
-The key is a BLAKE2b digest of everything the call reads: the dtype, shape and bytes of the new
-tokens, the attention mask, the position ids and every cache tensor, and ``logits_to_keep``. A
-call that differs in any of them (another accepted count, a shifted row, another dtype) is a
-miss and runs the model. A hit returns a copy of the stored logits and a new cache whose layers
-are the input cache's tensors followed by the stored new slots, as the model's own cache update
-concatenates them. Only the new slots are stored, never the whole cache.
+The key is a SHA-256 digest of everything the call reads: the dtype, shape and bytes of the new
+tokens, the attention mask, the position ids and every cache tensor, and ``logits_to_keep``
+(SHA-256, not BLAKE2b: twice as fast where the CPU has SHA instructions). A call that differs in
+any of them (another accepted count, a shifted row, another dtype) is a miss and runs the model.
+A hit returns a copy of the stored logits and a new cache whose layers are the input cache's
+tensors followed by the stored new slots, as the model's own cache update concatenates them.
+Only the new slots are stored, never the whole cache.
 """
 
 import hashlib
@@ -27,7 +28,7 @@ _Pairs = list[tuple[Tensor, Tensor]]
 
 
 def _digest(tensors: list[Tensor], logits_to_keep: int | None) -> bytes:
-    digest = hashlib.blake2b(repr(logits_to_keep).encode(), digest_size=32)
+    digest = hashlib.sha256(repr(logits_to_keep).encode())
     for tensor in tensors:
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)};".encode())
         raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)

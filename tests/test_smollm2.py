@@ -53,6 +53,7 @@ from specdec.models.drafts import bfloat16_copy, truncated_copy
 from specdec.testing.stats import l1_test, min_detectable_tv_by_l1, min_sample_size_by_l1
 from tests._memo_model import MemoModel
 from tests._tiny_models import vocabulary_copy
+from tests._unique_rows import UniqueRows
 
 NUM_LAYERS, VOCAB = 30, 49_152
 # Greedy equality
@@ -95,7 +96,8 @@ def greedy_reference(
 ) -> tuple[Tensor, Generation]:
     """The greedy prompts' batch ``[5, L]`` and its 64 greedy autoregressive tokens, computed once
     for both rules of ``test_greedy_speculative_equals_greedy_autoregressive`` (greedy decoding
-    is deterministic: each rule used to recompute the same tokens)."""
+    is deterministic: each rule used to recompute the same tokens) and, for its first rows and
+    tokens, ``test_permuted_vocabulary_draft_drafts_through_a_tokenizer_map``."""
     model, tokenizer = smollm2
     prompts = [_chat_prompt(tokenizer, question) for question in GREEDY_QUESTIONS]
     assert len({p.shape[1] for p in prompts}) == 1, "questions must template to one length"
@@ -235,6 +237,7 @@ def test_greedy_speculative_equals_greedy_autoregressive(
 @pytest.mark.slow
 def test_permuted_vocabulary_draft_drafts_through_a_tokenizer_map(
     smollm2: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+    greedy_reference: tuple[Tensor, Generation],
 ) -> None:
     """A float32 copy of the target whose vocabulary is shuffled and lacks a few tokens the
     target emits here (those at ``DROPPED_AT`` in its greedy output), mapped back with
@@ -245,18 +248,19 @@ def test_permuted_vocabulary_draft_drafts_through_a_tokenizer_map(
     token, or after one entered the context (the draft reads it as its unknown token): any other
     rejection means the map mistranslates ids or logits. Rejections must occur (the dropped
     tokens are emitted), so that path is exercised.
+
+    The greedy autoregressive reference is the first ``MAPPED_NEW_TOKENS`` of the greedy test's
+    (its first rows are these questions): greedy decoding is deterministic and row by row.
     """
     model, tokenizer = smollm2
     batch = torch.cat([_chat_prompt(tokenizer, question) for question in MAPPED_QUESTIONS])
     target = HFModel(model)
-    reference = generate_autoregressive(
-        target,
-        batch,
-        max_new_tokens=MAPPED_NEW_TOKENS,
-        generator=torch.Generator(),
-        temperature=0.0,
-    )
-    dropped = torch.unique(reference.tokens[:, DROPPED_AT])
+    greedy_batch, greedy = greedy_reference
+    rows = len(MAPPED_QUESTIONS)
+    assert MAPPED_QUESTIONS == GREEDY_QUESTIONS[:rows] and torch.equal(greedy_batch[:rows], batch)
+    assert MAPPED_NEW_TOKENS <= GREEDY_NEW_TOKENS
+    reference_tokens = greedy.tokens[:rows, :MAPPED_NEW_TOKENS]
+    dropped = torch.unique(reference_tokens[:, DROPPED_AT])
     shared = torch.ones(VOCAB, dtype=torch.bool)
     shared[dropped] = False
     target_ids = shared.nonzero().flatten()
@@ -284,7 +288,7 @@ def test_permuted_vocabulary_draft_drafts_through_a_tokenizer_map(
         generator=torch.Generator(),
         temperature=0.0,
     )
-    assert torch.equal(out.tokens, reference.tokens)  # no numerical tie on these prompts
+    assert torch.equal(out.tokens, reference_tokens)  # no numerical tie on these prompts
     rejections = 0
     for row in range(batch.shape[0]):
         tokens, position = out.tokens[row], 0
@@ -349,7 +353,10 @@ def test_two_sampled_tokens_follow_the_top3_law(
     assert detectable <= DETECTABLE_TV
 
     # The chunks' first drafting passes read the same prompt batch: computed once (MemoModel).
-    target, draft = HFModel(model), MemoModel(HFModel(truncated_copy(model, DRAFT_LAYERS)))
+    # The rows of a batch differ only in their few distinct drafts and tokens: each distinct
+    # row is run once (UniqueRows; the same bits as the whole batch, see tests/_unique_rows.py).
+    target = UniqueRows(HFModel(model))
+    draft = MemoModel(UniqueRows(HFModel(truncated_copy(model, DRAFT_LAYERS))))
     rows = SAMPLE_SIZE // CHUNKS
     batch = torch.tensor([prompt]).expand(rows, -1)
     start = time.perf_counter()
@@ -373,7 +380,8 @@ def test_two_sampled_tokens_follow_the_top3_law(
     print(
         f"sampled {SAMPLE_SIZE} rows in {time.perf_counter() - start:.1f} s; first step "
         f"accepted {first_step.mean():.3f} of {K} drafts on average; {draft.hits} drafting "
-        "passes repeated from an earlier chunk (memo)"
+        f"passes repeated from an earlier chunk (memo); target rows run {target.rows_run} "
+        f"of {target.rows_asked} (the others repeat one of them)"
     )
     assert 0.0 < float(first_step.mean()) < K  # rejections happened, and acceptances too
 

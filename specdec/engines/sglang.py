@@ -55,6 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -99,34 +100,37 @@ def final_token(target_row: Tensor, draft_row: Tensor | None, coin: Tensor) -> i
 
 def _walk(
     b: int,
-    tree: tuple[Tensor, Tensor, Tensor, Tensor],
-    coins: Tensor,
-    target_probs: Tensor,
+    tree: tuple[list[list[int]], list[list[int]], list[list[int]]],
+    coins: np.ndarray,
+    target_probs: np.ndarray,
     depth: int,
     thresholds: tuple[float, float],
 ) -> tuple[list[int], list[int], list[int]]:
     """One request's walk: the accepted nodes, their tokens, and the children rejected at the
-    node where it stopped (whose draft probabilities the kernel overwrites)."""
-    candidates, _, next_token, next_sibling = tree
-    single, accumulated = _f32(thresholds[0]), _f32(max(thresholds[1], 1e-9))
+    node where it stopped (whose draft probabilities the kernel overwrites). ``tree`` holds the
+    candidates and the next-token and next-sibling links as lists, ``coins`` and
+    ``target_probs`` are float32 arrays: the sums, the division and the comparisons are float32
+    operations, as on float32 tensors, without a tensor per scalar."""
+    candidates, next_token, next_sibling = tree
+    single, accumulated = np.float32(thresholds[0]), np.float32(max(thresholds[1], 1e-9))
     node, coin = 0, coins[b, 0]
     nodes: list[int] = []
     tokens: list[int] = []
     while len(nodes) < depth - 1:
-        child, acc, rejected = int(next_token[b, node]), _f32(0.0), []
+        child, acc, rejected = next_token[b][node], np.float32(0.0), []
         while child != -1:
-            token = int(candidates[b, child])
-            single_prob = target_probs[b, node, token].float()
+            token = candidates[b][child]
+            single_prob = target_probs[b, node, token]
             acc = acc + single_prob  # float32, in sibling order
             if bool(coin <= acc / accumulated) or bool(single_prob >= single):
                 break
             rejected.append(token)
-            child = int(next_sibling[b, child])
+            child = next_sibling[b][child]
         if child == -1:
             return nodes, tokens, rejected
         node, coin = child, coins[b, child]
         nodes.append(child)
-        tokens.append(int(candidates[b, child]))
+        tokens.append(candidates[b][child])
     return nodes, tokens, []
 
 
@@ -181,20 +185,21 @@ def tree_sampling_target_only(
         raise ValueError("uniform_samples must be [batch, N] and the final coins [batch]")
     if num_speculative_tokens < 1:
         raise ValueError(f"num_speculative_tokens must be >= 1, got {num_speculative_tokens}")
-    tree = (candidates, retrive_index, retrive_next_token, retrive_next_sibling)
-    predicts = torch.full((batch * nodes,), -1, dtype=torch.long)
-    accept_index = torch.full((batch, num_speculative_tokens), -1, dtype=torch.long)
-    accept_num = torch.zeros(batch, dtype=torch.long)
+    tree = (candidates.tolist(), retrive_next_token.tolist(), retrive_next_sibling.tolist())
+    coins = uniform_samples.detach().float().cpu().numpy()
+    probs = target_probs.detach().float().cpu().numpy()
+    index = retrive_index.tolist()
+    predicts = [-1] * (batch * nodes)  # tensors at the end: one element write per list item
+    accept_index = [[-1] * num_speculative_tokens for _ in range(batch)]
+    accept_num = [0] * batch
     thresholds = (threshold_single, threshold_acc)
     for b in range(batch):
-        walked, tokens, rejected = _walk(
-            b, tree, uniform_samples.float(), target_probs, num_speculative_tokens, thresholds
-        )
+        walked, tokens, rejected = _walk(b, tree, coins, probs, num_speculative_tokens, thresholds)
         path = [0, *walked]
-        accept_index[b, : len(path)] = retrive_index[b, path]
+        accept_index[b][: len(path)] = [index[b][node] for node in path]
         accept_num[b] = len(walked)
         for parent, token in zip(path[:-1], tokens, strict=True):
-            predicts[int(retrive_index[b, parent])] = token
+            predicts[index[b][parent]] = token
         last = path[-1]
         draft_row = None
         if len(walked) != num_speculative_tokens - 1:
@@ -202,8 +207,12 @@ def tree_sampling_target_only(
             for token in rejected:  # the kernel's overwrite: q = p at each rejected child
                 draft_row[token] = target_probs[b, last, token].float()
         coin = uniform_samples_for_final_sampling[b]
-        predicts[int(retrive_index[b, last])] = final_token(target_probs[b, last], draft_row, coin)
-    return TreeSampling(predicts, accept_index, accept_num)
+        predicts[index[b][last]] = final_token(target_probs[b, last], draft_row, coin)
+    return TreeSampling(
+        torch.tensor(predicts, dtype=torch.long),
+        torch.tensor(accept_index, dtype=torch.long).reshape(batch, num_speculative_tokens),
+        torch.tensor(accept_num, dtype=torch.long),
+    )
 
 
 def _final_law(target_row: Tensor, draft_row: Tensor | None) -> dict[int, Fraction]:

@@ -66,6 +66,7 @@ from specdec.testing.stats import l1_test, min_detectable_tv_by_l1
 from specdec.types import VerifyRule
 from specdec.verify import verify_tokens
 from tests._tiny_models import noisy_copy, tiny_model, vocabulary_copy
+from tests._unique_rows import UniqueRows
 
 SAMPLE_SIZE = 40_000
 FALSE_FAIL_RATE = 1e-4
@@ -363,6 +364,12 @@ def test_stopping_rule_enumeration_gives_the_target_law(case: Case, peak: bool) 
     assert 0.5 * float((wrong - expected).abs().sum()) > 0.05
 
 
+def _distinct_rows_once(model: CausalLM) -> CausalLM:
+    """A transformers model runs each distinct row of the ``n`` copies of the prompt once
+    (``tests/_unique_rows.py``: the same bits as the whole batch)."""
+    return UniqueRows(model) if isinstance(model, HFModel) else model
+
+
 def _sample(
     case: Case,
     options: dict[str, float | int],
@@ -373,6 +380,7 @@ def _sample(
     stopping: StoppingRule | None = None,
 ) -> torch.Tensor:
     target, draft, vocabulary_map = _models(case.arch)
+    target, draft = _distinct_rows_once(target), _distinct_rows_once(draft)
     if restrict_target:
         assert vocabulary_map is not None
         target = _restricted(target, vocabulary_map)

@@ -62,6 +62,7 @@ from specdec.testing.stats import (
 )
 from specdec.types import VerifyRule
 from tests._tiny_models import tiny_model
+from tests._unique_rows import UniqueRows
 from tests.statistical.test_generate_law import FALSE_FAIL_RATE as REAL_FALSE_FAIL_RATE
 from tests.statistical.test_generate_law import FALSE_PASS_RATE as REAL_FALSE_PASS_RATE
 from tests.statistical.test_generate_law import (
@@ -197,8 +198,8 @@ def _real_models(arch: str) -> tuple[CausalLM, CausalLM]:
 def _generate(arch: str, rule: VerifyRule) -> torch.Tensor:
     target, draft = _real_models(arch)
     out = specdec.generate_speculative(
-        target,
-        draft,
+        UniqueRows(target),  # each distinct row of the n copies once: the same bits
+        UniqueRows(draft),
         torch.tensor(PROMPT).expand(SAMPLE_SIZE, -1),
         k=2,
         max_new_tokens=NEW_TOKENS,
