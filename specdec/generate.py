@@ -235,7 +235,7 @@ def generate_speculative(
             the drafts, the draft rows they were sampled from, the ``k + 1`` target rows the
             rule verified with and the emitted block, under the rule's step law:
             ``"token"`` for ``verify_tokens``, ``"block"`` for ``verify_block``, or a rule's
-            ``specdec.testing.step_record.declare_rule`` mark (the greedy rule at
+            ``specdec.testing.step_record.declare_rule`` declaration (the greedy rule at
             temperature 0, verified on one-hot rows: the same tokens). A row's step with
             no drafts (its last token at the budget's end) is not recorded.
 
@@ -243,7 +243,7 @@ def generate_speculative(
         ValueError: vocabulary mismatch between draft and target, ``k < 1``, empty or too
             long prompts, bad sampling options, ``record=True`` at a temperature above 0
             with a ``rule`` whose step law is not known (not ``verify_tokens``,
-            ``verify_block`` or a ``declare_rule`` mark). TypeError: a keyword that is not a
+            ``verify_block`` or a ``declare_rule`` declaration). TypeError: a keyword that is not a
             sampling keyword, options given both ways, a ``record`` that is not a bool.
 
     Example:

@@ -56,7 +56,9 @@ offline with ``specdec audit --trace FILE``. A draft tree's step is recorded by
 """
 
 import math
-from typing import TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -72,11 +74,13 @@ from specdec.testing._step_scalars import (
 )
 from specdec.testing._trace_file import RULES, load_trace, save_trace
 from specdec.testing._trace_types import StepRecord, Trace
+from specdec.types import Verification
 from specdec.verify.block import verify_block
 from specdec.verify.tokens import verify_tokens
 
 __all__ = [
     "RULES",
+    "DeclaredRule",
     "StepRecord",
     "Trace",
     "declare_rule",
@@ -86,44 +90,61 @@ __all__ = [
     "save_trace",
 ]
 
-Rule = TypeVar("Rule")
-
-_DECLARED = "_specdec_step_rule"
 _DECLARABLE = ("token", "block")
 
 
-def declare_rule(rule: Rule, name: str) -> Rule:
-    """Mark a verification rule of your own as following the step law ``name``: ``"token"``
+@dataclass(frozen=True)
+class DeclaredRule:
+    """A verification rule of your own with the step law it claims (``declare_rule``);
+    calling it calls the rule.
+
+    Attributes:
+        rule: the rule (``verify_tokens``' argument list).
+        law: ``"token"`` or ``"block"``.
+    """
+
+    rule: Callable[..., Verification]
+    law: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Verification:
+        return self.rule(*args, **kwargs)
+
+
+def declare_rule(rule: Callable[..., Verification], name: str) -> DeclaredRule:
+    """A verification rule of your own, declared to follow the step law ``name``: ``"token"``
     (token-level rejection sampling) or ``"block"`` (block verification), so that
-    ``generate_speculative(..., rule=rule, record=True)`` records its steps under that rule
-    and the trace is judged against its law. The mark is a claim the audit then tests; the
-    library's ``verify_tokens`` and ``verify_block`` need none. Returns the same rule, marked.
+    ``generate_speculative(..., rule=declare_rule(rule, name), record=True)`` records its
+    steps under that rule and the trace is judged against its law. The declaration is a claim
+    the audit then tests; the library's ``verify_tokens`` and ``verify_block`` need none.
+    ``rule`` itself is left as it is (the declaration wraps it).
 
     Raises:
-        ValueError: a ``name`` other than ``"token"`` and ``"block"``.
+        ValueError: a ``name`` other than ``"token"`` and ``"block"``. TypeError: a ``rule``
+        that is not callable.
 
     Example:
         >>> from specdec.verify import verify_tokens
         >>> def my_rule(x, q, p, u):
         ...     return verify_tokens(x, q, p, u)
-        >>> declared_rule(declare_rule(my_rule, "token"))
-        'token'
+        >>> declared_rule(declare_rule(my_rule, "token")), declared_rule(my_rule)
+        ('token', None)
     """
     if name not in _DECLARABLE:
         raise ValueError(f"name must be one of {_DECLARABLE}, got {name!r}.")
-    setattr(rule, _DECLARED, name)
-    return rule
+    if not callable(rule):
+        raise TypeError(f"rule must be callable, got {type(rule).__name__}.")
+    return DeclaredRule(rule, name)
 
 
 def declared_rule(rule: object) -> str | None:
     """The step law ``rule`` follows: ``"token"`` for ``specdec.verify_tokens``, ``"block"``
-    for ``specdec.verify_block``, a ``declare_rule`` mark's, else ``None`` (not known)."""
+    for ``specdec.verify_block``, a ``declare_rule`` declaration's, else ``None`` (not
+    known)."""
     if rule is verify_tokens:
         return "token"
     if rule is verify_block:
         return "block"
-    name = getattr(rule, _DECLARED, None)
-    return name if name in _DECLARABLE else None
+    return rule.law if isinstance(rule, DeclaredRule) else None
 
 
 def _check_inputs(
