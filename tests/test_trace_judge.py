@@ -14,7 +14,7 @@ import torch
 
 from specdec.cli import main
 from specdec.testing.audit import AuditOptions, as_subject, audit
-from specdec.testing.audit.running.trace_statistics import COUPLING_MIX, _coupled
+from specdec.testing.audit.running.trace_statistics import COUPLING_MIX, coupled_log_ratios
 from specdec.testing.step_record import Trace, record_step, save_trace
 from specdec.testing.trace_zoo import toy_trace
 from specdec.warp import SamplingOptions
@@ -70,7 +70,10 @@ WITHOUT_RATIOS = {
 def test_each_coupling_ratio_is_an_e_value_of_the_decision(alpha: float, least: float) -> None:
     """``alpha r(accept) + (1 - alpha) r(reject) = 1`` for every share of coupled steps: the
     coupling's likelihood ratios have expectation 1 under the token rule."""
-    accepted, rejected = _coupled(True, alpha, least), _coupled(False, alpha, least)
+    accepted, rejected = (
+        coupled_log_ratios(True, alpha, least),
+        coupled_log_ratios(False, alpha, least),
+    )
     assert len(accepted) == len(COUPLING_MIX)
     for up, down in zip(accepted, rejected, strict=True):
         assert alpha * math.exp(up) + (1 - alpha) * math.exp(down) == pytest.approx(1.0)

@@ -67,7 +67,7 @@ from specdec.testing.audit.running.trace_block import block_chances, block_probl
 
 __all__ = [
     "AFTER_ACCEPT", "COUPLING_MIX", "CUT_INSIDE", "OUTCOMES", "PROCESSES", "RATIOS",
-    "TraceEvidence", "trace_evidence",
+    "TraceEvidence", "coupled_log_ratios", "tilted_log_ratios", "trace_evidence",
 ]  # fmt: skip
 
 DECISIONS = "accept/reject decisions (PIT)"
@@ -179,14 +179,14 @@ CUT_INSIDE = (
 """A cut step before a sequence's last: forbidden under every rule the trace declares."""
 
 
-def _tilted(at: float, log_norms: tuple[float, ...]) -> tuple[float, ...]:
+def tilted_log_ratios(at: float, log_norms: tuple[float, ...]) -> tuple[float, ...]:
     """The log likelihood ratios ``(b - 1) ln pi(y) - ln Z(b)`` of a token of probability
     ``at > 0`` under each tilt ``b`` (``TILTS``), from its law's ``ln Z(b)``."""
     logged = math.log(at)
     return tuple((b - 1.0) * logged - norm for b, norm in zip(TILTS, log_norms, strict=True))
 
 
-def _coupled(accept: bool, alpha: float, least: float) -> tuple[float, ...]:
+def coupled_log_ratios(accept: bool, alpha: float, least: float) -> tuple[float, ...]:
     """The log likelihood ratios of a decision of probability ``alpha`` after acceptances
     of least probability ``least``, against the comonotone coupling mixed in at each
     ``COUPLING_MIX`` share."""
@@ -209,7 +209,7 @@ def _step(
             add(DRAFTS, _pit(record.draft_above[i], record.draft_at[i], uniform))
         add(DRAFTS_BY_ID, _pit(record.draft_below[i], record.draft_at[i], uniform))
         if record.draft_tilts and record.draft_at[i] > 0.0:
-            add(DRAFT_TILTS, _tilted(record.draft_at[i], record.draft_tilts[i]))
+            add(DRAFT_TILTS, tilted_log_ratios(record.draft_at[i], record.draft_tilts[i]))
     accepted, ending = record.accepted, record.ending
     decided = accepted + (ending == "correction")
     if rule == "greedy":
@@ -234,7 +234,7 @@ def _step(
         if i > 0 and 0.0 < alpha < 1.0:  # the surprise of an acceptance after an acceptance
             add(AFTER_ACCEPT, (float(accept) - alpha) / math.sqrt(alpha * (1.0 - alpha)))
             if 0.0 < least < 1.0:  # a coupling moves it only after an uncertain acceptance
-                add(COUPLING, _coupled(accept, alpha, least))
+                add(COUPLING, coupled_log_ratios(accept, alpha, least))
         if accept:
             least = min(least, alpha)
     if ending == "cut" or record.final_at is None or record.final_below is None:
@@ -253,7 +253,7 @@ def _step(
         add(name, _pit(record.final_above, record.final_at, uniform))
     if record.final_tilts is not None:
         name = CORRECTION_TILTS if ending == "correction" else BONUS_TILTS
-        add(name, _tilted(record.final_at, record.final_tilts))
+        add(name, tilted_log_ratios(record.final_at, record.final_tilts))
     return problems
 
 
