@@ -8,15 +8,20 @@ verification (its accepted length decision by decision, its own residual) or gre
 standardized surprise of an acceptance after an acceptance; a tree trace's from
 ``tree_statistics``, the same processes under the tree rule) and watches an anytime-valid
 e-process on each (``PROCESSES``): the Krichevsky-Trofimov mixture against 16 equal PIT bins
-(``stats.sequential.kt_log_e_values``) and, for the surprises, the normal mixture
-(``stats.streaming.normal_mixture_log_e``). Each is watched after every value; the first to
+(``stats.sequential.kt_log_e_values``); for the surprises, the normal mixture
+(``stats.streaming.normal_mixture_log_e``); for the likelihood ratios (``RATIOS``: each token
+against its law's tilts, each decision after an acceptance against the step's comonotone
+coupling; ``proofs/theory.md`` claim 29), the mean over the family of the running products.
+Each is watched after every value; the first to
 reach ``ln(m / alpha)`` (``m`` e-processes, Bonferroni) rejects, so a correct engine is
 called LOSSY with probability at most ``alpha`` (Ville), however long the trace. A forbidden
 outcome (``trace_statistics``) is LOSSY at once.
 
 Power: a process of ``N`` values detects, with false-pass ``beta``, a binned PIT law at TV
 ``min_detectable_binned_tv(N, 16, ln(m/alpha), beta)`` from uniform (averaged over its
-values), and a mean surprise shift of ``min_detectable_mean_shift`` standard deviations. The
+values), a mean surprise shift of ``min_detectable_mean_shift`` standard deviations, and an
+alternative of the likelihood-ratio family whose mean log-ratio per value is at least
+``(ln(m/alpha) + ln G + ln(1/beta)) / N`` (``G`` alternatives; by Wald's approximation). The
 verdict is ``cannot decide`` when the pooled outcomes' detectable TV is above
 ``min_power_tv``. Under the greedy rule every step is checked exactly: a rate ``r`` of steps
 breaking the rule is missed with probability ``(1 - r)^N <= beta`` once ``r >= ln(1/beta)/N``.
