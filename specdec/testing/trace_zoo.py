@@ -19,14 +19,17 @@ Used by the tests of ``step_record`` and ``trace_judge`` and by benchmarks; test
 benchmarks import it, it imports no test helper.
 """
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from specdec.sampling import sample
+from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.testing.step_record import StepRecord, Trace, record_step
 from specdec.warp import SamplingOptions
 
-__all__ = ["TRACE_BUGS", "toy_trace"]
+__all__ = ["TRACE_BUGS", "assemble_trace", "toy_trace"]
 
 TRACE_BUGS = (
     "none", "bonus_temperature", "correction_from_p", "unwarped_draft_rows", "reused_uniform",
@@ -107,28 +110,51 @@ def toy_trace(
         last = best[torch.arange(steps), accepted]
         if bug == "greedy_sampled_bonus":
             last = torch.where(accepted == k, sample(bonus, uniforms[:, 2 * k]), last)
+    rule = "greedy" if greedy else "token"
+
+    def record(step: int, position: int) -> StepRecord:
+        count = int(accepted[step])
+        emitted = torch.cat([drafted[step, :count], last[step : step + 1]])
+        return record_step(drafted[step], emitted, verifying[step], target[step], rule=rule,
+                           position=position)  # fmt: skip
+
+    return assemble_trace(law, vocab, rule, steps, sequences, record)
+
+
+def assemble_trace(
+    law: SamplingOptions,
+    vocab: int,
+    rule: str,
+    steps: int,
+    sequences: int,
+    record: Callable[[int, int], StepRecord | TreeStepRecord],
+) -> Trace:
+    """The trace of a toy engine's ``steps`` steps split evenly over ``sequences`` in order
+    (prompts ``(0,)``, ``(1,)``, ... modulo ``V``): step ``s`` is ``record(s, position)``, its
+    position the new tokens its sequence emitted before it. Shared by the toy zoos
+    (``toy_trace``, ``trace_zoo_block.block_trace``, ``tree_trace_zoo.toy_tree_trace``).
+
+    Example:
+        >>> rows = torch.tensor([[0.5, 0.5], [0.5, 0.5]], dtype=torch.float64)
+        >>> def one(step, position):
+        ...     return record_step(torch.tensor([0]), torch.tensor([0, 1]), rows[:1], rows,
+        ...                        position=position)
+        >>> trace = assemble_trace(SamplingOptions(), 2, "token", 4, 2, one)
+        >>> [[r.position for r in steps] for steps in trace.sequences]
+        [[0, 2], [0, 2]]
+    """
     per = max(1, steps // sequences)
-    records: list[list[StepRecord]] = [[] for _ in range(sequences)]
+    records: list[list[StepRecord | TreeStepRecord]] = [[] for _ in range(sequences)]
     positions = [0] * sequences
     for step in range(steps):
         row = min(step // per, sequences - 1)
-        count = int(accepted[step])
-        emitted = torch.cat([drafted[step, :count], last[step : step + 1]])
-        records[row].append(
-            record_step(
-                drafted[step],
-                emitted,
-                verifying[step],
-                target[step],
-                rule="greedy" if greedy else "token",
-                position=positions[row],
-            )
-        )
-        positions[row] += count + 1
+        made = record(step, positions[row])
+        records[row].append(made)
+        positions[row] += len(made.emitted)
     return Trace(
         law=law,
         vocab=vocab,
-        rule="greedy" if greedy else "token",
+        rule=rule,
         prompts=tuple((index % vocab,) for index in range(sequences)),
         sequences=tuple(tuple(r) for r in records),
     )

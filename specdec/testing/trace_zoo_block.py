@@ -21,6 +21,7 @@ from torch import Tensor
 
 from specdec.sampling import sample
 from specdec.testing.step_record import StepRecord, Trace, record_step
+from specdec.testing.trace_zoo import assemble_trace
 from specdec.verify.block import block_thresholds, block_weights, last_success, verify_block
 from specdec.warp import SamplingOptions
 
@@ -99,19 +100,11 @@ def block_trace(
     else:
         accepted, last = _buggy_block(bug, drafted, draft, target, uniforms[:, k:]).unbind(1)
     rule = "token" if bug == "declared_token" else "block"
-    per = max(1, steps // sequences)
-    records: list[list[StepRecord]] = [[] for _ in range(sequences)]
-    positions = [0] * sequences
-    for step in range(steps):
-        row, count = min(step // per, sequences - 1), int(accepted[step])
+
+    def record(step: int, position: int) -> StepRecord:
+        count = int(accepted[step])
         emitted = torch.cat([drafted[step, :count], last[step : step + 1]])
-        records[row].append(record_step(drafted[step], emitted, draft[step], target[step],
-                                        rule=rule, position=positions[row]))  # fmt: skip
-        positions[row] += count + 1
-    return Trace(
-        law=law,
-        vocab=vocab,
-        rule=rule,
-        prompts=tuple((index % vocab,) for index in range(sequences)),
-        sequences=tuple(tuple(r) for r in records),
-    )
+        return record_step(drafted[step], emitted, draft[step], target[step], rule=rule,
+                           position=position)  # fmt: skip
+
+    return assemble_trace(law, vocab, rule, steps, sequences, record)

@@ -26,6 +26,7 @@ from torch import Tensor
 from specdec._kernels import inverse_cdf, residual
 from specdec.sampling import sample
 from specdec.testing._trace_types import Trace
+from specdec.testing.trace_zoo import assemble_trace
 from specdec.testing.tree_record import TreeStepRecord, record_tree_step
 from specdec.verify.tree import TokenTree, TreeVerification, verify_tree, walk_tree
 from specdec.warp import SamplingOptions
@@ -137,21 +138,11 @@ def toy_tree_trace(
             (walked.tokens[s, : lengths[s]].tolist(), walked.path[s, : lengths[s] - 1].tolist())
             for s in range(steps)
         ]
-    per = max(1, steps // sequences)
-    records: list[list[TreeStepRecord]] = [[] for _ in range(sequences)]
-    positions = [0] * sequences
-    for step, (block, path) in enumerate(blocks):
-        row = min(step // per, sequences - 1)
+
+    def record(step: int, position: int) -> TreeStepRecord:
+        block, path = blocks[step]
         emitted, accepted = torch.tensor(block), torch.tensor(path, dtype=torch.long)
-        rows = draft[step], target[step]
-        record = record_tree_step(tree, tokens[step], emitted, *rows, path=accepted,
-                                  position=positions[row])  # fmt: skip
-        records[row].append(record)
-        positions[row] += len(block)
-    return Trace(
-        law=law,
-        vocab=vocab,
-        rule="tree",
-        prompts=tuple((index % vocab,) for index in range(sequences)),
-        sequences=tuple(tuple(r) for r in records),
-    )
+        return record_tree_step(tree, tokens[step], emitted, draft[step], target[step],
+                                path=accepted, position=position)  # fmt: skip
+
+    return assemble_trace(law, vocab, "tree", steps, sequences, record)
