@@ -113,10 +113,33 @@ def _fewest(trace: Any, judge: Any) -> int:
     return high
 
 
+def _joined_trace(parts: list[Any]) -> Any:
+    """One trace of ``parts``' sequences in order (the first part's law, vocabulary, rule)."""
+    from specdec.testing.step_record import Trace
+
+    return Trace(
+        law=parts[0].law, vocab=parts[0].vocab, rule=parts[0].rule,
+        prompts=tuple(p for part in parts for p in part.prompts),
+        sequences=tuple(s for part in parts for s in part.sequences),
+    )  # fmt: skip
+
+
+def _verdict(bug: str, report: Any, trace: Any) -> dict[str, Any]:
+    """What a row says of ``bug``'s judged ``trace``: the verdict, the deciding test, the
+    generated tokens and generations, the detectable sizes."""
+    [result] = report.scenarios
+    return {
+        "bug": bug, "verdict": report.verdict,
+        "deciding_test": getattr(result, "deciding_test", None),
+        "generated_tokens": _tokens(trace), "generations": len(trace.sequences),
+        "detectable": {n: round(v, 4) for n, v in getattr(result, "detectable", ())},
+    }  # fmt: skip
+
+
 def _joined(folder: Path | None, bug: str, power: float | None) -> dict[str, Any]:
     """``--join``: the parts of ``bug``'s run in ``folder`` as one trace, judged."""
     from specdec.testing.audit import AuditOptions, as_subject, audit
-    from specdec.testing.step_record import Trace, load_trace
+    from specdec.testing.step_record import load_trace
 
     if folder is None:
         raise SystemExit("--join needs --traces DIR")
@@ -124,19 +147,11 @@ def _joined(folder: Path | None, bug: str, power: float | None) -> dict[str, Any
     parts = [load_trace(path) for path in paths if path.exists()]
     if not parts:
         raise SystemExit(f"--join: no trace of {bug} in {folder}")
-    trace = Trace(
-        law=parts[0].law, vocab=parts[0].vocab, rule=parts[0].rule,
-        prompts=tuple(p for part in parts for p in part.prompts),
-        sequences=tuple(s for part in parts for s in part.sequences),
-    )  # fmt: skip
+    trace = _joined_trace(parts)
     start = time.perf_counter()
     report = audit(as_subject(trace), AuditOptions(min_power_tv=power))
-    [result] = report.scenarios
     row = {
-        "bug": bug, "parts": len(parts), "verdict": report.verdict,
-        "headline": report.headline(), "deciding_test": getattr(result, "deciding_test", None),
-        "generated_tokens": _tokens(trace), "generations": len(trace.sequences),
-        "detectable": {n: round(v, 4) for n, v in getattr(result, "detectable", ())},
+        **_verdict(bug, report, trace), "parts": len(parts), "headline": report.headline(),
         "judging_seconds": round(time.perf_counter() - start, 1),
     }  # fmt: skip
     print(json.dumps(row), flush=True)
@@ -150,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     import specdec
     from benchmarks._transformers_bugs import planted
     from specdec.testing.audit import AuditOptions, as_subject, audit
-    from specdec.testing.step_record import Trace, load_trace, save_trace
+    from specdec.testing.step_record import load_trace, save_trace
     from specdec.testing.transformers_stream import transformers_trace
 
     def judge(subject: Any) -> Any:
@@ -192,13 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                     pad_token_id=0 if pad is None else pad,
                 )  # fmt: skip
             generating += time.perf_counter() - start
-            if trace is not None:  # the runs so far, then these
-                more = Trace(
-                    law=law, vocab=more.vocab, rule=more.rule,
-                    prompts=trace.prompts + more.prompts,
-                    sequences=trace.sequences + more.sequences,
-                )  # fmt: skip
-            trace = more
+            trace = more if trace is None else _joined_trace([trace, more])  # so far, then these
             if kept is not None:
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 save_trace(kept, trace)
@@ -214,19 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         lossy_at = None
         if report.verdict == "lossy":
             lossy_at = _tokens(_prefix(trace, _fewest(trace, judge)))
-        [result] = report.scenarios
         row = {
-            "bug": bug,
-            "verdict": report.verdict,
-            "deciding_test": getattr(result, "deciding_test", None),
-            "generated_tokens": _tokens(trace),
-            "generations": len(trace.sequences),
-            "lossy_after_tokens": lossy_at,
-            "detectable": {name: round(value, 4) for name, value in result.detectable},
-            "generation_seconds": round(generating, 1),
-            "judging_seconds": round(judging, 1),
+            **_verdict(bug, report, trace), "lossy_after_tokens": lossy_at,
+            "generation_seconds": round(generating, 1), "judging_seconds": round(judging, 1),
             "load": round(os.getloadavg()[0], 2),
-        }
+        }  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)
     summary = {
