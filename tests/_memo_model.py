@@ -21,10 +21,9 @@ from torch import Tensor
 
 from specdec.cache import KVCache, layer_tensors, make_cache
 from specdec.models.base import CausalLM
+from tests._model_wrapper import ModelWrapper, Pairs, call_tensors
 
 __all__ = ["MemoModel"]
-
-_Pairs = list[tuple[Tensor, Tensor]]
 
 
 def _digest(tensors: list[Tensor], logits_to_keep: int | None) -> bytes:
@@ -36,7 +35,7 @@ def _digest(tensors: list[Tensor], logits_to_keep: int | None) -> bytes:
     return digest.digest()
 
 
-def _appended(old: _Pairs, pairs: _Pairs, added: int) -> bool:
+def _appended(old: Pairs, pairs: Pairs, added: int) -> bool:
     """Whether the model's new cache ``pairs`` is the input cache ``old`` followed by ``added``
     new slots in every layer (only such a call is remembered)."""
     if not old:
@@ -49,22 +48,13 @@ def _appended(old: _Pairs, pairs: _Pairs, added: int) -> bool:
     )
 
 
-class MemoModel:
+class MemoModel(ModelWrapper):
     """Wrap ``model``; ``hits`` and ``misses`` count the calls answered from memory and run."""
 
     def __init__(self, model: CausalLM) -> None:
-        self.model = model
+        super().__init__(model)
         self.hits = self.misses = 0
-        self._results: dict[bytes, tuple[Tensor, _Pairs, KVCache]] = {}
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.vocab_size
-
-    @property
-    def max_length(self) -> int | None:
-        value = getattr(self.model, "max_length", None)
-        return value if isinstance(value, int) else None
+        self._results: dict[bytes, tuple[Tensor, Pairs, KVCache]] = {}
 
     def forward(
         self,
@@ -74,8 +64,7 @@ class MemoModel:
         position_ids: Tensor,
         logits_to_keep: int | None = None,
     ) -> tuple[Tensor, KVCache]:
-        old: _Pairs = [] if cache is None else layer_tensors(cache)
-        tensors = [input_ids, attention_mask, position_ids, *(t for pair in old for t in pair)]
+        old, tensors = call_tensors(input_ids, cache, attention_mask, position_ids)
         key = _digest(tensors, logits_to_keep)
         stored = self._results.get(key)
         if stored is not None:

@@ -21,8 +21,9 @@ values, so the scale is the same.
 import torch
 from torch import Tensor
 
-from specdec.cache import KVCache, layer_tensors, select_rows
+from specdec.cache import KVCache, select_rows
 from specdec.models.base import CausalLM
+from tests._model_wrapper import ModelWrapper, call_tensors
 
 __all__ = ["MIN_ROWS", "UniqueRows", "distinct_rows"]
 
@@ -76,21 +77,12 @@ def distinct_rows(tensors: list[Tensor], batch: int, keyed: int) -> tuple[Tensor
     return torch.cat([first, padding]), inverse
 
 
-class UniqueRows:
+class UniqueRows(ModelWrapper):
     """Wrap ``model``; ``rows_run`` and ``rows_asked`` count the rows computed and requested."""
 
     def __init__(self, model: CausalLM) -> None:
-        self.model = model
+        super().__init__(model)
         self.rows_run = self.rows_asked = 0
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.vocab_size
-
-    @property
-    def max_length(self) -> int | None:
-        value = getattr(self.model, "max_length", None)
-        return value if isinstance(value, int) else None
 
     def forward(
         self,
@@ -102,8 +94,7 @@ class UniqueRows:
     ) -> tuple[Tensor, KVCache]:
         batch = input_ids.shape[0]
         self.rows_asked += batch
-        old = [] if cache is None else layer_tensors(cache)
-        tensors = [input_ids, attention_mask, position_ids, *(t for pair in old for t in pair)]
+        _, tensors = call_tensors(input_ids, cache, attention_mask, position_ids)
         # The key: the new tokens, mask, positions and the first layer's keys (which hold the
         # tokens before); every cache tensor is compared before a row is taken for another.
         first, inverse = distinct_rows(tensors, batch, keyed=min(len(tensors), 4))
