@@ -40,19 +40,13 @@ def _trace(rule: str, runs: int, steps: int, seed: int) -> Any:
 def _row(rule: str, runs: int, steps: int, rate: float, seed: int) -> dict[str, Any]:
     from scipy.stats import beta
 
-    from specdec.testing.audit import AuditOptions, as_subject, audit
-    from specdec.testing.step_record import Trace
+    from specdec.testing.trace_zoo import judged_alone
 
     start = time.process_time()
-    trace = _trace(rule, runs, steps, seed)
-    lossy, crossed = 0, Counter[str]()
-    for index, sequence in enumerate(trace.sequences):
-        alone = Trace(trace.law, trace.vocab, trace.rule, (trace.prompts[index],), (sequence,))
-        report = audit(as_subject(alone), AuditOptions(false_fail_rate=rate, seed=index))
-        if report.verdict == "lossy":
-            lossy += 1
-            deciding = getattr(report.scenarios[0], "deciding_test", None) or ""
-            crossed[deciding.split(" at step")[0]] += 1
+    decided = [
+        test for test in judged_alone(_trace(rule, runs, steps, seed), rate) if test is not None
+    ]
+    lossy, crossed = len(decided), Counter(test.split(" at step")[0] for test in decided)
     upper = float(beta.ppf(0.99, lossy + 1, runs - lossy)) if lossy < runs else 1.0
     return {
         "rule": rule, "runs": runs, "steps_per_run": steps, "nominal": rate, "lossy": lossy,

@@ -29,7 +29,7 @@ from specdec.testing._tree_record_types import TreeStepRecord
 from specdec.testing.step_record import StepRecord, Trace, record_step
 from specdec.warp import SamplingOptions
 
-__all__ = ["TRACE_BUGS", "assemble_trace", "toy_trace"]
+__all__ = ["TRACE_BUGS", "assemble_trace", "judged_alone", "toy_trace"]
 
 TRACE_BUGS = (
     "none", "bonus_temperature", "correction_from_p", "unwarped_draft_rows", "reused_uniform",
@@ -158,3 +158,25 @@ def assemble_trace(
         prompts=tuple((index % vocab,) for index in range(sequences)),
         sequences=tuple(tuple(r) for r in records),
     )
+
+
+def judged_alone(trace: Trace, false_fail_rate: float) -> tuple[str | None, ...]:
+    """Each sequence of ``trace`` judged alone (independent runs for a calibration: sequence
+    ``i`` with judge seed ``i``) at family-wise ``false_fail_rate``: the deciding test of each
+    LOSSY run, ``None`` for each other. A correct engine's run is LOSSY with probability at
+    most ``false_fail_rate`` (Ville's inequality, Bonferroni over the e-processes).
+
+    Example:
+        >>> judged_alone(toy_trace(steps=4, sequences=2), 0.2)
+        (None, None)
+    """
+    from specdec.testing.audit import AuditOptions, as_subject, audit
+
+    decided: list[str | None] = []
+    for index, steps in enumerate(trace.sequences):
+        alone = Trace(trace.law, trace.vocab, trace.rule, (trace.prompts[index],), (steps,))
+        options = AuditOptions(false_fail_rate=false_fail_rate, seed=index)
+        report = audit(as_subject(alone), options)
+        deciding = getattr(report.scenarios[0], "deciding_test", None) or ""
+        decided.append(deciding if report.verdict == "lossy" else None)
+    return tuple(decided)
