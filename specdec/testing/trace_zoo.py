@@ -26,6 +26,7 @@ from torch import Tensor
 
 from specdec.sampling import sample
 from specdec.testing._tree_record_types import TreeStepRecord
+from specdec.testing.audit import AuditOptions, as_subject, audit
 from specdec.testing.step_record import StepRecord, Trace, record_step
 from specdec.warp import SamplingOptions
 
@@ -170,8 +171,6 @@ def judged_alone(trace: Trace, false_fail_rate: float) -> tuple[str | None, ...]
         >>> judged_alone(toy_trace(steps=4, sequences=2), 0.2)
         (None, None)
     """
-    from specdec.testing.audit import AuditOptions, as_subject, audit
-
     decided: list[str | None] = []
     for index, steps in enumerate(trace.sequences):
         alone = Trace(trace.law, trace.vocab, trace.rule, (trace.prompts[index],), (steps,))
